@@ -1,0 +1,25 @@
+/* Small helpers shared by the benchmarks. */
+#ifndef BKV_BENCH_UTIL_H
+#define BKV_BENCH_UTIL_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline double bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Benchmarks built without optimisation measure the compiler, not us. */
+static inline const char *bench_build_warning(void) {
+#if !defined(__OPTIMIZE__)
+    return "warning: built without optimisation; timings are not meaningful";
+#elif !defined(NDEBUG)
+    return "warning: built with assertions enabled";
+#else
+    return NULL;
+#endif
+}
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * `bloomkv filter-bench`: builds a filter over N random distinct keys and
+ * measures it. Before timing anything it checks that every inserted key is
+ * found (a filter with a false negative is broken, however fast).
+ *
+ * Keys are hashed once, up front, and the hashing cost is reported on its
+ * own line (hash_ns): the probe timings are pure filter work, which is what
+ * an engine sharing one hash across many tables pays per table.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "bloomkv_filter.h"
+#include "filter_bench.h"
+
+typedef struct bench_config {
+    int type;
+    uint64_t keys;
+    uint64_t queries;
+    double bits_per_key; /* used when > 0 */
+    double fpr;          /* else this */
+    uint64_t seed;
+    int json;
+} bench_config;
+
+typedef struct bench_result {
+    bkv_filter_info info;
+    double hash_ns, build_ns_per_key, query_pos_ns, query_neg_ns, query_neg_batch_ns;
+    double fpr;
+} bench_result;
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* 16-byte keys: a random word, then the index with the top bit marking the
+ * query set, so inserted and queried keys can never coincide. */
+static void hash_keys(bkv_hash *out, uint64_t n, uint64_t seed, int negative) {
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t key[2] = {mix64(seed * 0x9e3779b97f4a7c15ULL + i), i | ((uint64_t)negative << 63)};
+        out[i] = bkv_hash_bytes(key, sizeof key);
+    }
+}
+
+static int run_one(const bench_config *cfg, bench_result *r) {
+    memset(r, 0, sizeof *r);
+    bkv_hash *pos = malloc(cfg->keys * sizeof *pos);
+    bkv_hash *neg = malloc(cfg->queries * sizeof *neg);
+    uint8_t *answers = malloc(cfg->queries ? cfg->queries : 1);
+    if (!pos || !neg || !answers) {
+        fprintf(stderr, "filter-bench: out of memory\n");
+        free(pos), free(neg), free(answers);
+        return 3;
+    }
+    double t0 = bench_now_ns();
+    hash_keys(pos, cfg->keys, cfg->seed, 0);
+    r->hash_ns = cfg->keys ? (bench_now_ns() - t0) / (double)cfg->keys : 0;
+    hash_keys(neg, cfg->queries, cfg->seed, 1);
+
+    bkv_filter_spec spec = {.type = cfg->type, .bits_per_key = cfg->bits_per_key, .fpr = cfg->fpr};
+    bkv_filter *f = NULL;
+    t0 = bench_now_ns();
+    int rc = bkv_filter_new(&spec, cfg->keys, &f);
+    for (uint64_t i = 0; rc == BKV_OK && i < cfg->keys; i++) bkv_filter_add(f, pos[i]);
+    double build = bench_now_ns() - t0;
+    if (rc != BKV_OK) {
+        fprintf(stderr, "filter-bench: cannot build filter: %s\n", bkv_strerror(rc));
+        free(pos), free(neg), free(answers);
+        return 2;
+    }
+    r->build_ns_per_key = cfg->keys ? build / (double)cfg->keys : 0;
+
+    /* Validate before timing. */
+    uint64_t found = 0;
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < cfg->keys; i++) found += (uint64_t)bkv_filter_may_contain(f, pos[i]);
+    r->query_pos_ns = cfg->keys ? (bench_now_ns() - t0) / (double)cfg->keys : 0;
+    if (found != cfg->keys) {
+        fprintf(stderr, "filter-bench: %llu false negatives: the filter is broken\n",
+                (unsigned long long)(cfg->keys - found));
+        bkv_filter_free(f);
+        free(pos), free(neg), free(answers);
+        return 3;
+    }
+
+    uint64_t hits = 0;
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < cfg->queries; i++) hits += (uint64_t)bkv_filter_may_contain(f, neg[i]);
+    r->query_neg_ns = cfg->queries ? (bench_now_ns() - t0) / (double)cfg->queries : 0;
+
+    t0 = bench_now_ns();
+    bkv_filter_may_contain_batch(f, neg, cfg->queries, answers);
+    r->query_neg_batch_ns = cfg->queries ? (bench_now_ns() - t0) / (double)cfg->queries : 0;
+    uint64_t batch_hits = 0;
+    for (uint64_t i = 0; i < cfg->queries; i++) batch_hits += answers[i];
+    if (batch_hits != hits) {
+        fprintf(stderr, "filter-bench: batch and single probes disagree (%llu vs %llu)\n",
+                (unsigned long long)batch_hits, (unsigned long long)hits);
+        bkv_filter_free(f);
+        free(pos), free(neg), free(answers);
+        return 3;
+    }
+    r->fpr = cfg->queries ? (double)hits / (double)cfg->queries : 0;
+    bkv_filter_get_info(f, &r->info);
+    bkv_filter_free(f);
+    free(pos), free(neg), free(answers);
+    return 0;
+}
+
+static void print_json(const bench_config *cfg, const bench_result *r) {
+    printf("{\"type\":\"%s\",\"keys\":%llu,\"queries\":%llu,\"seed\":%llu,\"bits_per_key\":%.4f,"
+           "\"k\":%u,\"fpr\":%.6g,\"fpr_theory\":%.6g,\"hash_ns\":%.2f,\"build_ns_per_key\":%.2f,"
+           "\"query_pos_ns\":%.2f,\"query_neg_ns\":%.2f,\"query_neg_batch_ns\":%.2f,\"bytes\":%zu}\n",
+           bkv_filter_type_name(cfg->type), (unsigned long long)cfg->keys,
+           (unsigned long long)cfg->queries, (unsigned long long)cfg->seed, r->info.bits_per_key,
+           r->info.k, r->fpr, r->info.expected_fpr, r->hash_ns, r->build_ns_per_key,
+           r->query_pos_ns, r->query_neg_ns, r->query_neg_batch_ns, r->info.encoded_bytes);
+}
+
+static void print_header(void) {
+    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %12s\n", "type", "bits/key", "k", "fpr%",
+           "model%", "fpr/model", "build", "pos", "neg", "neg-batch", "bytes");
+    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %12s\n", "", "", "", "", "", "",
+           "ns/key", "ns", "ns", "ns", "");
+}
+
+static void print_row(const bench_config *cfg, const bench_result *r) {
+    double ratio = r->info.expected_fpr > 0 ? r->fpr / r->info.expected_fpr : 0;
+    printf("%-8s %9.2f %3u %9.4f %9.4f %9.3f %8.1f %8.1f %8.1f %9.1f %12zu\n",
+           bkv_filter_type_name(cfg->type), r->info.bits_per_key, r->info.k, 100 * r->fpr,
+           100 * r->info.expected_fpr, ratio, r->build_ns_per_key, r->query_pos_ns, r->query_neg_ns,
+           r->query_neg_batch_ns, r->info.encoded_bytes);
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: bloomkv filter-bench [--type bloom|blocked] [--keys N] [--bits-per-key B | --fpr E]\n"
+            "                            [--queries Q] [--seed S] [--json]\n"
+            "Builds a filter over N random distinct keys, checks it has no false negative, and\n"
+            "measures build and probe cost and the false-positive rate over Q keys never inserted.\n"
+            "Without --type: both types at 4, 8, 10, 12, 16 and 20 bits per key.\n"
+            "Defaults: --keys 1000000 --queries = keys (at most 10000000) --bits-per-key 10 --seed 1\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || v < 0 || v > 1e12) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int bkv_filter_bench_main(int argc, char **argv) {
+    bench_config cfg = {.type = -1, .keys = 1000000, .bits_per_key = 0, .seed = 1};
+    int have_queries = 0, have_bpk = 0;
+    static const struct option opts[] = {
+        {"type", required_argument, 0, 't'},  {"keys", required_argument, 0, 'n'},
+        {"bits-per-key", required_argument, 0, 'b'}, {"fpr", required_argument, 0, 'f'},
+        {"queries", required_argument, 0, 'q'}, {"seed", required_argument, 0, 's'},
+        {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            cfg.type = bkv_filter_type_from_name(optarg);
+            if (cfg.type <= BKV_FILTER_NONE) {
+                fprintf(stderr, "filter-bench: unknown filter type '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'n':
+            if (parse_u64(optarg, &cfg.keys) < 0) goto bad;
+            break;
+        case 'q':
+            if (parse_u64(optarg, &cfg.queries) < 0) goto bad;
+            have_queries = 1;
+            break;
+        case 's':
+            if (parse_u64(optarg, &cfg.seed) < 0) goto bad;
+            break;
+        case 'b':
+            cfg.bits_per_key = strtod(optarg, NULL);
+            if (!(cfg.bits_per_key > 0 && cfg.bits_per_key <= 1024)) goto bad;
+            have_bpk = 1;
+            break;
+        case 'f':
+            cfg.fpr = strtod(optarg, NULL);
+            if (!(cfg.fpr > 0 && cfg.fpr < 1)) goto bad;
+            break;
+        case 'j': cfg.json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: goto bad;
+        }
+    }
+    if (optind != argc) goto bad;
+    if (cfg.bits_per_key > 0 && cfg.fpr > 0) {
+        fprintf(stderr, "filter-bench: give --bits-per-key or --fpr, not both\n");
+        return 2;
+    }
+    if (!have_queries) cfg.queries = cfg.keys < 10000000 ? cfg.keys : 10000000;
+    if (cfg.bits_per_key == 0 && cfg.fpr == 0) cfg.bits_per_key = 10;
+
+    const char *warn = bench_build_warning();
+    if (warn) fprintf(stderr, "%s\n", warn);
+
+    static const int all_types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
+    static const double table_bpk[] = {4, 8, 10, 12, 16, 20};
+    int table = cfg.type < 0;
+    size_t ntypes = table ? 2 : 1;
+    size_t nbpk = table && !have_bpk && cfg.fpr == 0 ? 6 : 1;
+    if (!cfg.json) {
+        printf("filter-bench: %llu keys, %llu negative queries, seed %llu\n",
+               (unsigned long long)cfg.keys, (unsigned long long)cfg.queries,
+               (unsigned long long)cfg.seed);
+        print_header();
+    }
+    for (size_t b = 0; b < nbpk; b++) {
+        for (size_t t = 0; t < ntypes; t++) {
+            bench_config one = cfg;
+            if (table) one.type = all_types[t];
+            if (nbpk > 1) one.bits_per_key = table_bpk[b];
+            bench_result r;
+            int rc = run_one(&one, &r);
+            if (rc) return rc;
+            if (cfg.json) print_json(&one, &r);
+            else print_row(&one, &r);
+            fflush(stdout);
+        }
+    }
+    return 0;
+bad:
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,156 @@
+/*
+ * bloomkv_filter.h — the bloomkv approximate-membership filter library.
+ *
+ * Usable on its own, without the storage engine.
+ *
+ * Hash once, probe many: a key is turned into a bkv_hash exactly once
+ * (bkv_hash_bytes), and every filter takes that hash, never the key. A
+ * caller that checks the same key against many filters (an LSM read path
+ * asking one filter per table) pays for one hash, not one per filter.
+ *
+ * Serialized form: every filter encodes to a self-describing, checksummed,
+ * little-endian byte string (docs/format.md, "Filter"). bkv_filter_open()
+ * validates such a string and probes it in place, without copying it.
+ *
+ * Thread safety: probing a filter is safe from any number of threads at
+ * once; adding to a filter needs exclusive access.
+ *
+ * Ownership: every bkv_filter handle is freed with bkv_filter_free(). A
+ * handle from bkv_filter_open() borrows the caller's buffer, which must stay
+ * alive and unchanged until the handle is freed.
+ */
+#ifndef BLOOMKV_FILTER_H
+#define BLOOMKV_FILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv_export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes, shared with the engine (bloomkv.h). Errors are negative,
+ * non-error outcomes positive. */
+enum {
+    BKV_OK = 0,
+    BKV_NOTFOUND = 1,
+    BKV_CORRUPTION = -1,  /* stored bytes are damaged or truncated */
+    BKV_IOERROR = -2,
+    BKV_INVALID = -3,     /* bad argument, or well-formed but unsupported input */
+    BKV_NOMEM = -4,
+    BKV_BUSY = -5
+};
+
+/* A readable name for a status code; a static string, never NULL. */
+BKV_EXPORT const char *bkv_strerror(int rc);
+
+/* ---- Hashing ----------------------------------------------------------- */
+
+/* The one hash of a key: 64 bits of XXH3. Filters split it into two 32-bit
+ * halves for double hashing, so all of its bits matter. */
+typedef uint64_t bkv_hash;
+
+BKV_EXPORT bkv_hash bkv_hash_bytes(const void *data, size_t len);
+/* Seeded variant, for callers that need families of independent filters.
+ * A filter records the seed its keys were hashed with (spec.hash_seed) but
+ * never re-hashes: hashing with the right seed is the caller's job. */
+BKV_EXPORT bkv_hash bkv_hash_bytes_seeded(const void *data, size_t len, uint64_t seed);
+
+/* ---- Filter types ------------------------------------------------------ */
+
+enum {
+    BKV_FILTER_NONE = 0,          /* no filter: every probe answers "maybe" */
+    BKV_FILTER_BLOOM = 1,         /* standard Bloom, k probes over all m bits */
+    BKV_FILTER_BLOCKED_BLOOM = 2  /* all k probes of a key in one 64-byte line */
+};
+
+/* "bloom", "blocked", "none"; NULL for an unknown type. */
+BKV_EXPORT const char *bkv_filter_type_name(int type);
+/* The inverse; -1 for an unknown name. */
+BKV_EXPORT int bkv_filter_type_from_name(const char *name);
+
+/* How to size a filter. Exactly one of bits_per_key and fpr is used:
+ * bits_per_key when it is > 0, else fpr (which must lie in (0, 1)). */
+typedef struct bkv_filter_spec {
+    int      type;          /* BKV_FILTER_* */
+    double   bits_per_key;  /* memory budget per key, e.g. 10 */
+    double   fpr;           /* target false-positive rate, e.g. 0.01 */
+    uint32_t hash_seed;     /* seed the caller's keys were hashed with */
+} bkv_filter_spec;
+
+typedef struct bkv_filter bkv_filter;
+
+/* A filter sized for about expected_keys keys, to be filled with
+ * bkv_filter_add(). Adding more keys than expected works but raises the
+ * false-positive rate. Returns BKV_INVALID for a bad spec. */
+BKV_EXPORT int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys,
+                              bkv_filter **out);
+
+/* A filter holding exactly the n given hashes (duplicates allowed). */
+BKV_EXPORT int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes,
+                                size_t n, bkv_filter **out);
+
+/* Adds a key. BKV_INVALID for a handle from bkv_filter_open() (read-only). */
+BKV_EXPORT int bkv_filter_add(bkv_filter *f, bkv_hash h);
+
+/* 1 if the key may be in the set, 0 if it certainly is not. Never 0 for an
+ * added key. A NULL filter answers 1. */
+BKV_EXPORT int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h);
+
+/* The same answer for n keys, one byte each in out[] (1 = maybe, 0 = no).
+ * Works in two phases per group of keys, first prefetching the memory every
+ * key will touch and then testing, so that cache misses overlap instead of
+ * following one another: much faster than n single probes once the filter
+ * is larger than the CPU caches. */
+BKV_EXPORT void bkv_filter_may_contain_batch(const bkv_filter *f, const bkv_hash *hashes,
+                                             size_t n, uint8_t *out);
+
+typedef struct bkv_filter_info {
+    int      type;
+    unsigned k;               /* probes per key */
+    uint32_t hash_seed;
+    uint64_t num_keys;        /* keys added (counting duplicates) */
+    uint64_t num_bits;        /* m, the bits probes range over */
+    size_t   encoded_bytes;   /* size of the serialized form */
+    double   bits_per_key;    /* num_bits / num_keys (0 when empty) */
+    double   expected_fpr;    /* the model's false-positive rate at num_keys */
+} bkv_filter_info;
+
+BKV_EXPORT void bkv_filter_get_info(const bkv_filter *f, bkv_filter_info *info);
+
+/* The model's false-positive rate of a filter of the given type, k and m
+ * holding n keys: (1 - e^(-kn/m))^k for the standard Bloom filter, the
+ * same averaged over the Poisson-distributed load of each line for the
+ * blocked one. */
+BKV_EXPORT double bkv_filter_model_fpr(int type, unsigned k, uint64_t num_bits, uint64_t n);
+
+/* Serialized size, and serialization into dst (cap >= that size). */
+BKV_EXPORT size_t bkv_filter_encoded_size(const bkv_filter *f);
+BKV_EXPORT int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap);
+
+/* Flags for bkv_filter_open(). */
+enum {
+    /* Skip the checksum pass (O(size)) when the bytes were already verified,
+     * e.g. by the checksum of the file block that holds them. The structure
+     * is still fully validated, so probing stays in bounds. */
+    BKV_FILTER_OPEN_TRUSTED = 1u << 0
+};
+
+/* Validates a serialized filter of exactly len bytes and returns a read-only
+ * handle probing it in place (zero copy; buf must outlive the handle). On
+ * failure returns BKV_CORRUPTION (damaged or truncated bytes) or
+ * BKV_INVALID (a version or type this library does not know), and, when
+ * err is not NULL, writes a one-line reason naming the offending offset.
+ * A caller that cannot open a filter must treat it as "maybe". */
+BKV_EXPORT int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out,
+                               char *err, size_t errlen);
+
+BKV_EXPORT void bkv_filter_free(bkv_filter *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BLOOMKV_FILTER_H */

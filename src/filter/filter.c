@@ -1,0 +1,190 @@
+/* The filter handle: type dispatch, sizing, the serialized form and its
+ * validation. Layout in filter_int.h and docs/format.md. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter/filter_int.h"
+#include "util/alloc.h"
+#include "util/coding.h"
+#include "util/hash.h"
+
+static const bkv_filter_ops *ops_for_type(int type) {
+    switch (type) {
+    case BKV_FILTER_BLOOM: return &bkv_bloom_ops;
+    case BKV_FILTER_BLOCKED_BLOOM: return &bkv_blocked_bloom_ops;
+    default: return NULL;
+    }
+}
+
+const char *bkv_filter_type_name(int type) {
+    if (type == BKV_FILTER_NONE) return "none";
+    const bkv_filter_ops *ops = ops_for_type(type);
+    return ops ? ops->name : NULL;
+}
+
+int bkv_filter_type_from_name(const char *name) {
+    if (!name) return -1;
+    if (strcmp(name, "none") == 0) return BKV_FILTER_NONE;
+    for (int t = 1; t < 256; t++) {
+        const bkv_filter_ops *ops = ops_for_type(t);
+        if (ops && strcmp(ops->name, name) == 0) return t;
+    }
+    return -1;
+}
+
+static int spec_valid(const bkv_filter_spec *spec) {
+    if (!spec || !ops_for_type(spec->type)) return 0;
+    if (spec->bits_per_key > 0) return spec->bits_per_key <= 1024;
+    return spec->fpr > 0 && spec->fpr < 1;
+}
+
+int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
+    *out = NULL;
+    if (!spec_valid(spec)) return BKV_INVALID;
+    bkv_filter *f = calloc(1, sizeof *f);
+    if (!f) return BKV_NOMEM;
+    f->ops = ops_for_type(spec->type);
+    f->hash_seed = spec->hash_seed;
+    int rc = f->ops->size(f, spec, expected_keys);
+    if (rc != BKV_OK) {
+        free(f);
+        return rc;
+    }
+    f->payload = bkv_alloc_probe_region(f->payload_len);
+    if (!f->payload) {
+        free(f);
+        return BKV_NOMEM;
+    }
+    f->owned = true;
+    f->aligned = true;
+    *out = f;
+    return BKV_OK;
+}
+
+int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t n,
+                     bkv_filter **out) {
+    int rc = bkv_filter_new(spec, n, out);
+    if (rc != BKV_OK) return rc;
+    for (size_t i = 0; i < n; i++) bkv_filter_add(*out, hashes[i]);
+    return BKV_OK;
+}
+
+int bkv_filter_add(bkv_filter *f, bkv_hash h) {
+    if (!f || !f->owned || !f->ops->add) return BKV_INVALID;
+    f->ops->add(f, h);
+    f->num_keys++;
+    return BKV_OK;
+}
+
+int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h) {
+    return f ? f->ops->may_contain(f, h) : 1;
+}
+
+void bkv_filter_may_contain_batch(const bkv_filter *f, const bkv_hash *hashes, size_t n,
+                                  uint8_t *out) {
+    if (!f) {
+        memset(out, 1, n);
+        return;
+    }
+    f->ops->may_contain_batch(f, hashes, n, out);
+}
+
+void bkv_filter_get_info(const bkv_filter *f, bkv_filter_info *info) {
+    memset(info, 0, sizeof *info);
+    info->type = f->ops->type;
+    info->k = f->k;
+    info->hash_seed = f->hash_seed;
+    info->num_keys = f->num_keys;
+    info->num_bits = f->num_bits;
+    info->encoded_bytes = bkv_filter_encoded_size(f);
+    info->bits_per_key = f->num_keys ? (double)f->num_bits / (double)f->num_keys : 0.0;
+    info->expected_fpr = bkv_filter_model_fpr(info->type, f->k, f->num_bits, f->num_keys);
+}
+
+size_t bkv_filter_encoded_size(const bkv_filter *f) {
+    return BKV_FILTER_HEADER_LEN + f->payload_len + BKV_FILTER_TRAILER_LEN;
+}
+
+int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap) {
+    size_t need = bkv_filter_encoded_size(f);
+    if (cap < need) return BKV_INVALID;
+    uint8_t *p = dst;
+    memset(p, 0, BKV_FILTER_HEADER_LEN);
+    bkv_put_u32(p + 0, BKV_FILTER_MAGIC);
+    bkv_put_u16(p + 4, BKV_FILTER_VERSION);
+    p[6] = (uint8_t)f->ops->type;
+    p[7] = (uint8_t)f->k;
+    bkv_put_u32(p + 8, f->hash_seed);
+    bkv_put_u32(p + 12, 0);
+    bkv_put_u64(p + 16, f->num_keys);
+    bkv_put_u64(p + 24, f->num_bits);
+    bkv_put_u64(p + 32, f->payload_len);
+    memcpy(p + BKV_FILTER_HEADER_LEN, f->payload, f->payload_len);
+    size_t body = BKV_FILTER_HEADER_LEN + f->payload_len;
+    bkv_put_u64(p + body, bkv_checksum(p, body));
+    return BKV_OK;
+}
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out, char *err,
+                    size_t errlen) {
+    const uint8_t *p = buf;
+    *out = NULL;
+    if (!buf || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
+        return fail(BKV_CORRUPTION, err, errlen, "filter truncated: %zu bytes, header and trailer need %d",
+                    len, BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN);
+    if (bkv_get_u32(p) != BKV_FILTER_MAGIC)
+        return fail(BKV_CORRUPTION, err, errlen, "filter: bad magic at offset 0");
+    uint16_t version = bkv_get_u16(p + 4);
+    if (version != BKV_FILTER_VERSION)
+        return fail(BKV_INVALID, err, errlen, "filter: unsupported version %u at offset 4", version);
+    uint64_t payload_len = bkv_get_u64(p + 32);
+    if (payload_len != len - BKV_FILTER_HEADER_LEN - BKV_FILTER_TRAILER_LEN)
+        return fail(BKV_CORRUPTION, err, errlen,
+                    "filter: payload length %llu at offset 32 does not fit a %zu-byte filter",
+                    (unsigned long long)payload_len, len);
+    size_t body = len - BKV_FILTER_TRAILER_LEN;
+    if (!(flags & BKV_FILTER_OPEN_TRUSTED) && bkv_get_u64(p + body) != bkv_checksum(p, body))
+        return fail(BKV_CORRUPTION, err, errlen, "filter: checksum mismatch (trailer at offset %zu)", body);
+    const bkv_filter_ops *ops = ops_for_type(p[6]);
+    if (!ops) return fail(BKV_INVALID, err, errlen, "filter: unknown type %u at offset 6", p[6]);
+    if (bkv_get_u32(p + 12) != 0)
+        return fail(BKV_CORRUPTION, err, errlen, "filter: nonzero filter seed at offset 12");
+    for (size_t i = 40; i < BKV_FILTER_HEADER_LEN; i++)
+        if (p[i] != 0) return fail(BKV_CORRUPTION, err, errlen, "filter: nonzero reserved byte at offset %zu", i);
+
+    bkv_filter *f = calloc(1, sizeof *f);
+    if (!f) return BKV_NOMEM;
+    f->ops = ops;
+    f->k = p[7];
+    f->hash_seed = bkv_get_u32(p + 8);
+    f->num_keys = bkv_get_u64(p + 16);
+    f->num_bits = bkv_get_u64(p + 24);
+    f->payload_len = (size_t)payload_len;
+    f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
+    f->aligned = ((uintptr_t)f->payload & 63) == 0;
+    const char *why = ops->check_geometry(f);
+    if (why) {
+        free(f);
+        return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..39)", why);
+    }
+    *out = f;
+    return BKV_OK;
+}
+
+void bkv_filter_free(bkv_filter *f) {
+    if (!f) return;
+    if (f->owned) free(f->payload);
+    free(f);
+}

@@ -1,0 +1,84 @@
+/*
+ * Internals shared by the filter implementations.
+ *
+ * Serialized layout (docs/format.md, "Filter"), all integers little-endian:
+ *
+ *   offset size  field
+ *   0      4     magic        "BKVf" (0x66564B42)
+ *   4      2     version      1
+ *   6      1     type         BKV_FILTER_*
+ *   7      1     k            probes per key
+ *   8      4     hash_seed    seed the keys were hashed with
+ *   12     4     filter_seed  type-specific remix seed (0 for Bloom types)
+ *   16     8     num_keys     keys added
+ *   24     8     num_bits     m
+ *   32     8     payload_len  bytes of payload
+ *   40     24    params       type-specific, zero for Bloom types
+ *   64     P     payload      the bits
+ *   64+P   8     checksum     XXH3-64 of bytes [0, 64+P)
+ *
+ * The 64-byte header keeps the payload cache-line aligned whenever the
+ * buffer is, which the blocked Bloom filter relies on for one miss a probe.
+ */
+#ifndef BKV_FILTER_INT_H
+#define BKV_FILTER_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv_filter.h"
+
+#define BKV_FILTER_MAGIC 0x66564B42u
+#define BKV_FILTER_VERSION 1
+#define BKV_FILTER_HEADER_LEN 64
+#define BKV_FILTER_TRAILER_LEN 8
+#define BKV_FILTER_MAX_K 30
+/* Keys a probe batch prefetches before testing: enough misses in flight to
+ * fill the core's line-fill buffers, few enough to stay in L1. */
+#define BKV_FILTER_BATCH 16
+
+typedef struct bkv_filter_ops bkv_filter_ops;
+
+struct bkv_filter {
+    const bkv_filter_ops *ops;
+    unsigned k;              /* probes per key */
+    uint32_t hash_seed;      /* recorded, never applied: keys arrive hashed */
+    uint64_t num_keys;       /* keys added */
+    uint64_t num_bits;       /* m */
+    uint64_t num_lines;      /* blocked Bloom: m / 512 */
+    size_t payload_len;      /* bytes at payload */
+    uint8_t *payload;        /* the bits: owned, or inside the opened buffer */
+    bool owned;              /* payload was allocated by us (64-byte aligned) */
+    bool aligned;            /* payload starts on a 64-byte boundary */
+};
+
+struct bkv_filter_ops {
+    int type;
+    const char *name;
+    /* Sets k, num_bits, num_lines and payload_len for n keys. */
+    int (*size)(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n);
+    void (*add)(bkv_filter *f, bkv_hash h);
+    int (*may_contain)(const bkv_filter *f, bkv_hash h);
+    void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
+    /* Checks the decoded geometry (k, num_bits, payload_len) of an opened
+     * filter and derives the rest; returns NULL when sound, else a reason. */
+    const char *(*check_geometry)(bkv_filter *f);
+};
+
+extern const bkv_filter_ops bkv_bloom_ops;
+extern const bkv_filter_ops bkv_blocked_bloom_ops;
+
+/* Bits per key a spec asks for: its bits_per_key, or the standard Bloom
+ * filter's optimum for its fpr. */
+double bkv_spec_bits_per_key(const bkv_filter_spec *spec);
+
+/* False-positive models (fp_math.c). */
+double bkv_bloom_model_fpr(unsigned k, uint64_t m, uint64_t n);
+double bkv_blocked_model_fpr(unsigned k, double bits_per_key);
+/* The k minimising the blocked model at this many bits per key. */
+unsigned bkv_blocked_best_k(double bits_per_key);
+/* The fewest bits per key whose best k meets the target rate. */
+double bkv_blocked_bits_for_fpr(double fpr);
+
+#endif

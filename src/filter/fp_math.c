@@ -1,0 +1,71 @@
+/* False-positive models. They size filters (choice of k and bits) and give
+ * the "theory" figures filter-bench prints beside its measurements. */
+#include <math.h>
+
+#include "filter/filter_int.h"
+
+#define LINE_BITS 512.0
+
+double bkv_bloom_model_fpr(unsigned k, uint64_t m, uint64_t n) {
+    if (n == 0) return 0.0;
+    if (m == 0) return 1.0;
+    return pow(1.0 - exp(-(double)k * (double)n / (double)m), (double)k);
+}
+
+/* A blocked filter is a set of 512-bit Bloom filters, one per cache line;
+ * the number of keys landing in a line is Poisson with mean 512 / bpk, and
+ * the rate is the standard formula averaged over that load. Crowded lines
+ * cost more than empty lines save, which is why blocking needs a little
+ * more memory (or one probe less) for the same rate. */
+double bkv_blocked_model_fpr(unsigned k, double bits_per_key) {
+    if (bits_per_key <= 0) return 1.0;
+    double lambda = LINE_BITS / bits_per_key;
+    double hi = lambda + 12.0 * sqrt(lambda) + 40.0;
+    double sum = 0.0;
+    for (double x = 0; x <= hi; x += 1.0) {
+        double log_p = -lambda + x * log(lambda) - lgamma(x + 1.0);
+        double per_line = pow(1.0 - pow(1.0 - 1.0 / LINE_BITS, (double)k * x), (double)k);
+        sum += exp(log_p) * per_line;
+    }
+    return sum;
+}
+
+unsigned bkv_blocked_best_k(double bits_per_key) {
+    unsigned best = 1;
+    double best_fpr = 2.0;
+    for (unsigned k = 1; k <= BKV_FILTER_MAX_K; k++) {
+        double f = bkv_blocked_model_fpr(k, bits_per_key);
+        if (f < best_fpr) {
+            best_fpr = f;
+            best = k;
+        }
+    }
+    return best;
+}
+
+double bkv_blocked_bits_for_fpr(double fpr) {
+    double lo = 0.5, hi = 128.0;
+    for (int i = 0; i < 50; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (bkv_blocked_model_fpr(bkv_blocked_best_k(mid), mid) <= fpr) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+double bkv_spec_bits_per_key(const bkv_filter_spec *spec) {
+    if (spec->bits_per_key > 0) return spec->bits_per_key;
+    /* m/n = -ln(p) / ln(2)^2 at the optimal k */
+    return -log(spec->fpr) / (M_LN2 * M_LN2);
+}
+
+double bkv_filter_model_fpr(int type, unsigned k, uint64_t num_bits, uint64_t n) {
+    switch (type) {
+    case BKV_FILTER_BLOOM: return bkv_bloom_model_fpr(k, num_bits, n);
+    case BKV_FILTER_BLOCKED_BLOOM:
+        if (n == 0) return 0.0;
+        return bkv_blocked_model_fpr(k, (double)num_bits / (double)n);
+    case BKV_FILTER_NONE: return 1.0;
+    default: return 1.0;
+    }
+}

@@ -1,0 +1,13 @@
+/* Allocation helpers. */
+#ifndef BKV_UTIL_ALLOC_H
+#define BKV_UTIL_ALLOC_H
+
+#include <stddef.h>
+
+/* Zeroed memory aligned to 64 bytes, freed with free(). Regions of several
+ * MiB are 2 MiB aligned and offered to the kernel as transparent huge
+ * pages: a large filter is probed at random, and with 4 KiB pages nearly
+ * every probe would also miss the TLB and wait for a page walk. */
+void *bkv_alloc_probe_region(size_t len);
+
+#endif

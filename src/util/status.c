@@ -1,0 +1,14 @@
+#include "bloomkv_filter.h"
+
+const char *bkv_strerror(int rc) {
+    switch (rc) {
+    case BKV_OK: return "ok";
+    case BKV_NOTFOUND: return "not found";
+    case BKV_CORRUPTION: return "corruption";
+    case BKV_IOERROR: return "I/O error";
+    case BKV_INVALID: return "invalid argument";
+    case BKV_NOMEM: return "out of memory";
+    case BKV_BUSY: return "busy";
+    default: return "unknown status";
+    }
+}

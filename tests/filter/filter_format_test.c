@@ -1,0 +1,190 @@
+/* The serialized filter form: round trips, zero-copy probing, and
+ * rejection of every truncation and every single-byte change. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bloomkv_filter.h"
+#include "test_util.h"
+
+static const int types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
+
+static uint8_t *encode_filter(int type, uint64_t n, double bpk, size_t *len) {
+    bkv_filter_spec spec = {.type = type, .bits_per_key = bpk, .hash_seed = 77};
+    bkv_filter *f = NULL;
+    assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+    for (uint64_t i = 0; i < n; i++) bkv_filter_add(f, test_key_hash(1, i));
+    *len = bkv_filter_encoded_size(f);
+    uint8_t *buf = malloc(*len);
+    assert_non_null(buf);
+    assert_int_equal(bkv_filter_encode(f, buf, *len - 1), BKV_INVALID);
+    assert_int_equal(bkv_filter_encode(f, buf, *len), BKV_OK);
+    bkv_filter_free(f);
+    return buf;
+}
+
+static void round_trip_probes_in_place(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        const uint64_t n = 5000;
+        bkv_filter_spec spec = {.type = types[t], .bits_per_key = 10, .hash_seed = 77};
+        bkv_filter *f = NULL;
+        assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+        for (uint64_t i = 0; i < n; i++) bkv_filter_add(f, test_key_hash(1, i));
+        size_t len = bkv_filter_encoded_size(f);
+        /* One spare byte in front to probe an unaligned copy too. */
+        uint8_t *raw = malloc(len + 1);
+        assert_non_null(raw);
+        for (int shift = 0; shift < 2; shift++) {
+            uint8_t *buf = raw + shift;
+            assert_int_equal(bkv_filter_encode(f, buf, len), BKV_OK);
+            bkv_filter *g = NULL;
+            assert_int_equal(bkv_filter_open(buf, len, 0, &g, NULL, 0), BKV_OK);
+            bkv_filter_info a, b;
+            bkv_filter_get_info(f, &a);
+            bkv_filter_get_info(g, &b);
+            assert_memory_equal(&a, &b, sizeof a);
+            assert_int_equal(b.hash_seed, 77);
+            assert_true(b.num_keys == n);
+            for (uint64_t i = 0; i < 20000; i++) {
+                bkv_hash h = test_key_hash(i < n ? 1 : 2, i);
+                assert_int_equal(bkv_filter_may_contain(f, h), bkv_filter_may_contain(g, h));
+            }
+            bkv_hash hs[100];
+            uint8_t out[100];
+            for (int i = 0; i < 100; i++) hs[i] = test_key_hash(1, (uint64_t)i);
+            bkv_filter_may_contain_batch(g, hs, 100, out);
+            for (int i = 0; i < 100; i++) assert_int_equal(out[i], 1);
+            /* Opened filters are read-only. */
+            assert_int_equal(bkv_filter_add(g, 1), BKV_INVALID);
+            bkv_filter_free(g);
+        }
+        free(raw);
+        bkv_filter_free(f);
+    }
+}
+
+static void every_truncation_is_rejected(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        size_t len;
+        uint8_t *buf = encode_filter(types[t], 300, 10, &len);
+        for (size_t cut = 0; cut < len; cut++) {
+            /* A fresh allocation of exactly cut bytes lets ASan catch any
+             * read past the end. */
+            uint8_t *copy = malloc(cut ? cut : 1);
+            assert_non_null(copy);
+            memcpy(copy, buf, cut);
+            bkv_filter *g = (bkv_filter *)1;
+            char err[128] = "";
+            assert_int_equal(bkv_filter_open(copy, cut, 0, &g, err, sizeof err), BKV_CORRUPTION);
+            assert_null(g);
+            assert_true(strlen(err) > 0);
+            free(copy);
+        }
+        /* Appended garbage too. */
+        uint8_t *longer = calloc(1, len + 1);
+        assert_non_null(longer);
+        memcpy(longer, buf, len);
+        bkv_filter *g = NULL;
+        assert_int_equal(bkv_filter_open(longer, len + 1, 0, &g, NULL, 0), BKV_CORRUPTION);
+        free(longer);
+        free(buf);
+    }
+}
+
+static void every_single_byte_change_is_rejected(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        size_t len;
+        uint8_t *buf = encode_filter(types[t], 40, 10, &len);
+        for (size_t pos = 0; pos < len; pos++) {
+            uint8_t orig = buf[pos];
+            for (int v = 0; v < 256; v++) {
+                if (v == orig) continue;
+                buf[pos] = (uint8_t)v;
+                bkv_filter *g = NULL;
+                int rc = bkv_filter_open(buf, len, 0, &g, NULL, 0);
+                if (rc == BKV_OK) fail_msg("type %d: byte %zu set to %d accepted", types[t], pos, v);
+                assert_true(rc == BKV_CORRUPTION || rc == BKV_INVALID);
+            }
+            buf[pos] = orig;
+        }
+        bkv_filter *g = NULL;
+        assert_int_equal(bkv_filter_open(buf, len, 0, &g, NULL, 0), BKV_OK);
+        bkv_filter_free(g);
+        free(buf);
+    }
+}
+
+static void trusted_open_still_checks_structure(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *buf = encode_filter(BKV_FILTER_BLOCKED_BLOOM, 100, 10, &len);
+    bkv_filter *g = NULL;
+    /* A payload bit flip passes a trusted open: the caller vouched for it. */
+    buf[70] ^= 1;
+    assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, NULL, 0), BKV_OK);
+    bkv_filter_free(g);
+    assert_int_equal(bkv_filter_open(buf, len, 0, &g, NULL, 0), BKV_CORRUPTION);
+    buf[70] ^= 1;
+    /* A geometry that would send probes out of bounds never does. */
+    buf[24] ^= 0x40; /* num_bits */
+    char err[128];
+    assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, err, sizeof err), BKV_CORRUPTION);
+    assert_non_null(strstr(err, "offset"));
+    buf[24] ^= 0x40;
+    buf[7] = 31; /* k beyond the limit */
+    assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, NULL, 0), BKV_CORRUPTION);
+    free(buf);
+}
+
+static void unknown_version_and_type_are_invalid_not_corrupt(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *buf = encode_filter(BKV_FILTER_BLOOM, 100, 10, &len);
+    bkv_filter *g = NULL;
+    char err[128];
+    buf[4] = 2;
+    assert_int_equal(bkv_filter_open(buf, len, 0, &g, err, sizeof err), BKV_INVALID);
+    assert_non_null(strstr(err, "version"));
+    buf[4] = 1;
+    buf[6] = 200;
+    assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, err, sizeof err), BKV_INVALID);
+    assert_non_null(strstr(err, "type"));
+    free(buf);
+}
+
+/* The worked example of docs/format.md, byte for byte. */
+static void header_matches_format_doc(void **state) {
+    (void)state;
+    bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};
+    bkv_filter *f = NULL;
+    assert_int_equal(bkv_filter_new(&spec, 3, &f), BKV_OK);
+    for (int i = 0; i < 3; i++) bkv_filter_add(f, test_key_hash(5, (uint64_t)i));
+    assert_int_equal(bkv_filter_encoded_size(f), 80);
+    uint8_t buf[80];
+    assert_int_equal(bkv_filter_encode(f, buf, sizeof buf), BKV_OK);
+    const uint8_t expect[48] = {0x42, 0x4B, 0x56, 0x66, 1, 0, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0,
+                                3, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0, 0, 0,
+                                8, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(buf, expect, sizeof expect);
+    for (int i = 48; i < 64; i++) assert_int_equal(buf[i], 0);
+    bkv_filter_free(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(header_matches_format_doc),
+        cmocka_unit_test(round_trip_probes_in_place),
+        cmocka_unit_test(every_truncation_is_rejected),
+        cmocka_unit_test(every_single_byte_change_is_rejected),
+        cmocka_unit_test(trusted_open_still_checks_structure),
+        cmocka_unit_test(unknown_version_and_type_are_invalid_not_corrupt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

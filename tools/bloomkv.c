@@ -1,0 +1,46 @@
+/*
+ * The `bloomkv` command-line tool: one binary, one subcommand per task.
+ * Exit status: 0 success, 1 not found, 2 usage error, 3 corruption or I/O.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bloomkv_filter.h"
+#include "filter_bench.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"filter-bench", bkv_filter_bench_main, "measure a filter type: build cost, probe cost, false positives"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: bloomkv <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(out, "  %-14s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\n'bloomkv <command> --help' describes one command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("bloomkv %d.%d.%d\n", BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "bloomkv: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

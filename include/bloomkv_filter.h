@@ -95,6 +95,12 @@ BKV_EXPORT int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *has
 /* Adds a key. BKV_INVALID for a handle from bkv_filter_open() (read-only). */
 BKV_EXPORT int bkv_filter_add(bkv_filter *f, bkv_hash h);
 
+/* Adds a key while other threads may be probing the same filter (adders
+ * must still be serialized among themselves): the bits are set with atomic
+ * stores. Slower than bkv_filter_add; meant for in-memory filters of live
+ * data such as a memtable's. */
+BKV_EXPORT int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h);
+
 /* 1 if the key may be in the set, 0 if it certainly is not. Never 0 for an
  * added key. A NULL filter answers 1. */
 BKV_EXPORT int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h);

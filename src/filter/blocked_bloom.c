@@ -34,12 +34,12 @@ static inline const uint8_t *line_of(const bkv_filter *f, bkv_hash h) {
     return f->payload + (size_t)bkv_fastrange32(bkv_hash_lo(h), (uint32_t)f->num_lines) * LINE_BYTES;
 }
 
-static void blocked_add(bkv_filter *f, bkv_hash h) {
+static void blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
     uint8_t *line = (uint8_t *)line_of(f, h);
     uint32_t g = bkv_hash_hi(h);
     for (unsigned i = 0; i < f->k; i++) {
         uint32_t bit = g >> (32 - 9);
-        line[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+        bkv_payload_set(line, bit, atomic);
         g *= PROBE_MIX;
     }
 }
@@ -50,7 +50,7 @@ static inline int probe_line(const uint8_t *line, uint32_t g, unsigned k) {
     unsigned all = 1;
     for (unsigned i = 0; i < k; i++) {
         uint32_t bit = g >> (32 - 9);
-        all &= (unsigned)(line[bit >> 3] >> (bit & 7));
+        all &= bkv_payload_bit(line, bit);
         g *= PROBE_MIX;
     }
     return (int)(all & 1);
@@ -61,7 +61,7 @@ static int blocked_may_contain(const bkv_filter *f, bkv_hash h) {
     uint32_t g = bkv_hash_hi(h);
     for (unsigned i = 0; i < f->k; i++) {
         uint32_t bit = g >> (32 - 9);
-        if (!((line[bit >> 3] >> (bit & 7)) & 1)) return 0;
+        if (!bkv_payload_bit(line, bit)) return 0;
         g *= PROBE_MIX;
     }
     return 1;

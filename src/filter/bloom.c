@@ -31,11 +31,11 @@ static int bloom_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
     return BKV_OK;
 }
 
-static void bloom_add(bkv_filter *f, bkv_hash h) {
+static void bloom_add(bkv_filter *f, bkv_hash h, bool atomic) {
     uint64_t a = h, b = bkv_rotl64(h, 32);
     for (unsigned i = 0; i < f->k; i++) {
         uint64_t pos = bkv_fastrange64(a, f->num_bits);
-        f->payload[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+        bkv_payload_set(f->payload, pos, atomic);
         a += b;
     }
 }
@@ -44,7 +44,7 @@ static int bloom_may_contain(const bkv_filter *f, bkv_hash h) {
     uint64_t a = h, b = bkv_rotl64(h, 32);
     for (unsigned i = 0; i < f->k; i++) {
         uint64_t pos = bkv_fastrange64(a, f->num_bits);
-        if (!((f->payload[pos >> 3] >> (pos & 7)) & 1)) return 0;
+        if (!bkv_payload_bit(f->payload, pos)) return 0;
         a += b;
     }
     return 1;

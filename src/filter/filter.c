@@ -73,8 +73,15 @@ int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t
 
 int bkv_filter_add(bkv_filter *f, bkv_hash h) {
     if (!f || !f->owned || !f->ops->add) return BKV_INVALID;
-    f->ops->add(f, h);
+    f->ops->add(f, h, false);
     f->num_keys++;
+    return BKV_OK;
+}
+
+int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h) {
+    if (!f || !f->owned || !f->ops->add) return BKV_INVALID;
+    f->ops->add(f, h, true);
+    __atomic_fetch_add(&f->num_keys, 1, __ATOMIC_RELAXED);
     return BKV_OK;
 }
 

@@ -58,13 +58,27 @@ struct bkv_filter_ops {
     const char *name;
     /* Sets k, num_bits, num_lines and payload_len for n keys. */
     int (*size)(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n);
-    void (*add)(bkv_filter *f, bkv_hash h);
+    /* atomic: readers may probe while we add (bkv_filter_add_concurrent). */
+    void (*add)(bkv_filter *f, bkv_hash h, bool atomic);
     int (*may_contain)(const bkv_filter *f, bkv_hash h);
     void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
     /* Checks the decoded geometry (k, num_bits, payload_len) of an opened
      * filter and derives the rest; returns NULL when sound, else a reason. */
     const char *(*check_geometry)(bkv_filter *f);
 };
+
+/* Bit access in the payload. Loads are relaxed atomics (plain loads on
+ * every mainstream CPU) so that probing while another thread adds with
+ * atomic stores is well defined. */
+static inline unsigned bkv_payload_bit(const uint8_t *p, uint64_t bit) {
+    return (unsigned)(__atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED) >> (bit & 7)) & 1u;
+}
+
+static inline void bkv_payload_set(uint8_t *p, uint64_t bit, bool atomic) {
+    uint8_t mask = (uint8_t)(1u << (bit & 7));
+    if (atomic) __atomic_fetch_or(&p[bit >> 3], mask, __ATOMIC_RELAXED);
+    else p[bit >> 3] |= mask;
+}
 
 extern const bkv_filter_ops bkv_bloom_ops;
 extern const bkv_filter_ops bkv_blocked_bloom_ops;

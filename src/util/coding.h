@@ -36,3 +36,50 @@ static inline uint64_t bkv_get_u64(const uint8_t *p) {
 }
 
 #endif
+
+#ifndef BKV_UTIL_VARINT
+#define BKV_UTIL_VARINT
+#include <stddef.h>
+
+/* LEB128 varints: 7 bits a byte, low bits first, high bit = more follows. */
+static inline uint8_t *bkv_put_varint64(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline int bkv_varint_len(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Decodes a varint from [p, end); returns the byte after it, or NULL when
+ * the input is truncated or the varint is longer than 10 bytes. */
+static inline const uint8_t *bkv_get_varint64(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+    uint64_t result = 0;
+    for (unsigned shift = 0; shift <= 63 && p < end; shift += 7) {
+        uint64_t byte = *p++;
+        result |= (byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *v = result;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static inline const uint8_t *bkv_get_varint32(const uint8_t *p, const uint8_t *end, uint32_t *v) {
+    uint64_t x;
+    p = bkv_get_varint64(p, end, &x);
+    if (!p || x > UINT32_MAX) return NULL;
+    *v = (uint32_t)x;
+    return p;
+}
+#endif

@@ -12,3 +12,18 @@ const char *bkv_strerror(int rc) {
     default: return "unknown status";
     }
 }
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "util/status.h"
+
+int bkv_fail(bkv_err *e, int rc, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

@@ -1,0 +1,249 @@
+/* Entry layout in the arena: u32 ikey_len, ikey, u32 value_len, value
+ * (host order: never leaves memory). */
+#include "memtable/memtable.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtable/arena.h"
+#include "util/ikey.h"
+
+#define MAX_HEIGHT 12
+/* Each level holds about a quarter of the nodes of the one below. */
+#define BRANCHING 4
+
+typedef struct node {
+    const uint8_t *entry;
+    _Atomic(struct node *) next[]; /* height links */
+} node;
+
+struct bkv_memtable {
+    atomic_int refs;
+    bkv_arena arena;
+    node *head;
+    atomic_int height;
+    atomic_uint_fast64_t entries;
+    atomic_size_t memory;
+    bkv_filter *filter; /* NULL if it could not be allocated: always "maybe" */
+    uint64_t rng;
+};
+
+static inline const uint8_t *entry_ikey(const uint8_t *e, size_t *len) {
+    uint32_t n;
+    memcpy(&n, e, 4);
+    *len = n;
+    return e + 4;
+}
+
+static inline const uint8_t *entry_value(const uint8_t *e, size_t *len) {
+    uint32_t kn, vn;
+    memcpy(&kn, e, 4);
+    memcpy(&vn, e + 4 + kn, 4);
+    *len = vn;
+    return e + 8 + kn;
+}
+
+static node *new_node(bkv_arena *a, const uint8_t *entry, int height) {
+    node *n = bkv_arena_alloc(a, sizeof(node) + (size_t)height * sizeof(n->next[0]));
+    if (!n) return NULL;
+    n->entry = entry;
+    for (int i = 0; i < height; i++) atomic_init(&n->next[i], NULL);
+    return n;
+}
+
+bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
+    bkv_memtable *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    bkv_arena_init(&m->arena);
+    m->head = new_node(&m->arena, NULL, MAX_HEIGHT);
+    if (!m->head) {
+        free(m);
+        return NULL;
+    }
+    atomic_init(&m->refs, 1);
+    atomic_init(&m->height, 1);
+    m->rng = 0x2545F4914F6CDD1DULL;
+    bkv_filter_spec spec = {.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 10};
+    if (bkv_filter_new(&spec, expected_keys ? expected_keys : 1, &m->filter) != BKV_OK) m->filter = NULL;
+    return m;
+}
+
+void bkv_memtable_ref(bkv_memtable *m) { atomic_fetch_add(&m->refs, 1); }
+
+void bkv_memtable_unref(bkv_memtable *m) {
+    if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+    bkv_filter_free(m->filter);
+    bkv_arena_destroy(&m->arena);
+    free(m);
+}
+
+static int random_height(bkv_memtable *m) {
+    int h = 1;
+    for (;;) {
+        m->rng ^= m->rng << 13;
+        m->rng ^= m->rng >> 7;
+        m->rng ^= m->rng << 17;
+        if (h >= MAX_HEIGHT || (m->rng & (BRANCHING - 1)) != 0) break;
+        h++;
+    }
+    return h;
+}
+
+static inline int node_cmp(const node *n, const uint8_t *ikey, size_t ilen) {
+    size_t nlen;
+    const uint8_t *nk = entry_ikey(n->entry, &nlen);
+    return bkv_ikey_compare(nk, nlen, ikey, ilen);
+}
+
+/* First node >= ikey; fills prev[] with the last node < ikey per level. */
+static node *find_ge(const bkv_memtable *m, const uint8_t *ikey, size_t ilen, node **prev) {
+    node *x = m->head;
+    int level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        node *next = atomic_load_explicit(&x->next[level], memory_order_acquire);
+        if (next && node_cmp(next, ikey, ilen) < 0) {
+            x = next;
+            continue;
+        }
+        if (prev) prev[level] = x;
+        if (level == 0) return next;
+        level--;
+    }
+}
+
+static node *find_lt(const bkv_memtable *m, const uint8_t *ikey, size_t ilen) {
+    node *x = m->head;
+    int level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        node *next = atomic_load_explicit(&x->next[level], memory_order_acquire);
+        if (next && node_cmp(next, ikey, ilen) < 0) {
+            x = next;
+            continue;
+        }
+        if (level == 0) return x == m->head ? NULL : x;
+        level--;
+    }
+}
+
+static node *find_last(const bkv_memtable *m) {
+    node *x = m->head;
+    int level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        node *next = atomic_load_explicit(&x->next[level], memory_order_acquire);
+        if (next) {
+            x = next;
+            continue;
+        }
+        if (level == 0) return x == m->head ? NULL : x;
+        level--;
+    }
+}
+
+int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
+                     const void *val, size_t vlen, bkv_hash h) {
+    size_t ilen = klen + BKV_IKEY_TRAILER;
+    if (ilen > UINT32_MAX || vlen > UINT32_MAX) return BKV_INVALID;
+    uint8_t *e = bkv_arena_alloc(&m->arena, 8 + ilen + vlen);
+    if (!e) return BKV_NOMEM;
+    uint32_t n32 = (uint32_t)ilen;
+    memcpy(e, &n32, 4);
+    if (klen) memcpy(e + 4, key, klen);
+    bkv_put_u64(e + 4 + klen, bkv_pack_trailer(seq, type));
+    n32 = (uint32_t)vlen;
+    memcpy(e + 4 + ilen, &n32, 4);
+    if (vlen) memcpy(e + 8 + ilen, val, vlen);
+
+    node *prev[MAX_HEIGHT];
+    find_ge(m, e + 4, ilen, prev);
+    int height = random_height(m);
+    int cur = atomic_load_explicit(&m->height, memory_order_relaxed);
+    if (height > cur) {
+        for (int i = cur; i < height; i++) prev[i] = m->head;
+        /* Readers seeing the new height early find head links NULL at the
+         * new levels, which is harmless. */
+        atomic_store_explicit(&m->height, height, memory_order_relaxed);
+    }
+    node *x = new_node(&m->arena, e, height);
+    if (!x) return BKV_NOMEM;
+    /* The key must be in the filter before the node is reachable. */
+    if (m->filter) bkv_filter_add_concurrent(m->filter, h);
+    for (int i = 0; i < height; i++) {
+        atomic_store_explicit(&x->next[i], atomic_load_explicit(&prev[i]->next[i], memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&prev[i]->next[i], x, memory_order_release);
+    }
+    atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
+    atomic_store_explicit(&m->memory, m->arena.memory, memory_order_relaxed);
+    return BKV_OK;
+}
+
+int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_hash h,
+                     uint64_t snapshot, unsigned *type, const uint8_t **val, size_t *vlen,
+                     int *filter_negative) {
+    *filter_negative = 0;
+    if (m->filter && !bkv_filter_may_contain(m->filter, h)) {
+        *filter_negative = 1;
+        return 0;
+    }
+    /* Seek to (key, snapshot, highest type): the newest visible version. */
+    uint8_t stackbuf[256];
+    size_t ilen = klen + BKV_IKEY_TRAILER;
+    uint8_t *ikey = ilen <= sizeof stackbuf ? stackbuf : malloc(ilen);
+    if (!ikey) return 0;
+    if (klen) memcpy(ikey, key, klen);
+    bkv_put_u64(ikey + klen, bkv_pack_trailer(snapshot, 0xff));
+    node *n = find_ge(m, ikey, ilen, NULL);
+    if (ikey != stackbuf) free(ikey);
+    if (!n) return 0;
+    size_t nlen;
+    const uint8_t *nk = entry_ikey(n->entry, &nlen);
+    if (bkv_user_key_compare(nk, nlen - BKV_IKEY_TRAILER, key, klen) != 0) return 0;
+    *type = (unsigned)(bkv_ikey_trailer(nk, nlen) & 0xff);
+    *val = entry_value(n->entry, vlen);
+    return 1;
+}
+
+size_t bkv_memtable_memory(const bkv_memtable *m) {
+    return atomic_load_explicit(&m->memory, memory_order_relaxed);
+}
+
+uint64_t bkv_memtable_entries(const bkv_memtable *m) {
+    return atomic_load_explicit(&m->entries, memory_order_relaxed);
+}
+
+void bkv_memtable_iter_init(bkv_memtable_iter *it, const bkv_memtable *m) {
+    it->m = m;
+    it->node = NULL;
+}
+
+int bkv_memtable_iter_valid(const bkv_memtable_iter *it) { return it->node != NULL; }
+
+void bkv_memtable_iter_first(bkv_memtable_iter *it) {
+    it->node = atomic_load_explicit(&it->m->head->next[0], memory_order_acquire);
+}
+
+void bkv_memtable_iter_last(bkv_memtable_iter *it) { it->node = find_last(it->m); }
+
+void bkv_memtable_iter_seek(bkv_memtable_iter *it, const uint8_t *ikey, size_t ilen) {
+    it->node = find_ge(it->m, ikey, ilen, NULL);
+}
+
+void bkv_memtable_iter_next(bkv_memtable_iter *it) {
+    const node *n = it->node;
+    it->node = atomic_load_explicit(&((node *)n)->next[0], memory_order_acquire);
+}
+
+void bkv_memtable_iter_prev(bkv_memtable_iter *it) {
+    size_t len;
+    const uint8_t *k = entry_ikey(((const node *)it->node)->entry, &len);
+    it->node = find_lt(it->m, k, len);
+}
+
+const uint8_t *bkv_memtable_iter_ikey(const bkv_memtable_iter *it, size_t *len) {
+    return entry_ikey(((const node *)it->node)->entry, len);
+}
+
+const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len) {
+    return entry_value(((const node *)it->node)->entry, len);
+}

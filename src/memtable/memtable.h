@@ -1,0 +1,62 @@
+/*
+ * The memtable: a skiplist of (internal key, value) entries in an arena,
+ * plus a blocked Bloom filter of its user keys probed with the caller's
+ * shared hash, so a get of an absent key skips the skiplist search.
+ *
+ * Thread safety: one writer at a time (callers serialize adds); any number
+ * of readers concurrently with it and without locks. Node links are
+ * published with release stores and read with acquire loads, so a reader
+ * sees a node only after its contents are complete.
+ *
+ * Lifetime: reference counted; entries (and the pointers get/iterators
+ * hand out) stay valid until the last reference is dropped.
+ */
+#ifndef BKV_MEMTABLE_H
+#define BKV_MEMTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv_filter.h"
+
+typedef struct bkv_memtable bkv_memtable;
+
+/* expected_keys sizes the key filter (more keys only raise its rate). */
+bkv_memtable *bkv_memtable_new(uint64_t expected_keys);
+void bkv_memtable_ref(bkv_memtable *m);
+void bkv_memtable_unref(bkv_memtable *m);
+
+/* Adds one entry. h is the bkv_hash of the user key. BKV_NOMEM on failure
+ * (nothing added). */
+int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
+                     const void *val, size_t vlen, bkv_hash h);
+
+/* Looks up the newest version of key with sequence <= snapshot. Returns 1
+ * and fills *type (BKV_TYPE_VALUE / BKV_TYPE_DELETION) and the value when
+ * the memtable holds one, 0 when it holds none. *filter_negative is set to
+ * 1 when the key filter alone answered (no skiplist search). */
+int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_hash h,
+                     uint64_t snapshot, unsigned *type, const uint8_t **val, size_t *vlen,
+                     int *filter_negative);
+
+size_t bkv_memtable_memory(const bkv_memtable *m);
+uint64_t bkv_memtable_entries(const bkv_memtable *m);
+
+/* Iteration in internal-key order. */
+typedef struct bkv_memtable_iter {
+    const bkv_memtable *m;
+    const void *node;
+} bkv_memtable_iter;
+
+void bkv_memtable_iter_init(bkv_memtable_iter *it, const bkv_memtable *m);
+int bkv_memtable_iter_valid(const bkv_memtable_iter *it);
+void bkv_memtable_iter_first(bkv_memtable_iter *it);
+void bkv_memtable_iter_last(bkv_memtable_iter *it);
+/* First entry >= the internal key. */
+void bkv_memtable_iter_seek(bkv_memtable_iter *it, const uint8_t *ikey, size_t ilen);
+void bkv_memtable_iter_next(bkv_memtable_iter *it);
+void bkv_memtable_iter_prev(bkv_memtable_iter *it);
+const uint8_t *bkv_memtable_iter_ikey(const bkv_memtable_iter *it, size_t *len);
+const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len);
+
+#endif

@@ -1,0 +1,139 @@
+#include "table/block.h"
+
+#include <string.h>
+
+#include "util/coding.h"
+
+void bkv_block_builder_init(bkv_block_builder *b, int restart_interval) {
+    bkv_buf_init(&b->buf);
+    bkv_buf_init(&b->restarts);
+    bkv_buf_init(&b->last_key);
+    b->interval = restart_interval > 0 ? restart_interval : 16;
+    bkv_block_builder_reset(b);
+}
+
+void bkv_block_builder_free(bkv_block_builder *b) {
+    bkv_buf_free(&b->buf);
+    bkv_buf_free(&b->restarts);
+    bkv_buf_free(&b->last_key);
+}
+
+void bkv_block_builder_reset(bkv_block_builder *b) {
+    bkv_buf_clear(&b->buf);
+    bkv_buf_clear(&b->restarts);
+    bkv_buf_clear(&b->last_key);
+    bkv_buf_put_u32(&b->restarts, 0);
+    b->counter = 0;
+    b->entries = 0;
+}
+
+int bkv_block_builder_empty(const bkv_block_builder *b) { return b->entries == 0; }
+
+void bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                           size_t vlen) {
+    size_t shared = 0;
+    if (b->counter < b->interval) {
+        size_t n = klen < b->last_key.len ? klen : b->last_key.len;
+        while (shared < n && key[shared] == b->last_key.data[shared]) shared++;
+    } else {
+        bkv_buf_put_u32(&b->restarts, (uint32_t)b->buf.len);
+        b->counter = 0;
+    }
+    bkv_buf_put_varint(&b->buf, shared);
+    bkv_buf_put_varint(&b->buf, klen - shared);
+    bkv_buf_put_varint(&b->buf, vlen);
+    bkv_buf_append(&b->buf, key + shared, klen - shared);
+    bkv_buf_append(&b->buf, val, vlen);
+    bkv_buf_clear(&b->last_key);
+    bkv_buf_append(&b->last_key, key, klen);
+    b->counter++;
+    b->entries++;
+}
+
+size_t bkv_block_builder_size_estimate(const bkv_block_builder *b) {
+    return b->buf.len + b->restarts.len + 4;
+}
+
+void bkv_block_builder_finish(bkv_block_builder *b) {
+    bkv_buf_append(&b->buf, b->restarts.data, b->restarts.len);
+    bkv_buf_put_u32(&b->buf, (uint32_t)(b->restarts.len / 4));
+}
+
+int bkv_block_parse(bkv_block *blk, const uint8_t *data, size_t len) {
+    if (len < 4) return -1;
+    uint32_t n = bkv_get_u32(data + len - 4);
+    if (n == 0 || n > (len - 4) / 4) return -1;
+    blk->data = data;
+    blk->restarts = data + len - 4 - 4 * (size_t)n;
+    blk->num_restarts = n;
+    blk->len = (size_t)(blk->restarts - data);
+    for (uint32_t i = 0; i < n; i++)
+        if (bkv_get_u32(blk->restarts + 4 * i) > blk->len) return -1;
+    return 0;
+}
+
+void bkv_block_iter_init(bkv_block_iter *it, const bkv_block *blk) {
+    memset(it, 0, sizeof *it);
+    it->blk = blk;
+    bkv_buf_init(&it->key);
+}
+
+void bkv_block_iter_free(bkv_block_iter *it) { bkv_buf_free(&it->key); }
+
+/* Decodes the entry at it->next; the key so far is its predecessor's. */
+static void decode_next(bkv_block_iter *it) {
+    const bkv_block *blk = it->blk;
+    if (it->next >= blk->len) {
+        it->valid = 0;
+        return;
+    }
+    const uint8_t *p = blk->data + it->next, *end = blk->data + blk->len;
+    uint64_t shared, unshared, vlen;
+    if (!(p = bkv_get_varint64(p, end, &shared)) || !(p = bkv_get_varint64(p, end, &unshared)) ||
+        !(p = bkv_get_varint64(p, end, &vlen)) || shared > it->key.len ||
+        unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared) {
+        it->valid = 0;
+        it->corrupt = 1;
+        return;
+    }
+    it->offset = it->next;
+    it->key.len = (size_t)shared;
+    bkv_buf_append(&it->key, p, (size_t)unshared);
+    if (it->key.oom) {
+        it->valid = 0;
+        it->corrupt = 1;
+        return;
+    }
+    it->val = p + unshared;
+    it->vlen = (size_t)vlen;
+    it->next = (size_t)(it->val + vlen - blk->data);
+    it->valid = 1;
+}
+
+static void seek_restart(bkv_block_iter *it, uint32_t i) {
+    it->key.len = 0;
+    it->next = bkv_get_u32(it->blk->restarts + 4 * (size_t)i);
+}
+
+void bkv_block_iter_first(bkv_block_iter *it) {
+    seek_restart(it, 0);
+    decode_next(it);
+}
+
+void bkv_block_iter_next(bkv_block_iter *it) { decode_next(it); }
+
+void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp) {
+    /* Binary search for the last restart point whose key < target. */
+    uint32_t lo = 0, hi = it->blk->num_restarts - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        seek_restart(it, mid);
+        decode_next(it);
+        if (it->corrupt) return;
+        if (!it->valid || cmp(it->key.data, it->key.len, target, tlen) >= 0) hi = mid - 1;
+        else lo = mid;
+    }
+    seek_restart(it, lo);
+    for (decode_next(it); it->valid; decode_next(it))
+        if (cmp(it->key.data, it->key.len, target, tlen) >= 0) return;
+}

@@ -1,0 +1,63 @@
+/*
+ * Blocks: sorted entries with prefix-compressed keys and restart points.
+ * Layout in docs/format.md, "Block".
+ */
+#ifndef BKV_TABLE_BLOCK_H
+#define BKV_TABLE_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+typedef struct bkv_block_builder {
+    bkv_buf buf;
+    bkv_buf restarts;     /* u32 offsets */
+    bkv_buf last_key;
+    int interval;         /* entries between restart points */
+    int counter;
+    uint64_t entries;
+} bkv_block_builder;
+
+void bkv_block_builder_init(bkv_block_builder *b, int restart_interval);
+void bkv_block_builder_free(bkv_block_builder *b);
+void bkv_block_builder_reset(bkv_block_builder *b);
+/* REQUIRES: key > every key added since the last reset. */
+void bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                           size_t vlen);
+size_t bkv_block_builder_size_estimate(const bkv_block_builder *b);
+/* Appends the restart array; the block is then b->buf. */
+void bkv_block_builder_finish(bkv_block_builder *b);
+int bkv_block_builder_empty(const bkv_block_builder *b);
+
+/* A parsed block over borrowed bytes. */
+typedef struct bkv_block {
+    const uint8_t *data;
+    size_t len;            /* bytes of entries (restart array excluded) */
+    const uint8_t *restarts;
+    uint32_t num_restarts;
+} bkv_block;
+
+/* 0 when the restart array is well formed, else -1. */
+int bkv_block_parse(bkv_block *blk, const uint8_t *data, size_t len);
+
+typedef struct bkv_block_iter {
+    const bkv_block *blk;
+    size_t offset;       /* current entry */
+    size_t next;         /* entry after it */
+    bkv_buf key;
+    const uint8_t *val;
+    size_t vlen;
+    int valid;
+    int corrupt;         /* set when an entry failed to decode */
+} bkv_block_iter;
+
+void bkv_block_iter_init(bkv_block_iter *it, const bkv_block *blk);
+void bkv_block_iter_free(bkv_block_iter *it);
+void bkv_block_iter_first(bkv_block_iter *it);
+void bkv_block_iter_next(bkv_block_iter *it);
+/* First entry whose key >= target under cmp (memcmp-style on full keys). */
+typedef int (*bkv_key_cmp)(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
+void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp);
+
+#endif

@@ -1,0 +1,38 @@
+/* Block handles, the footer, and reading a checksummed block. */
+#ifndef BKV_TABLE_FORMAT_H
+#define BKV_TABLE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/env.h"
+
+typedef struct bkv_handle {
+    uint64_t offset;
+    uint64_t size; /* contents, trailer excluded */
+} bkv_handle;
+
+typedef struct bkv_footer {
+    bkv_handle index, filter, props;
+    uint32_t version;
+} bkv_footer;
+
+void bkv_footer_encode(const bkv_footer *f, uint8_t *dst /* BKV_FOOTER_LEN */);
+/* Validates magic, checksum, version and that every handle lies before the
+ * footer; file_size locates it. */
+int bkv_footer_decode(bkv_footer *f, const uint8_t *src, uint64_t file_size, const char *name, bkv_err *e);
+
+/* The block checksum: XXH3-64 of the stored contents, with the compression
+ * type byte folded in as the seed. */
+uint64_t bkv_block_checksum(const uint8_t *data, size_t len, uint8_t type);
+
+/* Compresses raw into out (prefixed with the raw length) when that saves at
+ * least an eighth; otherwise leaves out empty and returns NONE. */
+int bkv_block_compress(int type, const uint8_t *raw, size_t len, bkv_buf *out);
+
+/* Reads the block at h, verifies its checksum (always: it costs little next
+ * to the read) and decompresses it. *data is malloc'd. */
+int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e);
+
+#endif

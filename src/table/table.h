@@ -1,0 +1,98 @@
+/*
+ * SSTables: immutable sorted files of internal keys. Layout in
+ * docs/format.md, "SSTable":
+ *
+ *   [data block 1] ... [data block N] [filter block] [properties block]
+ *   [index block] [footer, 72 bytes]
+ *
+ * Every block is followed by a 9-byte trailer (compression type, XXH3-64).
+ */
+#ifndef BKV_TABLE_H
+#define BKV_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv_filter.h"
+#include "table/cache.h"
+#include "util/env.h"
+
+#define BKV_TABLE_MAGIC 0x31425354564B4C42ULL /* "BLKVTSB1" */
+#define BKV_TABLE_VERSION 1
+#define BKV_FOOTER_LEN 72
+#define BKV_BLOCK_TRAILER 9
+
+enum { BKV_COMPRESS_NONE = 0, BKV_COMPRESS_LZ4 = 1, BKV_COMPRESS_ZSTD = 2 };
+
+typedef struct bkv_table_options {
+    size_t block_size;
+    int restart_interval;
+    int filter_type;        /* BKV_FILTER_* (NONE: no filter block) */
+    double bits_per_key;
+    int compression;        /* BKV_COMPRESS_* */
+} bkv_table_options;
+
+typedef struct bkv_table_props {
+    uint64_t num_entries, num_deletions, num_data_blocks;
+    uint64_t raw_key_bytes, raw_value_bytes, data_bytes;
+    uint64_t index_bytes, filter_bytes;
+    int filter_type;
+    int compression;
+    uint64_t creation_time;
+} bkv_table_props;
+
+/* ---- builder ---- */
+typedef struct bkv_table_builder bkv_table_builder;
+
+/* Writes into file (owned by the caller, who syncs and closes it). */
+bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name);
+/* REQUIRES: ikey greater than every key added before. */
+int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
+                          size_t vlen, bkv_err *e);
+int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e);
+uint64_t bkv_table_builder_file_size(const bkv_table_builder *b);
+uint64_t bkv_table_builder_entries(const bkv_table_builder *b);
+void bkv_table_builder_free(bkv_table_builder *b);
+
+/* ---- reader ---- */
+typedef struct bkv_table bkv_table;
+
+typedef struct bkv_table_stats {
+    uint64_t blocks_read;        /* from the file */
+    uint64_t cache_hits, cache_misses;
+    uint64_t filter_probes, filter_negatives;
+    uint64_t filter_corrupt;     /* filter blocks that failed validation */
+} bkv_table_stats;
+
+/* Opens and validates the footer, index and filter of a table. A damaged
+ * filter is not an error: the table then answers "maybe" for every key
+ * (counted in stats->filter_corrupt). block_cache may be NULL. */
+int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, bkv_cache *block_cache,
+                   bkv_table_stats *stats, bkv_table **out, bkv_err *e);
+void bkv_table_close(bkv_table *t);
+
+/* Probes the key filter only: 0 = certainly absent. */
+int bkv_table_may_contain(const bkv_table *t, bkv_hash h);
+
+/* Newest version of key with sequence <= snapshot. Returns BKV_OK and
+ * *found = 1 with *type and a malloc'd copy of the value (when type is
+ * BKV_TYPE_VALUE), or *found = 0; errors name the file and offset. The
+ * filter is not consulted: call bkv_table_may_contain first. */
+int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int verify,
+                  int fill_cache, int *found, unsigned *type, void **val, size_t *vlen,
+                  bkv_table_stats *stats, bkv_err *e);
+
+const bkv_table_props *bkv_table_properties(const bkv_table *t);
+size_t bkv_table_filter_memory(const bkv_table *t);
+
+/* Iteration over every entry in order (for compaction, check, dump). */
+typedef struct bkv_table_iter bkv_table_iter;
+int bkv_table_iter_new(bkv_table *t, bkv_table_iter **out);
+void bkv_table_iter_free(bkv_table_iter *it);
+/* 1 positioned, 0 at the end, < 0 an error (described in e). */
+int bkv_table_iter_first(bkv_table_iter *it, bkv_err *e);
+int bkv_table_iter_next(bkv_table_iter *it, bkv_err *e);
+const uint8_t *bkv_table_iter_ikey(const bkv_table_iter *it, size_t *len);
+const uint8_t *bkv_table_iter_value(const bkv_table_iter *it, size_t *len);
+
+#endif

@@ -1,0 +1,185 @@
+/* Builds a table in one pass: data blocks, then the key filter over every
+ * distinct user key (hashed once here), properties, index and footer. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "table/block.h"
+#include "table/format.h"
+#include "table/table.h"
+#include "util/coding.h"
+#include "util/ikey.h"
+
+struct bkv_table_builder {
+    bkv_table_options opts;
+    bkv_wfile *file;
+    const char *name;
+    uint64_t offset;
+    bkv_block_builder data, index;
+    bkv_buf last_ikey;
+    bkv_buf compressed;
+    bkv_hash *hashes;
+    size_t nhashes, hash_cap;
+    bkv_table_props props;
+    int failed;
+};
+
+bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name) {
+    bkv_table_builder *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->opts = *opts;
+    b->file = file;
+    b->name = name;
+    bkv_block_builder_init(&b->data, opts->restart_interval);
+    bkv_block_builder_init(&b->index, 1);
+    bkv_buf_init(&b->last_ikey);
+    bkv_buf_init(&b->compressed);
+    b->props.filter_type = opts->filter_type;
+    b->props.compression = opts->compression;
+    return b;
+}
+
+void bkv_table_builder_free(bkv_table_builder *b) {
+    if (!b) return;
+    bkv_block_builder_free(&b->data);
+    bkv_block_builder_free(&b->index);
+    bkv_buf_free(&b->last_ikey);
+    bkv_buf_free(&b->compressed);
+    free(b->hashes);
+    free(b);
+}
+
+static int write_raw_block(bkv_table_builder *b, const uint8_t *data, size_t len, int compression,
+                           bkv_handle *h, bkv_err *e) {
+    int type = bkv_block_compress(compression, data, len, &b->compressed);
+    if (type != BKV_COMPRESS_NONE) {
+        data = b->compressed.data;
+        len = b->compressed.len;
+    }
+    uint8_t trailer[BKV_BLOCK_TRAILER];
+    trailer[0] = (uint8_t)type;
+    bkv_put_u64(trailer + 1, bkv_block_checksum(data, len, (uint8_t)type));
+    int rc = bkv_file_append(b->file, data, len, e);
+    if (!rc) rc = bkv_file_append(b->file, trailer, sizeof trailer, e);
+    if (rc) return rc;
+    h->offset = b->offset;
+    h->size = len;
+    b->offset += len + BKV_BLOCK_TRAILER;
+    return BKV_OK;
+}
+
+static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
+    if (bkv_block_builder_empty(&b->data)) return BKV_OK;
+    bkv_block_builder_finish(&b->data);
+    if (b->data.buf.oom) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building a block", b->name);
+    bkv_handle h;
+    int rc = write_raw_block(b, b->data.buf.data, b->data.buf.len, b->opts.compression, &h, e);
+    if (rc) return rc;
+    b->props.num_data_blocks++;
+    uint8_t hv[20];
+    size_t hl = (size_t)(bkv_put_varint64(bkv_put_varint64(hv, h.offset), h.size) - hv);
+    /* The index key is the block's last key: the block holds every key in
+     * (previous index key, this key]. */
+    bkv_block_builder_add(&b->index, b->last_ikey.data, b->last_ikey.len, hv, hl);
+    bkv_block_builder_reset(&b->data);
+    return BKV_OK;
+}
+
+int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
+                          size_t vlen, bkv_err *e) {
+    if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
+    size_t ulen = ilen - BKV_IKEY_TRAILER;
+    int new_user_key = b->last_ikey.len == 0 ||
+        bkv_user_key_compare(b->last_ikey.data, b->last_ikey.len - BKV_IKEY_TRAILER, ikey, ulen) != 0;
+    if (new_user_key && b->opts.filter_type != 0) {
+        if (b->nhashes == b->hash_cap) {
+            size_t cap = b->hash_cap ? b->hash_cap * 2 : 1024;
+            bkv_hash *grown = realloc(b->hashes, cap * sizeof *grown);
+            if (!grown) {
+                b->failed = 1;
+                return bkv_fail(e, BKV_NOMEM, "%s: out of memory collecting key hashes", b->name);
+            }
+            b->hashes = grown;
+            b->hash_cap = cap;
+        }
+        b->hashes[b->nhashes++] = bkv_hash_bytes(ikey, ulen);
+    }
+    bkv_block_builder_add(&b->data, ikey, ilen, val, vlen);
+    bkv_buf_clear(&b->last_ikey);
+    bkv_buf_append(&b->last_ikey, ikey, ilen);
+    b->props.num_entries++;
+    if ((bkv_ikey_trailer(ikey, ilen) & 0xff) == BKV_TYPE_DELETION) b->props.num_deletions++;
+    b->props.raw_key_bytes += ilen;
+    b->props.raw_value_bytes += vlen;
+    if (bkv_block_builder_size_estimate(&b->data) >= b->opts.block_size) {
+        int rc = flush_data_block(b, e);
+        if (rc) b->failed = 1;
+        return rc;
+    }
+    return BKV_OK;
+}
+
+static void put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
+    uint8_t buf[10];
+    size_t n = (size_t)(bkv_put_varint64(buf, v) - buf);
+    bkv_block_builder_add(blk, (const uint8_t *)name, strlen(name), buf, n);
+}
+
+int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
+    int rc = flush_data_block(b, e);
+    if (rc) return rc;
+    b->props.data_bytes = b->offset;
+    bkv_footer f = {.version = BKV_TABLE_VERSION};
+
+    if (b->opts.filter_type != 0) {
+        bkv_filter_spec spec = {.type = b->opts.filter_type, .bits_per_key = b->opts.bits_per_key};
+        bkv_filter *flt;
+        rc = bkv_filter_build(&spec, b->hashes, b->nhashes, &flt);
+        if (rc) return bkv_fail(e, rc, "%s: cannot build filter: %s", b->name, bkv_strerror(rc));
+        size_t n = bkv_filter_encoded_size(flt);
+        uint8_t *enc = malloc(n);
+        if (!enc) {
+            bkv_filter_free(flt);
+            return bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding filter", b->name);
+        }
+        bkv_filter_encode(flt, enc, n);
+        bkv_filter_free(flt);
+        rc = write_raw_block(b, enc, n, BKV_COMPRESS_NONE, &f.filter, e);
+        free(enc);
+        if (rc) return rc;
+        b->props.filter_bytes = n;
+    }
+
+    /* Properties, in sorted name order (it is an ordinary block). */
+    b->props.creation_time = (uint64_t)time(NULL);
+    bkv_block_builder props;
+    bkv_block_builder_init(&props, 1);
+    put_prop(&props, "compression", (uint64_t)b->props.compression);
+    put_prop(&props, "creation.time", b->props.creation_time);
+    put_prop(&props, "data.bytes", b->props.data_bytes);
+    put_prop(&props, "filter.bytes", b->props.filter_bytes);
+    put_prop(&props, "filter.type", (uint64_t)b->props.filter_type);
+    put_prop(&props, "num.data.blocks", b->props.num_data_blocks);
+    put_prop(&props, "num.deletions", b->props.num_deletions);
+    put_prop(&props, "num.entries", b->props.num_entries);
+    put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes);
+    put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes);
+    bkv_block_builder_finish(&props);
+    rc = write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
+    bkv_block_builder_free(&props);
+    if (rc) return rc;
+
+    bkv_block_builder_finish(&b->index);
+    if (b->index.buf.oom) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the index", b->name);
+    rc = write_raw_block(b, b->index.buf.data, b->index.buf.len, BKV_COMPRESS_NONE, &f.index, e);
+    if (rc) return rc;
+    uint8_t footer[BKV_FOOTER_LEN];
+    bkv_footer_encode(&f, footer);
+    rc = bkv_file_append(b->file, footer, sizeof footer, e);
+    if (rc) return rc;
+    b->offset += BKV_FOOTER_LEN;
+    return BKV_OK;
+}
+
+uint64_t bkv_table_builder_file_size(const bkv_table_builder *b) { return b->offset; }
+uint64_t bkv_table_builder_entries(const bkv_table_builder *b) { return b->props.num_entries; }

@@ -1,0 +1,332 @@
+/* Opens a table (footer, index and filter are validated and kept in
+ * memory for the table's life) and serves point reads through the block
+ * cache. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table/block.h"
+#include "table/format.h"
+#include "table/table.h"
+#include "util/coding.h"
+#include "util/ikey.h"
+
+struct bkv_table {
+    bkv_rfile *file;
+    char *name;
+    uint64_t number;
+    bkv_cache *cache;
+    uint8_t *index_data;
+    bkv_block index;
+    uint8_t *filter_data;
+    size_t filter_len;
+    bkv_filter *filter;   /* NULL: no filter or a damaged one, "maybe" */
+    bkv_table_props props;
+};
+
+typedef struct cached_block {
+    uint8_t *data;
+    size_t len;
+    bkv_block blk;
+} cached_block;
+
+static void delete_block(uint64_t k1, uint64_t k2, void *v) {
+    (void)k1, (void)k2;
+    cached_block *cb = v;
+    free(cb->data);
+    free(cb);
+}
+
+static int ikey_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) {
+    if (alen < BKV_IKEY_TRAILER || blen < BKV_IKEY_TRAILER) {
+        /* Damaged keys sort bytewise so that a search still terminates. */
+        size_t n = alen < blen ? alen : blen;
+        int c = memcmp(a, b, n);
+        return c ? c : (alen > blen) - (alen < blen);
+    }
+    return bkv_ikey_compare(a, alen, b, blen);
+}
+
+static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
+    bkv_block blk;
+    if (bkv_block_parse(&blk, data, len) < 0) return;
+    bkv_block_iter it;
+    bkv_block_iter_init(&it, &blk);
+    static const struct {
+        const char *name;
+        size_t off;
+    } fields[] = {
+        {"data.bytes", offsetof(bkv_table_props, data_bytes)},
+        {"filter.bytes", offsetof(bkv_table_props, filter_bytes)},
+        {"num.data.blocks", offsetof(bkv_table_props, num_data_blocks)},
+        {"num.deletions", offsetof(bkv_table_props, num_deletions)},
+        {"num.entries", offsetof(bkv_table_props, num_entries)},
+        {"raw.key.bytes", offsetof(bkv_table_props, raw_key_bytes)},
+        {"raw.value.bytes", offsetof(bkv_table_props, raw_value_bytes)},
+        {"creation.time", offsetof(bkv_table_props, creation_time)},
+    };
+    for (bkv_block_iter_first(&it); it.valid; bkv_block_iter_next(&it)) {
+        uint64_t v;
+        if (!bkv_get_varint64(it.val, it.val + it.vlen, &v)) continue;
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            if (strlen(fields[i].name) == it.key.len && memcmp(fields[i].name, it.key.data, it.key.len) == 0)
+                *(uint64_t *)((char *)&t->props + fields[i].off) = v;
+        if (it.key.len == 11 && memcmp(it.key.data, "filter.type", 11) == 0) t->props.filter_type = (int)v;
+        if (it.key.len == 11 && memcmp(it.key.data, "compression", 11) == 0) t->props.compression = (int)v;
+    }
+    bkv_block_iter_free(&it);
+}
+
+int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, bkv_cache *block_cache,
+                   bkv_table_stats *stats, bkv_table **out, bkv_err *e) {
+    *out = NULL;
+    bkv_table *t = calloc(1, sizeof *t);
+    if (!t || !(t->name = strdup(path))) {
+        free(t);
+        return bkv_fail(e, BKV_NOMEM, "%s: out of memory opening table", path);
+    }
+    t->number = file_number;
+    t->cache = block_cache;
+    int rc = env->new_readable(env, path, &t->file, e);
+    if (rc) goto fail;
+    uint64_t size = bkv_file_size(t->file);
+    if (size < BKV_FOOTER_LEN) {
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: file too short for a table (%llu bytes, offset 0)", path,
+                      (unsigned long long)size);
+        goto fail;
+    }
+    uint8_t footer_buf[BKV_FOOTER_LEN];
+    size_t got;
+    rc = bkv_file_read_at(t->file, size - BKV_FOOTER_LEN, BKV_FOOTER_LEN, footer_buf, &got, e);
+    if (rc) goto fail;
+    bkv_footer f;
+    rc = bkv_footer_decode(&f, footer_buf, size, path, e);
+    if (rc) goto fail;
+    size_t ilen;
+    rc = bkv_read_block(t->file, path, f.index, &t->index_data, &ilen, e);
+    if (rc) goto fail;
+    if (bkv_block_parse(&t->index, t->index_data, ilen) < 0) {
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed index block at offset %llu", path,
+                      (unsigned long long)f.index.offset);
+        goto fail;
+    }
+    uint8_t *pdata;
+    size_t plen;
+    rc = bkv_read_block(t->file, path, f.props, &pdata, &plen, e);
+    if (rc) goto fail;
+    read_props(t, pdata, plen);
+    free(pdata);
+    if (f.filter.size > 0) {
+        /* A filter that cannot be read or validated costs speed, never
+         * correctness: the table then answers "maybe". */
+        if (bkv_read_block(t->file, path, f.filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK ||
+            bkv_filter_open(t->filter_data, t->filter_len, BKV_FILTER_OPEN_TRUSTED, &t->filter, NULL, 0) != BKV_OK) {
+            free(t->filter_data);
+            t->filter_data = NULL;
+            t->filter = NULL;
+            if (stats) __atomic_fetch_add(&stats->filter_corrupt, 1, __ATOMIC_RELAXED);
+        }
+    }
+    *out = t;
+    return BKV_OK;
+fail:
+    bkv_table_close(t);
+    return rc;
+}
+
+void bkv_table_close(bkv_table *t) {
+    if (!t) return;
+    if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
+    if (t->file) bkv_file_close_readable(t->file);
+    bkv_filter_free(t->filter);
+    free(t->filter_data);
+    free(t->index_data);
+    free(t->name);
+    free(t);
+}
+
+int bkv_table_may_contain(const bkv_table *t, bkv_hash h) {
+    return t->filter ? bkv_filter_may_contain(t->filter, h) : 1;
+}
+
+const bkv_table_props *bkv_table_properties(const bkv_table *t) { return &t->props; }
+
+size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter ? t->filter_len : 0; }
+
+static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_handle *h, bkv_err *e) {
+    const uint8_t *p = bkv_get_varint64(v, v + n, &h->offset);
+    if (!p || !bkv_get_varint64(p, v + n, &h->size) || h->size > (1u << 30))
+        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed block handle in the index", t->name);
+    return BKV_OK;
+}
+
+/* A referenced cached block (release with bkv_cache_release), or for an
+ * uncached read a private one in *own. */
+static int load_block(bkv_table *t, bkv_handle h, int fill_cache, bkv_cache_entry **entry, cached_block **own,
+                      bkv_table_stats *stats, bkv_err *e) {
+    *entry = NULL;
+    *own = NULL;
+    if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
+        if (stats) __atomic_fetch_add(&stats->cache_hits, 1, __ATOMIC_RELAXED);
+        return BKV_OK;
+    }
+    if (stats) {
+        if (t->cache) __atomic_fetch_add(&stats->cache_misses, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
+    }
+    cached_block *cb = calloc(1, sizeof *cb);
+    if (!cb) return bkv_fail(e, BKV_NOMEM, "%s: out of memory", t->name);
+    int rc = bkv_read_block(t->file, t->name, h, &cb->data, &cb->len, e);
+    if (rc) {
+        free(cb);
+        return rc;
+    }
+    if (bkv_block_parse(&cb->blk, cb->data, cb->len) < 0) {
+        delete_block(0, 0, cb);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
+                        (unsigned long long)h.offset);
+    }
+    if (t->cache && fill_cache &&
+        (*entry = bkv_cache_insert(t->cache, t->number, h.offset, cb, cb->len + sizeof *cb, delete_block)))
+        return BKV_OK;
+    *own = cb;
+    return BKV_OK;
+}
+
+int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int verify,
+                  int fill_cache, int *found, unsigned *type, void **val, size_t *vlen,
+                  bkv_table_stats *stats, bkv_err *e) {
+    (void)verify; /* every block read is verified */
+    *found = 0;
+    uint8_t stackbuf[256];
+    size_t ilen = klen + BKV_IKEY_TRAILER;
+    uint8_t *lookup = ilen <= sizeof stackbuf ? stackbuf : malloc(ilen);
+    if (!lookup) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    if (klen) memcpy(lookup, key, klen);
+    bkv_put_u64(lookup + klen, bkv_pack_trailer(snapshot, 0xff));
+
+    int rc = BKV_OK;
+    bkv_block_iter ii;
+    bkv_block_iter_init(&ii, &t->index);
+    bkv_block_iter_seek(&ii, lookup, ilen, ikey_cmp);
+    if (ii.corrupt) {
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed index entry", t->name);
+        goto out;
+    }
+    if (!ii.valid) goto out;
+    bkv_handle h;
+    if ((rc = decode_handle(t, ii.val, ii.vlen, &h, e))) goto out;
+    bkv_cache_entry *entry;
+    cached_block *own;
+    if ((rc = load_block(t, h, fill_cache, &entry, &own, stats, e))) goto out;
+    cached_block *cb = entry ? bkv_cache_value(entry) : own;
+    bkv_block_iter bi;
+    bkv_block_iter_init(&bi, &cb->blk);
+    bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
+    if (bi.corrupt) {
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
+                      (unsigned long long)h.offset);
+    } else if (bi.valid && bi.key.len >= BKV_IKEY_TRAILER &&
+               bkv_user_key_compare(bi.key.data, bi.key.len - BKV_IKEY_TRAILER, key, klen) == 0) {
+        *type = (unsigned)(bkv_ikey_trailer(bi.key.data, bi.key.len) & 0xff);
+        if (*type != BKV_TYPE_VALUE && *type != BKV_TYPE_DELETION) {
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: bad entry type %u in data block at offset %llu", t->name, *type,
+                          (unsigned long long)h.offset);
+        } else {
+            *found = 1;
+            *vlen = 0;
+            *val = NULL;
+            if (*type == BKV_TYPE_VALUE) {
+                *val = malloc(bi.vlen ? bi.vlen : 1);
+                if (!*val) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+                else {
+                    memcpy(*val, bi.val, bi.vlen);
+                    *vlen = bi.vlen;
+                }
+            }
+        }
+    }
+    bkv_block_iter_free(&bi);
+    if (entry) bkv_cache_release(t->cache, entry);
+    if (own) delete_block(0, 0, own);
+out:
+    bkv_block_iter_free(&ii);
+    if (lookup != stackbuf) free(lookup);
+    return rc;
+}
+
+struct bkv_table_iter {
+    bkv_table *t;
+    bkv_block_iter index_it;
+    uint8_t *block_data;
+    bkv_block blk;
+    bkv_block_iter it;
+    int have_block;
+};
+
+int bkv_table_iter_new(bkv_table *t, bkv_table_iter **out) {
+    bkv_table_iter *it = calloc(1, sizeof *it);
+    if (!it) return BKV_NOMEM;
+    it->t = t;
+    bkv_block_iter_init(&it->index_it, &t->index);
+    *out = it;
+    return BKV_OK;
+}
+
+void bkv_table_iter_free(bkv_table_iter *it) {
+    if (!it) return;
+    bkv_block_iter_free(&it->index_it);
+    if (it->have_block) bkv_block_iter_free(&it->it);
+    free(it->block_data);
+    free(it);
+}
+
+/* Loads the block the index iterator points at, skipping empty blocks. */
+static int enter_block(bkv_table_iter *it, bkv_err *e) {
+    for (; it->index_it.valid; bkv_block_iter_next(&it->index_it)) {
+        bkv_handle h;
+        int rc = decode_handle(it->t, it->index_it.val, it->index_it.vlen, &h, e);
+        if (rc) return rc;
+        if (it->have_block) bkv_block_iter_free(&it->it);
+        it->have_block = 0;
+        free(it->block_data);
+        size_t len;
+        rc = bkv_read_block(it->t->file, it->t->name, h, &it->block_data, &len, e);
+        if (rc) return rc;
+        if (bkv_block_parse(&it->blk, it->block_data, len) < 0)
+            return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", it->t->name,
+                            (unsigned long long)h.offset);
+        bkv_block_iter_init(&it->it, &it->blk);
+        it->have_block = 1;
+        bkv_block_iter_first(&it->it);
+        if (it->it.corrupt)
+            return bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in block at offset %llu", it->t->name,
+                            (unsigned long long)h.offset);
+        if (it->it.valid) return 1;
+    }
+    if (it->index_it.corrupt) return bkv_fail(e, BKV_CORRUPTION, "%s: malformed index block", it->t->name);
+    return 0;
+}
+
+int bkv_table_iter_first(bkv_table_iter *it, bkv_err *e) {
+    bkv_block_iter_first(&it->index_it);
+    return enter_block(it, e);
+}
+
+int bkv_table_iter_next(bkv_table_iter *it, bkv_err *e) {
+    bkv_block_iter_next(&it->it);
+    if (it->it.corrupt) return bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in a data block", it->t->name);
+    if (it->it.valid) return 1;
+    bkv_block_iter_next(&it->index_it);
+    return enter_block(it, e);
+}
+
+const uint8_t *bkv_table_iter_ikey(const bkv_table_iter *it, size_t *len) {
+    *len = it->it.key.len;
+    return it->it.key.data;
+}
+
+const uint8_t *bkv_table_iter_value(const bkv_table_iter *it, size_t *len) {
+    *len = it->it.vlen;
+    return it->it.val;
+}

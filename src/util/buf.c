@@ -1,0 +1,60 @@
+#include "util/buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/coding.h"
+
+void bkv_buf_init(bkv_buf *b) { memset(b, 0, sizeof *b); }
+
+void bkv_buf_free(bkv_buf *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+void bkv_buf_clear(bkv_buf *b) { b->len = 0; }
+
+int bkv_buf_reserve(bkv_buf *b, size_t n) {
+    if (b->oom) return -1;
+    if (b->cap - b->len >= n) return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap - b->len < n) cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d) {
+        b->oom = 1;
+        return -1;
+    }
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+void bkv_buf_append(bkv_buf *b, const void *p, size_t n) {
+    if (n == 0 || bkv_buf_reserve(b, n) < 0) return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+void bkv_buf_put_varint(bkv_buf *b, uint64_t v) {
+    if (bkv_buf_reserve(b, 10) < 0) return;
+    b->len = (size_t)(bkv_put_varint64(b->data + b->len, v) - b->data);
+}
+
+void bkv_buf_put_u32(bkv_buf *b, uint32_t v) {
+    if (bkv_buf_reserve(b, 4) < 0) return;
+    bkv_put_u32(b->data + b->len, v);
+    b->len += 4;
+}
+
+void bkv_buf_put_u64(bkv_buf *b, uint64_t v) {
+    if (bkv_buf_reserve(b, 8) < 0) return;
+    bkv_put_u64(b->data + b->len, v);
+    b->len += 8;
+}
+
+void bkv_buf_put_u8(bkv_buf *b, uint8_t v) { bkv_buf_append(b, &v, 1); }
+
+void bkv_buf_put_slice(bkv_buf *b, const void *p, size_t n) {
+    bkv_buf_put_varint(b, n);
+    bkv_buf_append(b, p, n);
+}

@@ -1,0 +1,85 @@
+/*
+ * The env layer: every byte bloomkv reads or writes goes through it, so a
+ * test can substitute an env that injects faults or drops unsynced data.
+ *
+ * Files are handles whose first member points at the env that made them;
+ * the bkv_file_* helpers dispatch through it. All functions return a BKV_*
+ * status and describe failures (with the path) in the bkv_err.
+ */
+#ifndef BKV_UTIL_ENV_H
+#define BKV_UTIL_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/status.h"
+
+typedef struct bkv_env bkv_env;
+
+typedef struct bkv_wfile { /* append-only writable file */
+    const bkv_env *env;
+} bkv_wfile;
+
+typedef struct bkv_rfile { /* random-access readable file */
+    const bkv_env *env;
+} bkv_rfile;
+
+struct bkv_env {
+    /* Creates (or truncates) a file for appending. */
+    int (*new_writable)(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e);
+    int (*append)(bkv_wfile *f, const void *data, size_t n, bkv_err *e);
+    /* Pushes buffered bytes to the OS without forcing them to disk. */
+    int (*flush)(bkv_wfile *f, bkv_err *e);
+    /* Makes everything appended so far durable (fdatasync). */
+    int (*sync)(bkv_wfile *f, bkv_err *e);
+    /* Flushes and closes; the handle is gone even on error. */
+    int (*close_writable)(bkv_wfile *f, bkv_err *e);
+
+    int (*new_readable)(const bkv_env *env, const char *path, bkv_rfile **out, bkv_err *e);
+    /* Reads up to n bytes at off into dst; *got < n only at end of file. */
+    int (*read_at)(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e);
+    uint64_t (*size)(bkv_rfile *f);
+    void (*close_readable)(bkv_rfile *f);
+
+    int (*file_exists)(const bkv_env *env, const char *path);
+    int (*remove_file)(const bkv_env *env, const char *path, bkv_err *e);
+    /* Atomically replaces to with from. */
+    int (*rename_file)(const bkv_env *env, const char *from, const char *to, bkv_err *e);
+    int (*create_dir)(const bkv_env *env, const char *path, bkv_err *e);
+    /* Makes renames, creations and removals in dir durable. */
+    int (*sync_dir)(const bkv_env *env, const char *dir, bkv_err *e);
+    /* Names (not paths) in dir, malloc'd; free with bkv_env_free_list. */
+    int (*list_dir)(const bkv_env *env, const char *dir, char ***names, size_t *n, bkv_err *e);
+    /* An exclusive advisory lock held until unlock_file, also against
+     * other handles in this process. */
+    int (*lock_file)(const bkv_env *env, const char *path, void **lock, bkv_err *e);
+    void (*unlock_file)(const bkv_env *env, void *lock);
+    void *state;
+};
+
+/* The process's POSIX env. Stateless, so shared safely. */
+const bkv_env *bkv_env_posix(void);
+
+void bkv_env_free_list(char **names, size_t n);
+
+static inline int bkv_file_append(bkv_wfile *f, const void *d, size_t n, bkv_err *e) {
+    return f->env->append(f, d, n, e);
+}
+static inline int bkv_file_flush(bkv_wfile *f, bkv_err *e) { return f->env->flush(f, e); }
+static inline int bkv_file_sync(bkv_wfile *f, bkv_err *e) { return f->env->sync(f, e); }
+static inline int bkv_file_close(bkv_wfile *f, bkv_err *e) { return f->env->close_writable(f, e); }
+static inline int bkv_file_read_at(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got,
+                                   bkv_err *e) {
+    return f->env->read_at(f, off, n, dst, got, e);
+}
+static inline uint64_t bkv_file_size(bkv_rfile *f) { return f->env->size(f); }
+static inline void bkv_file_close_readable(bkv_rfile *f) { f->env->close_readable(f); }
+
+/* Reads a whole file into a malloc'd buffer. */
+int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e);
+/* Writes data to path via a temporary file, fsync, rename and directory
+ * fsync, so that path holds either its old content or data, never a mix. */
+int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, const void *data,
+                         size_t len, bkv_err *e);
+
+#endif

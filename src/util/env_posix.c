@@ -1,0 +1,328 @@
+/* The POSIX env: buffered appends, pread, fdatasync, flock. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/env.h"
+
+#define WRITE_BUFFER (64 * 1024)
+
+typedef struct posix_wfile {
+    bkv_wfile base;
+    int fd;
+    char *path;
+    size_t used;
+    uint8_t buf[WRITE_BUFFER];
+} posix_wfile;
+
+typedef struct posix_rfile {
+    bkv_rfile base;
+    int fd;
+    char *path;
+    uint64_t size;
+} posix_rfile;
+
+static int io_fail(bkv_err *e, const char *what, const char *path) {
+    int err = errno;
+    return bkv_fail(e, BKV_IOERROR, "%s %s: %s", what, path, strerror(err));
+}
+
+static int posix_new_writable(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e) {
+    *out = NULL;
+    posix_wfile *f = malloc(sizeof *f);
+    char *p = strdup(path);
+    if (!f || !p) {
+        free(f);
+        free(p);
+        return bkv_fail(e, BKV_NOMEM, "out of memory opening %s", path);
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(f);
+        free(p);
+        return io_fail(e, "cannot create", path);
+    }
+    f->base.env = env;
+    f->fd = fd;
+    f->path = p;
+    f->used = 0;
+    *out = &f->base;
+    return BKV_OK;
+}
+
+static int write_fully(posix_wfile *f, const uint8_t *d, size_t n, bkv_err *e) {
+    while (n > 0) {
+        ssize_t w = write(f->fd, d, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return io_fail(e, "cannot write", f->path);
+        }
+        d += w;
+        n -= (size_t)w;
+    }
+    return BKV_OK;
+}
+
+static int posix_flush(bkv_wfile *wf, bkv_err *e) {
+    posix_wfile *f = (posix_wfile *)wf;
+    if (f->used == 0) return BKV_OK;
+    int rc = write_fully(f, f->buf, f->used, e);
+    f->used = 0;
+    return rc;
+}
+
+static int posix_append(bkv_wfile *wf, const void *data, size_t n, bkv_err *e) {
+    posix_wfile *f = (posix_wfile *)wf;
+    if (f->used + n <= WRITE_BUFFER) {
+        memcpy(f->buf + f->used, data, n);
+        f->used += n;
+        return BKV_OK;
+    }
+    int rc = posix_flush(wf, e);
+    if (rc) return rc;
+    if (n <= WRITE_BUFFER) {
+        memcpy(f->buf, data, n);
+        f->used = n;
+        return BKV_OK;
+    }
+    return write_fully(f, data, n, e);
+}
+
+static int posix_sync(bkv_wfile *wf, bkv_err *e) {
+    posix_wfile *f = (posix_wfile *)wf;
+    int rc = posix_flush(wf, e);
+    if (rc) return rc;
+    if (fdatasync(f->fd) != 0) return io_fail(e, "cannot sync", f->path);
+    return BKV_OK;
+}
+
+static int posix_close_writable(bkv_wfile *wf, bkv_err *e) {
+    posix_wfile *f = (posix_wfile *)wf;
+    int rc = posix_flush(wf, e);
+    if (close(f->fd) != 0 && rc == BKV_OK) rc = io_fail(e, "cannot close", f->path);
+    free(f->path);
+    free(f);
+    return rc;
+}
+
+static int posix_new_readable(const bkv_env *env, const char *path, bkv_rfile **out, bkv_err *e) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_fail(e, "cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = io_fail(e, "cannot stat", path);
+        close(fd);
+        return rc;
+    }
+    posix_rfile *f = malloc(sizeof *f);
+    char *p = strdup(path);
+    if (!f || !p) {
+        free(f);
+        free(p);
+        close(fd);
+        return bkv_fail(e, BKV_NOMEM, "out of memory opening %s", path);
+    }
+    f->base.env = env;
+    f->fd = fd;
+    f->path = p;
+    f->size = (uint64_t)st.st_size;
+    *out = &f->base;
+    return BKV_OK;
+}
+
+static int posix_read_at(bkv_rfile *rf, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e) {
+    posix_rfile *f = (posix_rfile *)rf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            *got = done;
+            return io_fail(e, "cannot read", f->path);
+        }
+        if (r == 0) break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return BKV_OK;
+}
+
+static uint64_t posix_size(bkv_rfile *rf) { return ((posix_rfile *)rf)->size; }
+
+static void posix_close_readable(bkv_rfile *rf) {
+    posix_rfile *f = (posix_rfile *)rf;
+    close(f->fd);
+    free(f->path);
+    free(f);
+}
+
+static int posix_file_exists(const bkv_env *env, const char *path) {
+    (void)env;
+    return access(path, F_OK) == 0;
+}
+
+static int posix_remove(const bkv_env *env, const char *path, bkv_err *e) {
+    (void)env;
+    if (unlink(path) != 0) return io_fail(e, "cannot remove", path);
+    return BKV_OK;
+}
+
+static int posix_rename(const bkv_env *env, const char *from, const char *to, bkv_err *e) {
+    (void)env;
+    if (rename(from, to) != 0) return io_fail(e, "cannot rename to", to);
+    return BKV_OK;
+}
+
+static int posix_create_dir(const bkv_env *env, const char *path, bkv_err *e) {
+    (void)env;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return io_fail(e, "cannot create directory", path);
+    return BKV_OK;
+}
+
+static int posix_sync_dir(const bkv_env *env, const char *dir, bkv_err *e) {
+    (void)env;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return io_fail(e, "cannot open directory", dir);
+    int rc = BKV_OK;
+    if (fsync(fd) != 0) rc = io_fail(e, "cannot sync directory", dir);
+    close(fd);
+    return rc;
+}
+
+static int posix_list_dir(const bkv_env *env, const char *dir, char ***names, size_t *n, bkv_err *e) {
+    (void)env;
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return io_fail(e, "cannot list", dir);
+    size_t cap = 0;
+    struct dirent *de;
+    int rc = BKV_OK;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = realloc(*names, cap * sizeof *grown);
+            if (!grown) {
+                rc = BKV_NOMEM;
+                break;
+            }
+            *names = grown;
+        }
+        if (!((*names)[*n] = strdup(de->d_name))) {
+            rc = BKV_NOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (rc) {
+        bkv_env_free_list(*names, *n);
+        *names = NULL;
+        *n = 0;
+        return bkv_fail(e, rc, "out of memory listing %s", dir);
+    }
+    return BKV_OK;
+}
+
+/* flock locks belong to the open file description, so a second open of the
+ * same database in this process is refused just like one in another. */
+static int posix_lock(const bkv_env *env, const char *path, void **lock, bkv_err *e) {
+    (void)env;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return io_fail(e, "cannot open lock file", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        close(fd);
+        if (err == EWOULDBLOCK)
+            return bkv_fail(e, BKV_BUSY, "database is locked by another user: %s", path);
+        errno = err;
+        return io_fail(e, "cannot lock", path);
+    }
+    *lock = (void *)(intptr_t)(fd + 1);
+    return BKV_OK;
+}
+
+static void posix_unlock(const bkv_env *env, void *lock) {
+    (void)env;
+    int fd = (int)(intptr_t)lock - 1;
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
+static const bkv_env posix_env = {
+    .new_writable = posix_new_writable,
+    .append = posix_append,
+    .flush = posix_flush,
+    .sync = posix_sync,
+    .close_writable = posix_close_writable,
+    .new_readable = posix_new_readable,
+    .read_at = posix_read_at,
+    .size = posix_size,
+    .close_readable = posix_close_readable,
+    .file_exists = posix_file_exists,
+    .remove_file = posix_remove,
+    .rename_file = posix_rename,
+    .create_dir = posix_create_dir,
+    .sync_dir = posix_sync_dir,
+    .list_dir = posix_list_dir,
+    .lock_file = posix_lock,
+    .unlock_file = posix_unlock,
+    .state = NULL,
+};
+
+const bkv_env *bkv_env_posix(void) { return &posix_env; }
+
+void bkv_env_free_list(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e) {
+    *data = NULL;
+    *len = 0;
+    bkv_rfile *f;
+    int rc = env->new_readable(env, path, &f, e);
+    if (rc) return rc;
+    uint64_t size = bkv_file_size(f);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        bkv_file_close_readable(f);
+        return bkv_fail(e, BKV_NOMEM, "out of memory reading %s", path);
+    }
+    size_t got;
+    rc = bkv_file_read_at(f, 0, size, buf, &got, e);
+    bkv_file_close_readable(f);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = got;
+    return BKV_OK;
+}
+
+int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, const void *data,
+                         size_t len, bkv_err *e) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return bkv_fail(e, BKV_INVALID, "path too long: %s", path);
+    bkv_wfile *f;
+    int rc = env->new_writable(env, tmp, &f, e);
+    if (rc) return rc;
+    rc = bkv_file_append(f, data, len, e);
+    if (!rc) rc = bkv_file_sync(f, e);
+    int rc2 = bkv_file_close(f, rc ? NULL : e);
+    if (!rc) rc = rc2;
+    if (!rc) rc = env->rename_file(env, tmp, path, e);
+    if (!rc) rc = env->sync_dir(env, dir, e);
+    if (rc) env->remove_file(env, tmp, NULL);
+    return rc;
+}

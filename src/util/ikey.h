@@ -1,0 +1,42 @@
+/*
+ * Internal keys: the user key followed by an 8-byte little-endian trailer
+ * (sequence << 8 | type). Ordered by user key ascending, then by trailer
+ * descending, so the newest version of a key comes first. See
+ * docs/format.md, "Internal key".
+ */
+#ifndef BKV_UTIL_IKEY_H
+#define BKV_UTIL_IKEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "util/coding.h"
+
+enum { BKV_TYPE_DELETION = 0, BKV_TYPE_VALUE = 1 };
+
+#define BKV_MAX_SEQ ((UINT64_C(1) << 56) - 1)
+#define BKV_IKEY_TRAILER 8
+
+static inline uint64_t bkv_pack_trailer(uint64_t seq, unsigned type) { return (seq << 8) | type; }
+
+static inline uint64_t bkv_ikey_trailer(const uint8_t *ikey, size_t len) {
+    return bkv_get_u64(ikey + len - BKV_IKEY_TRAILER);
+}
+
+static inline int bkv_user_key_compare(const void *a, size_t alen, const void *b, size_t blen) {
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c) return c;
+    return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+/* REQUIRES: both lengths >= 8. */
+static inline int bkv_ikey_compare(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) {
+    int c = bkv_user_key_compare(a, alen - BKV_IKEY_TRAILER, b, blen - BKV_IKEY_TRAILER);
+    if (c) return c;
+    uint64_t ta = bkv_ikey_trailer(a, alen), tb = bkv_ikey_trailer(b, blen);
+    return ta > tb ? -1 : ta < tb ? 1 : 0;
+}
+
+#endif

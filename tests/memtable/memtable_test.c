@@ -1,0 +1,113 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "memtable/memtable.h"
+#include "util/hash.h"
+#include "util/ikey.h"
+
+static void put(bkv_memtable *m, uint64_t seq, unsigned type, const char *k, const char *v) {
+    assert_int_equal(bkv_memtable_add(m, seq, type, k, strlen(k), v, v ? strlen(v) : 0, bkv_hash_bytes(k, strlen(k))),
+                     BKV_OK);
+}
+
+static int get(bkv_memtable *m, const char *k, uint64_t snap, unsigned *type, char *out) {
+    const uint8_t *v;
+    size_t vlen;
+    int neg;
+    int r = bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), snap, type, &v, &vlen, &neg);
+    if (r && out) {
+        memcpy(out, v, vlen);
+        out[vlen] = 0;
+    }
+    return r;
+}
+
+static void versions_and_snapshots(void **state) {
+    (void)state;
+    bkv_memtable *m = bkv_memtable_new(100);
+    put(m, 1, BKV_TYPE_VALUE, "a", "a1");
+    put(m, 2, BKV_TYPE_VALUE, "b", "b2");
+    put(m, 3, BKV_TYPE_VALUE, "a", "a3");
+    put(m, 4, BKV_TYPE_DELETION, "b", NULL);
+    unsigned type;
+    char buf[16];
+    assert_int_equal(get(m, "a", 10, &type, buf), 1);
+    assert_string_equal(buf, "a3");
+    assert_int_equal(get(m, "a", 2, &type, buf), 1);
+    assert_string_equal(buf, "a1");
+    assert_int_equal(get(m, "a", 0, &type, buf), 0);
+    assert_int_equal(get(m, "b", 10, &type, NULL), 1);
+    assert_int_equal(type, BKV_TYPE_DELETION);
+    assert_int_equal(get(m, "b", 3, &type, buf), 1);
+    assert_int_equal(type, BKV_TYPE_VALUE);
+    assert_int_equal(get(m, "c", 10, &type, NULL), 0);
+    assert_int_equal(get(m, "", 10, &type, NULL), 0);
+    bkv_memtable_unref(m);
+}
+
+static void iteration_is_sorted_newest_first(void **state) {
+    (void)state;
+    bkv_memtable *m = bkv_memtable_new(10000);
+    uint64_t rng = 7;
+    for (uint64_t seq = 1; seq <= 5000; seq++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%04u", (unsigned)(bkv_splitmix64(&rng) % 1000));
+        put(m, seq, BKV_TYPE_VALUE, k, "v");
+    }
+    assert_true(bkv_memtable_entries(m) == 5000);
+    bkv_memtable_iter it;
+    bkv_memtable_iter_init(&it, m);
+    size_t n = 0, plen = 0;
+    const uint8_t *prev = NULL;
+    for (bkv_memtable_iter_first(&it); bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it), n++) {
+        size_t len;
+        const uint8_t *k = bkv_memtable_iter_ikey(&it, &len);
+        if (prev) assert_true(bkv_ikey_compare(prev, plen, k, len) < 0);
+        prev = k;
+        plen = len;
+    }
+    assert_int_equal(n, 5000);
+    /* Backwards too. */
+    n = 0;
+    for (bkv_memtable_iter_last(&it); bkv_memtable_iter_valid(&it); bkv_memtable_iter_prev(&it)) n++;
+    assert_int_equal(n, 5000);
+    bkv_memtable_unref(m);
+}
+
+static void absent_keys_mostly_answered_by_filter(void **state) {
+    (void)state;
+    bkv_memtable *m = bkv_memtable_new(10000);
+    for (int i = 0; i < 10000; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "in%d", i);
+        put(m, (uint64_t)i + 1, BKV_TYPE_VALUE, k, "v");
+    }
+    int negatives = 0;
+    for (int i = 0; i < 10000; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "out%d", i);
+        unsigned type;
+        const uint8_t *v;
+        size_t vlen;
+        int neg;
+        assert_int_equal(bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), 1000000, &type, &v, &vlen, &neg), 0);
+        negatives += neg;
+    }
+    assert_true(negatives > 9800);
+    bkv_memtable_unref(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(versions_and_snapshots),
+        cmocka_unit_test(iteration_is_sorted_newest_first),
+        cmocka_unit_test(absent_keys_mostly_answered_by_filter),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

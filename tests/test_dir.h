@@ -1,0 +1,26 @@
+/* Scratch directories for tests that touch files. */
+#ifndef BKV_TEST_DIR_H
+#define BKV_TEST_DIR_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Creates a fresh directory under $TMPDIR (or /tmp); returns it in buf. */
+static inline const char *test_make_dir(char *buf, size_t n, const char *tag) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, n, "%s/bkv-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+    if (!mkdtemp(buf)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return buf;
+}
+
+static inline void test_remove_dir(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+#endif

@@ -14,6 +14,7 @@ void bkv_arena_init(bkv_arena *a) {
     a->left = 0;
     a->blocks = NULL;
     a->memory = 0;
+    a->used = 0;
 }
 
 void bkv_arena_destroy(bkv_arena *a) {
@@ -37,6 +38,7 @@ static char *new_block(bkv_arena *a, size_t n) {
 
 void *bkv_arena_alloc(bkv_arena *a, size_t n) {
     n = (n + 7) & ~(size_t)7;
+    a->used += n;
     if (n <= a->left) {
         char *p = a->ptr;
         a->ptr += n;

@@ -13,6 +13,7 @@ typedef struct bkv_arena {
     size_t left;            /* bytes left in it */
     bkv_arena_block *blocks;
     size_t memory;          /* bytes allocated from the system */
+    size_t used;            /* bytes handed out */
 } bkv_arena;
 
 void bkv_arena_init(bkv_arena *a);

@@ -65,7 +65,7 @@ bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
     atomic_init(&m->height, 1);
     m->rng = 0x2545F4914F6CDD1DULL;
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 10};
-    if (bkv_filter_new(&spec, expected_keys ? expected_keys : 1, &m->filter) != BKV_OK) m->filter = NULL;
+    if (!expected_keys || bkv_filter_new(&spec, expected_keys, &m->filter) != BKV_OK) m->filter = NULL;
     return m;
 }
 
@@ -174,7 +174,7 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
         atomic_store_explicit(&prev[i]->next[i], x, memory_order_release);
     }
     atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
-    atomic_store_explicit(&m->memory, m->arena.memory, memory_order_relaxed);
+    atomic_store_explicit(&m->memory, m->arena.used, memory_order_relaxed);
     return BKV_OK;
 }
 

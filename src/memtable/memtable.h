@@ -21,7 +21,8 @@
 
 typedef struct bkv_memtable bkv_memtable;
 
-/* expected_keys sizes the key filter (more keys only raise its rate). */
+/* expected_keys sizes the key filter (more keys only raise its rate);
+ * 0 means no filter. */
 bkv_memtable *bkv_memtable_new(uint64_t expected_keys);
 void bkv_memtable_ref(bkv_memtable *m);
 void bkv_memtable_unref(bkv_memtable *m);
@@ -39,6 +40,7 @@ int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_ha
                      uint64_t snapshot, unsigned *type, const uint8_t **val, size_t *vlen,
                      int *filter_negative);
 
+/* Bytes of entries and nodes stored (what write_buffer_size bounds). */
 size_t bkv_memtable_memory(const bkv_memtable *m);
 uint64_t bkv_memtable_entries(const bkv_memtable *m);
 

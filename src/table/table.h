@@ -73,6 +73,8 @@ void bkv_table_close(bkv_table *t);
 
 /* Probes the key filter only: 0 = certainly absent. */
 int bkv_table_may_contain(const bkv_table *t, bkv_hash h);
+/* The same for n hashes with prefetching (bkv_filter_may_contain_batch). */
+void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out);
 
 /* Newest version of key with sequence <= snapshot. Returns BKV_OK and
  * *found = 1 with *type and a malloc'd copy of the value (when type is

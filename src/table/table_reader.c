@@ -149,6 +149,10 @@ int bkv_table_may_contain(const bkv_table *t, bkv_hash h) {
     return t->filter ? bkv_filter_may_contain(t->filter, h) : 1;
 }
 
+void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out) {
+    bkv_filter_may_contain_batch(t->filter, h, n, out);
+}
+
 const bkv_table_props *bkv_table_properties(const bkv_table *t) { return &t->props; }
 
 size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter ? t->filter_len : 0; }

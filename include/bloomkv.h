@@ -1,0 +1,131 @@
+/*
+ * bloomkv.h — the bloomkv storage engine's public C API.
+ *
+ * An embedded, persistent, ordered key-value store: a log-structured merge
+ * tree whose reads ask each table's filter before touching it, with each
+ * key hashed once per operation.
+ *
+ * Conventions
+ * - Keys and values are byte strings given as (pointer, length); any bytes
+ *   are allowed, including NUL. Keys are ordered bytewise.
+ * - Every fallible function returns an int status: BKV_OK (0), BKV_NOTFOUND
+ *   (1, not an error), or a negative error (BKV_CORRUPTION, BKV_IOERROR,
+ *   BKV_INVALID, BKV_NOMEM, BKV_BUSY). bkv_strerror() names a status;
+ *   bkv_errmsg() gives the detail of this thread's last error on a database
+ *   (naming the file and offset for corruption).
+ * - Ownership: buffers the library returns (values from bkv_get, strings
+ *   from bkv_property) are malloc'd and the caller frees them with
+ *   bkv_free(). Handles are freed by their *_close / *_destroy function.
+ * - Thread safety: a bkv_db may be used by any number of threads at once.
+ *   A bkv_batch must not be used by two threads at once.
+ * - Durability: a write acknowledged with sync = 1 survives power loss; a
+ *   write acknowledged without sync survives a crash of the process (it
+ *   reached the operating system before the call returned). After the
+ *   first failed WAL or manifest write or sync, the database refuses every
+ *   later write with the same error (reads keep working).
+ * - One process at a time: a second bkv_open of the same directory, from
+ *   this process or another, fails with BKV_BUSY.
+ */
+#ifndef BLOOMKV_H
+#define BLOOMKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv_export.h"
+#include "bloomkv_filter.h" /* status codes, bkv_hash, filter types */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD = 2 };
+
+typedef struct bkv_db bkv_db;
+typedef struct bkv_batch bkv_batch;
+
+typedef struct bkv_options {            /* bkv_options_init() fills the defaults */
+    int    create_if_missing;           /* create the directory and database; default 1 */
+    int    error_if_exists;             /* fail if it already exists; default 0 */
+    size_t write_buffer_size;           /* memtable bytes before a flush; default 64 MiB */
+    int    max_write_buffer_number;     /* memtables (active + immutable) before writes stop; default 3 */
+    size_t block_size;                  /* data block bytes before compression; default 4096 */
+    size_t block_cache_size;            /* bytes of data blocks cached; default 64 MiB (0: no cache) */
+    int    max_open_files;              /* tables kept open; default 1000 */
+    int    filter_type;                 /* key filter of new tables; default BKV_FILTER_BLOCKED_BLOOM */
+    double bits_per_key;                /* key filter budget; default 10 */
+    int    compression;                 /* BKV_COMPRESSION_*; default NONE */
+    int    memtable_filter;             /* Bloom filter over each memtable's keys; default 1 */
+} bkv_options;
+
+typedef struct bkv_write_options {
+    int sync;                           /* fsync the WAL before returning; default 0 */
+} bkv_write_options;                    /* NULL = defaults */
+
+typedef struct bkv_read_options {
+    int verify_checksums;               /* blocks are always verified; kept for API parity */
+    int fill_cache;                     /* put blocks read into the block cache; default 1 */
+} bkv_read_options;                     /* NULL = defaults */
+
+BKV_EXPORT void bkv_options_init(bkv_options *opts);
+BKV_EXPORT void bkv_read_options_init(bkv_read_options *ro);
+
+/* Opens (or creates) the database in directory path. *dbp is set only on
+ * success. */
+BKV_EXPORT int bkv_open(const char *path, const bkv_options *opts /* NULL = defaults */, bkv_db **dbp);
+/* Waits for background work to stop and releases everything; unflushed
+ * data stays in the WAL and is recovered by the next open. NULL is a no-op. */
+BKV_EXPORT int bkv_close(bkv_db *db);
+
+BKV_EXPORT int bkv_put(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen,
+                       const void *val, size_t vlen);
+BKV_EXPORT int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen);
+/* Applies a batch atomically: after a crash, all of it or none of it. */
+BKV_EXPORT int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch);
+
+/* BKV_OK with *val (malloc'd; free with bkv_free) and *vlen, or
+ * BKV_NOTFOUND. */
+BKV_EXPORT int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen,
+                       void **val, size_t *vlen);
+
+/* Looks up n keys at once: all keys are hashed first, then each table's
+ * filter is probed for the whole batch with prefetching before any block
+ * is read. statuses[i] receives BKV_OK, BKV_NOTFOUND or an error for key i,
+ * and vals[i]/vlens[i] the value (free each with bkv_free). Returns BKV_OK
+ * unless the call itself failed (then no value is returned). */
+BKV_EXPORT int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys,
+                             const size_t *klens, void **vals, size_t *vlens, int *statuses);
+
+BKV_EXPORT void bkv_free(void *p);
+
+/* Writes the active memtable to a table and waits for it. */
+BKV_EXPORT int bkv_flush(bkv_db *db);
+
+/* A malloc'd text (free with bkv_free), or NULL for an unknown name:
+ *   "bloomkv.stats"                  readable report
+ *   "bloomkv.num-files-at-level<N>"  decimal
+ *   "bloomkv.counter.<name>"         decimal; names: gets, key-hashes,
+ *       filter-probes, filter-negatives, filter-false-positives,
+ *       filter-corrupt, memtable-filter-negatives, blocks-read, cache-hits,
+ *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
+ *       tables-consulted
+ *   "bloomkv.filter-memory"          bytes of key filters of open tables */
+BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
+
+BKV_EXPORT const char *bkv_errmsg(bkv_db *db);  /* this thread's last error on db; "" if none */
+
+/* Write batches. */
+BKV_EXPORT bkv_batch *bkv_batch_create(void);   /* NULL when out of memory */
+BKV_EXPORT void bkv_batch_destroy(bkv_batch *b);
+BKV_EXPORT void bkv_batch_clear(bkv_batch *b);
+BKV_EXPORT int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
+BKV_EXPORT int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen);
+BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);
+
+BKV_EXPORT int bkv_version(void);  /* BKV_VERSION_NUMBER of the library */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BLOOMKV_H */

@@ -1,0 +1,83 @@
+/* The database object's internals, shared by the db module's files and by
+ * white-box tests. */
+#ifndef BKV_DB_INT_H
+#define BKV_DB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bloomkv.h"
+#include "db/version.h"
+#include "memtable/memtable.h"
+#include "table/cache.h"
+#include "table/table.h"
+#include "util/env.h"
+#include "wal/log.h"
+
+#define BKV_MAX_IMM 16
+#define BKV_ERR_SLOTS 16
+
+typedef struct bkv_writer bkv_writer;
+
+/* Counters behind "bloomkv.counter.<name>"; relaxed atomics. */
+typedef struct bkv_db_counters {
+    atomic_uint_fast64_t gets, key_hashes, filter_probes, filter_negatives, filter_false_positives,
+        memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
+        tables_consulted;
+} bkv_db_counters;
+
+struct bkv_db {
+    char *path;
+    const bkv_env *env;
+    bkv_options opts;
+    void *lock;                    /* the LOCK file */
+
+    pthread_mutex_t mu;            /* guards everything below unless noted */
+    pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
+    pthread_cond_t work_cv;        /* wakes the background thread */
+    pthread_t bg_thread;
+    int bg_started;
+    int shutting_down;
+    int bg_busy;                   /* a flush is in progress */
+
+    bkv_memtable *mem;             /* active memtable, written by the write leader only */
+    uint64_t mem_log;              /* its WAL number */
+    bkv_memtable *imm[BKV_MAX_IMM]; /* immutable memtables, oldest first */
+    uint64_t imm_log[BKV_MAX_IMM];
+    int nimm;
+
+    bkv_wfile *logfile;            /* the active WAL, used by the write leader */
+    bkv_log_writer log;
+    bkv_writer *writers_head, *writers_tail;
+    bkv_buf group;                 /* the leader's group batch */
+
+    bkv_tree_version *current;
+    uint64_t next_file;
+    uint64_t last_sequence;        /* assigned to writes */
+    atomic_uint_fast64_t visible_sequence; /* inserted into the memtable; what reads see */
+    uint64_t manifest_number;
+    bkv_wfile *manifest;
+    bkv_log_writer manifest_log;
+
+    int bg_error;                  /* sticky: writes fail once a WAL/manifest/flush write failed */
+    char bg_msg[BKV_ERR_LEN];
+
+    bkv_cache *block_cache;        /* may be NULL */
+    bkv_cache *table_cache;        /* open tables, charge 1 each */
+    bkv_table_stats tstats;        /* atomics, updated by table readers */
+    bkv_db_counters c;
+
+    pthread_mutex_t err_mu;        /* per-thread last error messages */
+    struct {
+        pthread_t tid;
+        int used;
+        char msg[BKV_ERR_LEN];
+    } errs[BKV_ERR_SLOTS];
+    int err_next;
+};
+
+/* Opens with an explicit env (tests inject faults through it). */
+int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp);
+
+#endif

@@ -1,0 +1,475 @@
+/*
+ * Opening and closing a database: locking, recovery from the manifest and
+ * write-ahead logs, and the switch to a fresh manifest.
+ *
+ * Recovery order, chosen so a crash at any point leaves a database the
+ * next open recovers:
+ *   1. read CURRENT and replay the manifest it names (its torn tail, an
+ *      edit whose commit never returned, is dropped);
+ *   2. replay every WAL numbered >= the manifest's log number, oldest
+ *      first, into memtables, writing level-0 tables as they fill and once
+ *      at the end (tables are synced before anything refers to them);
+ *   3. start a new WAL and write a new manifest holding the whole state,
+ *      then point CURRENT at it (temp file, fsync, rename, fsync dir);
+ *   4. only then delete what no longer matters: older WALs and manifests,
+ *      tables not in the version (outputs of an interrupted flush), temps.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db/db_files.h"
+#include "db/write_batch.h"
+#include "util/ikey.h"
+
+void bkv_options_init(bkv_options *o) {
+    memset(o, 0, sizeof *o);
+    o->create_if_missing = 1;
+    o->write_buffer_size = 64u << 20;
+    o->max_write_buffer_number = 3;
+    o->block_size = 4096;
+    o->block_cache_size = 64u << 20;
+    o->max_open_files = 1000;
+    o->filter_type = BKV_FILTER_BLOCKED_BLOOM;
+    o->bits_per_key = 10;
+    o->compression = BKV_COMPRESSION_NONE;
+    o->memtable_filter = 1;
+}
+
+void bkv_read_options_init(bkv_read_options *ro) {
+    ro->verify_checksums = 1;
+    ro->fill_cache = 1;
+}
+
+int bkv_version(void) { return BKV_VERSION_NUMBER; }
+
+void bkv_free(void *p) { free(p); }
+
+int bkv_db_error(bkv_db *db, int rc, const bkv_err *err) {
+    if (rc >= 0 || !db) return rc;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&db->err_mu);
+    int slot = -1;
+    for (int i = 0; i < BKV_ERR_SLOTS; i++)
+        if (db->errs[i].used && pthread_equal(db->errs[i].tid, self)) slot = i;
+    if (slot < 0) {
+        slot = db->err_next;
+        db->err_next = (db->err_next + 1) % BKV_ERR_SLOTS;
+        db->errs[slot].used = 1;
+        db->errs[slot].tid = self;
+    }
+    snprintf(db->errs[slot].msg, sizeof db->errs[slot].msg, "%s", err && err->msg[0] ? err->msg : bkv_strerror(rc));
+    pthread_mutex_unlock(&db->err_mu);
+    return rc;
+}
+
+const char *bkv_errmsg(bkv_db *db) {
+    if (!db) return "";
+    pthread_t self = pthread_self();
+    const char *msg = "";
+    pthread_mutex_lock(&db->err_mu);
+    for (int i = 0; i < BKV_ERR_SLOTS; i++)
+        if (db->errs[i].used && pthread_equal(db->errs[i].tid, self)) msg = db->errs[i].msg;
+    pthread_mutex_unlock(&db->err_mu);
+    /* The slot outlives the call: it is only rewritten by this thread. */
+    return msg;
+}
+
+int bkv_parse_file_name(const char *name, uint64_t *number) {
+    *number = 0;
+    if (strcmp(name, "CURRENT") == 0) return BKV_FILE_CURRENT;
+    if (strcmp(name, "LOCK") == 0) return BKV_FILE_LOCK;
+    size_t len = strlen(name);
+    if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) return BKV_FILE_TEMP;
+    const char *p = name;
+    int kind;
+    if (strncmp(name, "MANIFEST-", 9) == 0) {
+        p += 9;
+        kind = BKV_FILE_MANIFEST;
+    } else {
+        kind = -1;
+    }
+    if (*p < '0' || *p > '9') return BKV_FILE_OTHER;
+    uint64_t n = 0;
+    while (*p >= '0' && *p <= '9') {
+        if (n > UINT64_MAX / 10 - 1) return BKV_FILE_OTHER;
+        n = n * 10 + (uint64_t)(*p++ - '0');
+    }
+    *number = n;
+    if (kind == BKV_FILE_MANIFEST) return *p ? BKV_FILE_OTHER : kind;
+    if (strcmp(p, ".log") == 0) return BKV_FILE_LOG;
+    if (strcmp(p, ".sst") == 0) return BKV_FILE_TABLE;
+    return BKV_FILE_OTHER;
+}
+
+static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen) {
+    bkv_memtable *m = arg;
+    return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
+}
+
+/* The memtable's key filter is sized for entries of about 64 bytes; more
+ * (smaller) entries only raise its false-positive rate. */
+bkv_memtable *bkv_db_new_memtable(const bkv_options *o) {
+    uint64_t n = o->write_buffer_size / 64;
+    return bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0);
+}
+
+/* State gathered while recovering. */
+typedef struct recovery {
+    bkv_version_edit edit;  /* tables written from replayed logs */
+    uint64_t log_number;
+    uint64_t max_sequence;
+} recovery;
+
+static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
+    char path[BKV_PATH_MAX];
+    snprintf(path, sizeof path, "%s/CURRENT", db->path);
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_env_read_all(db->env, path, &data, &len, e);
+    if (rc) return rc;
+    char name[64];
+    uint64_t number;
+    if (len < 2 || len >= sizeof name || data[len - 1] != '\n') {
+        free(data);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed (offset 0)", path);
+    }
+    memcpy(name, data, len - 1);
+    name[len - 1] = 0;
+    free(data);
+    if (strlen(name) != len - 1 || bkv_parse_file_name(name, &number) != BKV_FILE_MANIFEST)
+        return bkv_fail(e, BKV_CORRUPTION, "%s: does not name a manifest (offset 0)", path);
+    bkv_manifest_name(path, db->path, number);
+    rc = bkv_env_read_all(db->env, path, &data, &len, e);
+    if (rc) return rc;
+
+    bkv_log_reader r;
+    bkv_log_reader_init(&r, path, data, len, 1);
+    bkv_tree_version *v = bkv_version_new();
+    int have_next = 0, have_log = 0, have_seq = 0;
+    if (!v) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    while (rc == BKV_OK && (rc = bkv_log_read_record(&r, e)) == BKV_OK) {
+        bkv_version_edit ed;
+        rc = bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, e);
+        if (rc) break;
+        if (ed.has_log_number) rec->log_number = ed.log_number, have_log = 1;
+        if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
+        if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
+        bkv_tree_version *nv;
+        rc = bkv_version_apply(v, &ed, &nv);
+        bkv_edit_free(&ed);
+        if (rc) break;
+        bkv_version_unref(v);
+        v = nv;
+    }
+    if (rc == BKV_NOTFOUND) rc = BKV_OK;
+    bkv_log_reader_free(&r);
+    free(data);
+    if (rc == BKV_OK && !(have_next && have_log && have_seq))
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
+    if (rc) {
+        bkv_version_unref(v);
+        return rc;
+    }
+    db->manifest_number = number;
+    bkv_version_unref(db->current);
+    db->current = v;
+    return BKV_OK;
+}
+
+static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_err *e) {
+    if (bkv_memtable_entries(*mem) == 0) return BKV_OK;
+    bkv_file_meta *meta = NULL;
+    int rc = bkv_write_level0_table(db, *mem, db->next_file++, &meta, e);
+    if (rc) return rc;
+    rc = bkv_edit_add_file(&rec->edit, 0, meta);
+    bkv_file_meta_unref(meta);
+    if (rc) return bkv_fail(e, rc, "out of memory");
+    bkv_memtable_unref(*mem);
+    if (!(*mem = bkv_db_new_memtable(&db->opts))) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    return BKV_OK;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
+    char **names;
+    size_t n;
+    int rc = db->env->list_dir(db->env, db->path, &names, &n, e);
+    if (rc) return rc;
+    uint64_t *logs = malloc((n ? n : 1) * sizeof *logs);
+    size_t nlogs = 0;
+    if (!logs) {
+        bkv_env_free_list(names, n);
+        return bkv_fail(e, BKV_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t num;
+        int kind = bkv_parse_file_name(names[i], &num);
+        if (kind == BKV_FILE_LOG || kind == BKV_FILE_TABLE || kind == BKV_FILE_MANIFEST)
+            if (num >= db->next_file) db->next_file = num + 1;
+        if (kind == BKV_FILE_LOG && num >= rec->log_number) logs[nlogs++] = num;
+    }
+    bkv_env_free_list(names, n);
+    qsort(logs, nlogs, sizeof *logs, cmp_u64);
+
+    bkv_memtable *mem = bkv_db_new_memtable(&db->opts);
+    if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
+        char path[BKV_PATH_MAX];
+        bkv_log_name(path, db->path, logs[i]);
+        uint8_t *data;
+        size_t len;
+        if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
+        /* Only the newest log can end in a write cut short by a crash:
+         * older ones were synced whole before the next was started. */
+        bkv_log_reader r;
+        bkv_log_reader_init(&r, path, data, len, i + 1 == nlogs);
+        while ((rc = bkv_log_read_record(&r, e)) == BKV_OK) {
+            const uint8_t *rep = r.record.data;
+            /* Validate the whole batch before applying any of it. */
+            rc = bkv_batch_iterate(rep, r.record.len, NULL, NULL, path, r.record_offset, e);
+            if (rc) break;
+            rc = bkv_batch_iterate(rep, r.record.len, memtable_insert, mem, path, r.record_offset, e);
+            if (rc) {
+                rc = bkv_fail(e, rc, "%s: cannot apply record at offset %llu: %s", path,
+                              (unsigned long long)r.record_offset, bkv_strerror(rc));
+                break;
+            }
+            uint32_t count = bkv_batch_rep_count(rep);
+            uint64_t last = bkv_batch_sequence(rep) + (count ? count - 1 : 0);
+            if (last > rec->max_sequence) rec->max_sequence = last;
+            if (bkv_memtable_memory(mem) >= db->opts.write_buffer_size && (rc = flush_recovered(db, rec, &mem, e)))
+                break;
+        }
+        if (rc == BKV_NOTFOUND) rc = BKV_OK;
+        bkv_log_reader_free(&r);
+        free(data);
+    }
+    if (rc == BKV_OK) rc = flush_recovered(db, rec, &mem, e);
+    bkv_memtable_unref(mem);
+    free(logs);
+    return rc;
+}
+
+/* Writes a manifest holding the whole current state and points CURRENT at
+ * it. REQUIRES: db->logfile is the new WAL, db->mem_log its number. */
+static int install_new_manifest(bkv_db *db, bkv_err *e) {
+    uint64_t number = db->next_file++;
+    char path[BKV_PATH_MAX];
+    bkv_manifest_name(path, db->path, number);
+    bkv_wfile *f;
+    int rc = db->env->new_writable(db->env, path, &f, e);
+    if (rc) return rc;
+    bkv_log_writer lw;
+    bkv_log_writer_init(&lw, f);
+    bkv_version_edit edit;
+    bkv_edit_init(&edit);
+    edit.has_log_number = edit.has_next_file = edit.has_last_sequence = 1;
+    edit.log_number = db->mem_log;
+    edit.next_file = db->next_file;
+    edit.last_sequence = db->last_sequence;
+    bkv_buf rec;
+    bkv_buf_init(&rec);
+    rc = bkv_version_snapshot_edit(db->current, &edit);
+    if (!rc) {
+        bkv_edit_encode(&edit, &rec);
+        rc = rec.oom ? bkv_fail(e, BKV_NOMEM, "out of memory") : bkv_log_add_record(&lw, rec.data, rec.len, e);
+    }
+    if (!rc) rc = bkv_file_sync(f, e);
+    bkv_buf_free(&rec);
+    bkv_edit_free(&edit);
+    if (rc) {
+        bkv_file_close(f, NULL);
+        return rc;
+    }
+    char current[BKV_PATH_MAX], content[64];
+    snprintf(current, sizeof current, "%s/CURRENT", db->path);
+    int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)number);
+    rc = bkv_env_write_atomic(db->env, db->path, current, content, (size_t)n, e);
+    if (rc) {
+        bkv_file_close(f, NULL);
+        return rc;
+    }
+    db->manifest = f;
+    db->manifest_log = lw;
+    db->manifest_number = number;
+    return BKV_OK;
+}
+
+static int table_live(const bkv_tree_version *v, uint64_t number) {
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (v->files[l][i]->number == number) return 1;
+    return 0;
+}
+
+static void delete_obsolete_files(bkv_db *db) {
+    char **names;
+    size_t n;
+    if (db->env->list_dir(db->env, db->path, &names, &n, NULL)) return;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t num;
+        int kind = bkv_parse_file_name(names[i], &num), keep = 1;
+        switch (kind) {
+        case BKV_FILE_LOG: keep = num >= db->mem_log; break;
+        case BKV_FILE_MANIFEST: keep = num == db->manifest_number; break;
+        case BKV_FILE_TABLE: keep = table_live(db->current, num); break;
+        case BKV_FILE_TEMP: keep = 0; break;
+        default: break;
+        }
+        if (!keep) {
+            char path[BKV_PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", db->path, names[i]);
+            db->env->remove_file(db->env, path, NULL);
+        }
+    }
+    bkv_env_free_list(names, n);
+}
+
+static int open_new_log(bkv_db *db, bkv_err *e) {
+    uint64_t number = db->next_file++;
+    char path[BKV_PATH_MAX];
+    bkv_log_name(path, db->path, number);
+    bkv_wfile *f;
+    int rc = db->env->new_writable(db->env, path, &f, e);
+    if (rc) return rc;
+    db->logfile = f;
+    bkv_log_writer_init(&db->log, f);
+    db->mem_log = number;
+    return BKV_OK;
+}
+
+static int recover(bkv_db *db, int exists, bkv_err *e) {
+    recovery rec;
+    memset(&rec, 0, sizeof rec);
+    bkv_edit_init(&rec.edit);
+    int rc = BKV_OK;
+    db->current = bkv_version_new();
+    if (!db->current) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    db->next_file = 2;
+    if (exists) rc = read_manifest(db, &rec, e);
+    if (!rc) rc = replay_logs(db, &rec, e);
+    if (!rc && rec.max_sequence > db->last_sequence) db->last_sequence = rec.max_sequence;
+    if (!rc && rec.edit.nadded) {
+        bkv_tree_version *nv;
+        rc = bkv_version_apply(db->current, &rec.edit, &nv);
+        if (!rc) {
+            bkv_version_unref(db->current);
+            db->current = nv;
+        }
+    }
+    bkv_edit_free(&rec.edit);
+    if (!rc) rc = open_new_log(db, e);
+    if (!rc) rc = install_new_manifest(db, e);
+    if (!rc) {
+        atomic_store(&db->visible_sequence, db->last_sequence);
+        delete_obsolete_files(db);
+    }
+    return rc;
+}
+
+static void free_db(bkv_db *db) {
+    if (db->logfile) bkv_file_close(db->logfile, NULL);
+    if (db->manifest) bkv_file_close(db->manifest, NULL);
+    bkv_memtable_unref(db->mem);
+    for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
+    bkv_version_unref(db->current);
+    if (db->table_cache) bkv_cache_free(db->table_cache);
+    if (db->block_cache) bkv_cache_free(db->block_cache);
+    if (db->lock) db->env->unlock_file(db->env, db->lock);
+    bkv_buf_free(&db->group);
+    pthread_mutex_destroy(&db->mu);
+    pthread_mutex_destroy(&db->err_mu);
+    pthread_cond_destroy(&db->bg_cv);
+    pthread_cond_destroy(&db->work_cv);
+    free(db->path);
+    free(db);
+}
+
+static int options_valid(const bkv_options *o) {
+    return o->write_buffer_size >= 1024 && o->block_size >= 64 && o->max_write_buffer_number >= 2 &&
+           o->max_write_buffer_number <= BKV_MAX_IMM + 1 && o->max_open_files >= 1 &&
+           (o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type)) &&
+           (o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100)) &&
+           o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD;
+}
+
+int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
+    *dbp = NULL;
+    bkv_options defaults;
+    if (!opts) {
+        bkv_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (!path || !*path || strlen(path) > BKV_PATH_MAX - 64 || !options_valid(opts)) return BKV_INVALID;
+    bkv_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = strdup(path))) {
+        free(db);
+        return BKV_NOMEM;
+    }
+    db->env = env;
+    db->opts = *opts;
+    pthread_mutex_init(&db->mu, NULL);
+    pthread_mutex_init(&db->err_mu, NULL);
+    pthread_cond_init(&db->bg_cv, NULL);
+    pthread_cond_init(&db->work_cv, NULL);
+    bkv_buf_init(&db->group);
+
+    bkv_err e = {{0}};
+    int rc = BKV_OK;
+    char p[BKV_PATH_MAX];
+    snprintf(p, sizeof p, "%s/CURRENT", path);
+    if (!opts->create_if_missing && !env->file_exists(env, p)) rc = bkv_fail(&e, BKV_INVALID, "%s: no database", path);
+    if (!rc && opts->create_if_missing) rc = env->create_dir(env, path, &e);
+    snprintf(p, sizeof p, "%s/LOCK", path);
+    if (!rc) rc = env->lock_file(env, p, &db->lock, &e);
+    /* Existence is decided under the lock: another process may be creating it. */
+    snprintf(p, sizeof p, "%s/CURRENT", path);
+    int exists = env->file_exists(env, p);
+    if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists", path);
+    if (!rc && !exists && !opts->create_if_missing) rc = bkv_fail(&e, BKV_INVALID, "%s: no database", path);
+    if (!rc) {
+        db->table_cache = bkv_cache_new((size_t)opts->max_open_files);
+        if (opts->block_cache_size) db->block_cache = bkv_cache_new(opts->block_cache_size);
+        if (!db->table_cache || (opts->block_cache_size && !db->block_cache))
+            rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    }
+    if (!rc) rc = recover(db, exists, &e);
+    if (!rc && !(db->mem = bkv_db_new_memtable(opts))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc) {
+        if (pthread_create(&db->bg_thread, NULL, bkv_db_background, db) != 0)
+            rc = bkv_fail(&e, BKV_NOMEM, "cannot start the background thread");
+        else db->bg_started = 1;
+    }
+    if (rc) {
+        free_db(db);
+        return rc;
+    }
+    *dbp = db;
+    return BKV_OK;
+}
+
+int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {
+    return bkv_open_env(path, opts, bkv_env_posix(), dbp);
+}
+
+int bkv_close(bkv_db *db) {
+    if (!db) return BKV_OK;
+    pthread_mutex_lock(&db->mu);
+    db->shutting_down = 1;
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_mutex_unlock(&db->mu);
+    if (db->bg_started) pthread_join(db->bg_thread, NULL);
+    int rc = BKV_OK;
+    if (db->logfile) {
+        rc = bkv_file_close(db->logfile, NULL);
+        db->logfile = NULL;
+    }
+    free_db(db);
+    return rc;
+}

@@ -1,0 +1,236 @@
+/*
+ * Point reads and statistics.
+ *
+ * A get hashes its key once and hands that hash to every filter it asks:
+ * the active memtable's, each immutable memtable's, then each candidate
+ * table's, newest first. A table is a candidate when its key range holds
+ * the key; its filter is asked next, and a "no" costs no I/O at all.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_files.h"
+#include "util/ikey.h"
+
+/* What a read holds on to while it works without the mutex. */
+typedef struct read_state {
+    bkv_memtable *mem;
+    bkv_memtable *imm[BKV_MAX_IMM];
+    int nimm;
+    bkv_tree_version *version;
+    uint64_t snapshot;
+} read_state;
+
+static void acquire(bkv_db *db, read_state *rs) {
+    pthread_mutex_lock(&db->mu);
+    rs->mem = db->mem;
+    bkv_memtable_ref(rs->mem);
+    rs->nimm = db->nimm;
+    for (int i = 0; i < db->nimm; i++) {
+        rs->imm[i] = db->imm[i];
+        bkv_memtable_ref(rs->imm[i]);
+    }
+    rs->version = db->current;
+    __atomic_add_fetch(&rs->version->refs, 1, __ATOMIC_RELAXED);
+    rs->snapshot = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+    pthread_mutex_unlock(&db->mu);
+}
+
+static void release(read_state *rs) {
+    bkv_memtable_unref(rs->mem);
+    for (int i = 0; i < rs->nimm; i++) bkv_memtable_unref(rs->imm[i]);
+    bkv_version_unref(rs->version);
+}
+
+static void table_deleter(uint64_t k1, uint64_t k2, void *v) {
+    (void)k1, (void)k2;
+    bkv_table_close(v);
+}
+
+static int get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e) {
+    if ((*entry = bkv_cache_lookup(db->table_cache, f->number, 0))) return BKV_OK;
+    char path[BKV_PATH_MAX];
+    bkv_table_name(path, db->path, f->number);
+    bkv_table *t;
+    int rc = bkv_table_open(db->env, path, f->number, db->block_cache, &db->tstats, &t, e);
+    if (rc) return rc;
+    if (!(*entry = bkv_cache_insert(db->table_cache, f->number, 0, t, 1, table_deleter))) {
+        bkv_table_close(t);
+        return bkv_fail(e, BKV_NOMEM, "out of memory caching %s", path);
+    }
+    return BKV_OK;
+}
+
+static int in_range(const bkv_file_meta *f, const void *key, size_t klen) {
+    return bkv_user_key_compare(key, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&
+           bkv_user_key_compare(key, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
+}
+
+/* Looks a key up in the memtables. 1 if they decide (found or deleted). */
+static int memtables_get(bkv_db *db, const read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
+                         void **val, size_t *vlen) {
+    for (int i = -1; i < rs->nimm; i++) {
+        const bkv_memtable *m = i < 0 ? rs->mem : rs->imm[rs->nimm - 1 - i];
+        unsigned type;
+        const uint8_t *v;
+        size_t n;
+        int neg;
+        int hit = bkv_memtable_get(m, key, klen, h, rs->snapshot, &type, &v, &n, &neg);
+        if (neg) atomic_fetch_add_explicit(&db->c.memtable_filter_negatives, 1, memory_order_relaxed);
+        if (!hit) continue;
+        if (type == BKV_TYPE_DELETION) {
+            *rc = BKV_NOTFOUND;
+            return 1;
+        }
+        if (!(*val = malloc(n ? n : 1))) {
+            *rc = BKV_NOMEM;
+            return 1;
+        }
+        memcpy(*val, v, n);
+        *vlen = n;
+        *rc = BKV_OK;
+        return 1;
+    }
+    return 0;
+}
+
+/* Asks one table; 1 if it decides. */
+static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
+                     bkv_hash h, int filter_checked, uint64_t snapshot, int *rc, void **val, size_t *vlen, bkv_err *e) {
+    bkv_cache_entry *entry;
+    if ((*rc = get_table(db, f, &entry, e))) return 1;
+    bkv_table *t = bkv_cache_value(entry);
+    atomic_fetch_add_explicit(&db->c.tables_consulted, 1, memory_order_relaxed);
+    if (!filter_checked) {
+        atomic_fetch_add_explicit(&db->c.filter_probes, 1, memory_order_relaxed);
+        if (!bkv_table_may_contain(t, h)) {
+            atomic_fetch_add_explicit(&db->c.filter_negatives, 1, memory_order_relaxed);
+            bkv_cache_release(db->table_cache, entry);
+            return 0;
+        }
+    }
+    int found = 0;
+    unsigned type = 0;
+    *rc = bkv_table_get(t, key, klen, snapshot, ro ? ro->verify_checksums : 1, ro ? ro->fill_cache : 1, &found, &type,
+                        val, vlen, &db->tstats, e);
+    bkv_cache_release(db->table_cache, entry);
+    if (*rc) return 1;
+    if (!found) {
+        if (bkv_table_filter_memory(t)) atomic_fetch_add_explicit(&db->c.filter_false_positives, 1, memory_order_relaxed);
+        return 0;
+    }
+    *rc = type == BKV_TYPE_VALUE ? BKV_OK : BKV_NOTFOUND;
+    return 1;
+}
+
+/* Levels >= 1 hold disjoint files sorted by key: at most one candidate. */
+static const bkv_file_meta *level_candidate(const bkv_tree_version *v, int level, const void *key, size_t klen) {
+    size_t lo = 0, hi = v->nfiles[level];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const bkv_file_meta *f = v->files[level][mid];
+        if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, key, klen) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == v->nfiles[level]) return NULL;
+    const bkv_file_meta *f = v->files[level][lo];
+    return in_range(f, key, klen) ? f : NULL;
+}
+
+int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen, void **val, size_t *vlen) {
+    if (!db || (!key && klen) || !val || !vlen) return BKV_INVALID;
+    *val = NULL;
+    *vlen = 0;
+    atomic_fetch_add_explicit(&db->c.gets, 1, memory_order_relaxed);
+    read_state rs;
+    acquire(db, &rs);
+    bkv_hash h = bkv_hash_bytes(key, klen);
+    atomic_fetch_add_explicit(&db->c.key_hashes, 1, memory_order_relaxed);
+    bkv_err e = {{0}};
+    int rc = BKV_NOTFOUND;
+    if (!memtables_get(db, &rs, key, klen, h, &rc, val, vlen)) {
+        rc = BKV_NOTFOUND;
+        int decided = 0;
+        for (size_t i = 0; !decided && i < rs.version->nfiles[0]; i++) {
+            const bkv_file_meta *f = rs.version->files[0][i];
+            if (in_range(f, key, klen))
+                decided = table_get(db, ro, f, key, klen, h, 0, rs.snapshot, &rc, val, vlen, &e);
+        }
+        for (int l = 1; !decided && l < BKV_NUM_LEVELS; l++) {
+            const bkv_file_meta *f = level_candidate(rs.version, l, key, klen);
+            if (f) decided = table_get(db, ro, f, key, klen, h, 0, rs.snapshot, &rc, val, vlen, &e);
+        }
+        if (!decided) rc = BKV_NOTFOUND;
+    }
+    release(&rs);
+    return bkv_db_error(db, rc, &e);
+}
+
+int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,
+                  void **vals, size_t *vlens, int *statuses) {
+    if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return BKV_INVALID;
+    bkv_hash *hashes = malloc((n ? n : 1) * sizeof *hashes);
+    uint8_t *pending = malloc(n ? n : 1), *maybe = malloc(n ? n : 1);
+    bkv_hash *batch = malloc((n ? n : 1) * sizeof *batch);
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    if (!hashes || !pending || !maybe || !batch || !idx) {
+        free(hashes), free(pending), free(maybe), free(batch), free(idx);
+        return BKV_NOMEM;
+    }
+    atomic_fetch_add_explicit(&db->c.gets, n, memory_order_relaxed);
+    read_state rs;
+    acquire(db, &rs);
+    /* Phase 1: every key hashed once; memtables answer what they can. */
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = NULL;
+        vlens[i] = 0;
+        hashes[i] = bkv_hash_bytes(keys[i], klens[i]);
+        pending[i] = !memtables_get(db, &rs, keys[i], klens[i], hashes[i], &statuses[i], &vals[i], &vlens[i]);
+        if (pending[i]) statuses[i] = BKV_NOTFOUND;
+    }
+    atomic_fetch_add_explicit(&db->c.key_hashes, n, memory_order_relaxed);
+    /* Phase 2: table by table, newest first, probe the filter for all
+     * pending keys in range at once (prefetched), then read blocks only for
+     * the survivors. */
+    bkv_err e = {{0}};
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        for (size_t fi = 0; fi < rs.version->nfiles[l]; fi++) {
+            const bkv_file_meta *f = rs.version->files[l][fi];
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++)
+                if (pending[i] && in_range(f, keys[i], klens[i])) {
+                    idx[m] = i;
+                    batch[m++] = hashes[i];
+                }
+            if (!m) continue;
+            bkv_cache_entry *entry;
+            int rc = get_table(db, f, &entry, &e);
+            if (rc) {
+                for (size_t j = 0; j < m; j++) statuses[idx[j]] = bkv_db_error(db, rc, &e), pending[idx[j]] = 0;
+                continue;
+            }
+            bkv_table *t = bkv_cache_value(entry);
+            bkv_table_may_contain_batch(t, batch, m, maybe);
+            atomic_fetch_add_explicit(&db->c.filter_probes, m, memory_order_relaxed);
+            size_t survivors = 0;
+            for (size_t j = 0; j < m; j++) survivors += maybe[j];
+            atomic_fetch_add_explicit(&db->c.filter_negatives, m - survivors, memory_order_relaxed);
+            bkv_cache_release(db->table_cache, entry);
+            for (size_t j = 0; j < m; j++) {
+                if (!maybe[j]) continue;
+                size_t i = idx[j];
+                if (table_get(db, ro, f, keys[i], klens[i], hashes[i], 1, rs.snapshot, &statuses[i], &vals[i],
+                              &vlens[i], &e)) {
+                    pending[i] = 0;
+                    if (statuses[i] < 0) bkv_db_error(db, statuses[i], &e);
+                } else {
+                    statuses[i] = BKV_NOTFOUND;
+                }
+            }
+        }
+    }
+    release(&rs);
+    free(hashes), free(pending), free(maybe), free(batch), free(idx);
+    return BKV_OK;
+}

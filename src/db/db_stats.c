@@ -1,0 +1,170 @@
+/* bkv_property: counters, per-level file counts and a readable report. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_files.h"
+
+typedef struct counter_name {
+    const char *name;
+    size_t offset; /* into bkv_db_counters, or ~0 for table stats */
+} counter_name;
+
+#define DB_COUNTER(n, f) {n, offsetof(bkv_db_counters, f)}
+
+static const counter_name db_counters[] = {
+    DB_COUNTER("gets", gets),
+    DB_COUNTER("key-hashes", key_hashes),
+    DB_COUNTER("filter-probes", filter_probes),
+    DB_COUNTER("filter-negatives", filter_negatives),
+    DB_COUNTER("filter-false-positives", filter_false_positives),
+    DB_COUNTER("memtable-filter-negatives", memtable_filter_negatives),
+    DB_COUNTER("bytes-written", bytes_written),
+    DB_COUNTER("writes", writes),
+    DB_COUNTER("syncs", syncs),
+    DB_COUNTER("flushes", flushes),
+    DB_COUNTER("write-stalls", write_stalls),
+    DB_COUNTER("write-slowdowns", write_slowdowns),
+    DB_COUNTER("tables-consulted", tables_consulted),
+};
+
+#define TABLE_COUNTER(n, f) {n, offsetof(bkv_table_stats, f)}
+static const counter_name table_counters[] = {
+    TABLE_COUNTER("blocks-read", blocks_read),
+    TABLE_COUNTER("cache-hits", cache_hits),
+    TABLE_COUNTER("cache-misses", cache_misses),
+    TABLE_COUNTER("filter-corrupt", filter_corrupt),
+};
+
+static int counter_value(bkv_db *db, const char *name, uint64_t *v) {
+    for (size_t i = 0; i < sizeof db_counters / sizeof db_counters[0]; i++)
+        if (strcmp(name, db_counters[i].name) == 0) {
+            *v = atomic_load_explicit((atomic_uint_fast64_t *)((char *)&db->c + db_counters[i].offset),
+                                      memory_order_relaxed);
+            return 1;
+        }
+    for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++)
+        if (strcmp(name, table_counters[i].name) == 0) {
+            *v = __atomic_load_n((uint64_t *)((char *)&db->tstats + table_counters[i].offset), __ATOMIC_RELAXED);
+            return 1;
+        }
+    return 0;
+}
+
+static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static void append(bkv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void append(bkv_buf *b, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) bkv_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* Bytes of key filters of the tables in v that are open now. */
+static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
+    uint64_t total = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++) {
+            bkv_cache_entry *e = bkv_cache_lookup(db->table_cache, v->files[l][i]->number, 0);
+            if (!e) continue;
+            total += bkv_table_filter_memory(bkv_cache_value(e));
+            bkv_cache_release(db->table_cache, e);
+        }
+    return total;
+}
+
+static char *stats_report(bkv_db *db) {
+    bkv_buf b;
+    bkv_buf_init(&b);
+    pthread_mutex_lock(&db->mu);
+    bkv_tree_version *v = db->current;
+    __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+    int nimm = db->nimm;
+    size_t mem = bkv_memtable_memory(db->mem);
+    uint64_t seq = db->last_sequence;
+    int err = db->bg_error;
+    pthread_mutex_unlock(&db->mu);
+
+    append(&b, "bloomkv %d.%d.%d  %s\n", BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH, db->path);
+    append(&b, "sequence %llu, memtable %zu bytes, %d immutable%s\n", (unsigned long long)seq, mem, nimm,
+           err ? ", READ-ONLY after an error" : "");
+    append(&b, "level  files        bytes      entries\n");
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        uint64_t bytes = 0, entries = 0;
+        for (size_t i = 0; i < v->nfiles[l]; i++) bytes += v->files[l][i]->size, entries += v->files[l][i]->entries;
+        if (v->nfiles[l] || l == 0)
+            append(&b, "L%-4d %6zu %12llu %12llu\n", l, v->nfiles[l], (unsigned long long)bytes,
+                   (unsigned long long)entries);
+    }
+    append(&b, "filter memory (open tables): %llu bytes\n", (unsigned long long)filter_memory(db, v));
+    bkv_version_unref(v);
+    uint64_t probes = 0, negatives = 0, fps = 0;
+    counter_value(db, "filter-probes", &probes);
+    counter_value(db, "filter-negatives", &negatives);
+    counter_value(db, "filter-false-positives", &fps);
+    append(&b, "filters: %llu probes, %llu negatives, %llu false positives (observed rate %.4f%%)\n",
+           (unsigned long long)probes, (unsigned long long)negatives, (unsigned long long)fps,
+           probes ? 100.0 * (double)fps / (double)(fps + negatives) : 0.0);
+    append(&b, "counters:");
+    for (size_t i = 0; i < sizeof db_counters / sizeof db_counters[0]; i++) {
+        uint64_t val = 0;
+        counter_value(db, db_counters[i].name, &val);
+        append(&b, " %s=%llu", db_counters[i].name, (unsigned long long)val);
+    }
+    for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++) {
+        uint64_t val = 0;
+        counter_value(db, table_counters[i].name, &val);
+        append(&b, " %s=%llu", table_counters[i].name, (unsigned long long)val);
+    }
+    append(&b, "\n");
+    bkv_buf_put_u8(&b, 0);
+    if (b.oom) {
+        bkv_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+char *bkv_property(bkv_db *db, const char *name) {
+    if (!db || !name) return NULL;
+    if (strcmp(name, "bloomkv.stats") == 0) return stats_report(db);
+    if (strncmp(name, "bloomkv.counter.", 16) == 0) {
+        uint64_t v;
+        return counter_value(db, name + 16, &v) ? format("%llu", (unsigned long long)v) : NULL;
+    }
+    if (strncmp(name, "bloomkv.num-files-at-level", 26) == 0) {
+        char *end;
+        long level = strtol(name + 26, &end, 10);
+        if (end == name + 26 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
+        pthread_mutex_lock(&db->mu);
+        size_t n = db->current->nfiles[level];
+        pthread_mutex_unlock(&db->mu);
+        return format("%zu", n);
+    }
+    if (strcmp(name, "bloomkv.filter-memory") == 0) {
+        pthread_mutex_lock(&db->mu);
+        bkv_tree_version *v = db->current;
+        __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&db->mu);
+        uint64_t m = filter_memory(db, v);
+        bkv_version_unref(v);
+        return format("%llu", (unsigned long long)m);
+    }
+    return NULL;
+}

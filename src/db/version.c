@@ -1,0 +1,227 @@
+#include "db/version.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/coding.h"
+#include "util/ikey.h"
+
+enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5 };
+
+bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
+                                 size_t slen, const uint8_t *largest, size_t llen) {
+    bkv_file_meta *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->smallest = malloc(slen ? slen : 1);
+    f->largest = malloc(llen ? llen : 1);
+    if (!f->smallest || !f->largest) {
+        free(f->smallest);
+        free(f->largest);
+        free(f);
+        return NULL;
+    }
+    memcpy(f->smallest, smallest, slen);
+    memcpy(f->largest, largest, llen);
+    f->smallest_len = slen;
+    f->largest_len = llen;
+    f->refs = 1;
+    f->number = number;
+    f->size = size;
+    f->entries = entries;
+    return f;
+}
+
+void bkv_file_meta_unref(bkv_file_meta *f) {
+    if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    free(f->smallest);
+    free(f->largest);
+    free(f);
+}
+
+static void file_ref(bkv_file_meta *f) { __atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED); }
+
+void bkv_edit_init(bkv_version_edit *e) { memset(e, 0, sizeof *e); }
+
+void bkv_edit_free(bkv_version_edit *e) {
+    for (size_t i = 0; i < e->nadded; i++) bkv_file_meta_unref(e->added[i].meta);
+    free(e->added);
+    free(e->deleted);
+    bkv_edit_init(e);
+}
+
+int bkv_edit_add_file(bkv_version_edit *e, int level, bkv_file_meta *meta) {
+    if (e->nadded == e->cap_added) {
+        size_t cap = e->cap_added ? e->cap_added * 2 : 4;
+        bkv_new_file *g = realloc(e->added, cap * sizeof *g);
+        if (!g) return BKV_NOMEM;
+        e->added = g;
+        e->cap_added = cap;
+    }
+    file_ref(meta);
+    e->added[e->nadded++] = (bkv_new_file){level, meta};
+    return BKV_OK;
+}
+
+int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number) {
+    if (e->ndeleted == e->cap_deleted) {
+        size_t cap = e->cap_deleted ? e->cap_deleted * 2 : 4;
+        bkv_deleted_file *g = realloc(e->deleted, cap * sizeof *g);
+        if (!g) return BKV_NOMEM;
+        e->deleted = g;
+        e->cap_deleted = cap;
+    }
+    e->deleted[e->ndeleted++] = (bkv_deleted_file){level, number};
+    return BKV_OK;
+}
+
+void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
+    if (e->has_log_number) {
+        bkv_buf_put_varint(out, TAG_LOG_NUMBER);
+        bkv_buf_put_varint(out, e->log_number);
+    }
+    if (e->has_next_file) {
+        bkv_buf_put_varint(out, TAG_NEXT_FILE);
+        bkv_buf_put_varint(out, e->next_file);
+    }
+    if (e->has_last_sequence) {
+        bkv_buf_put_varint(out, TAG_LAST_SEQUENCE);
+        bkv_buf_put_varint(out, e->last_sequence);
+    }
+    for (size_t i = 0; i < e->ndeleted; i++) {
+        bkv_buf_put_varint(out, TAG_DELETED_FILE);
+        bkv_buf_put_varint(out, (uint64_t)e->deleted[i].level);
+        bkv_buf_put_varint(out, e->deleted[i].number);
+    }
+    for (size_t i = 0; i < e->nadded; i++) {
+        const bkv_file_meta *f = e->added[i].meta;
+        bkv_buf_put_varint(out, TAG_NEW_FILE);
+        bkv_buf_put_varint(out, (uint64_t)e->added[i].level);
+        bkv_buf_put_varint(out, f->number);
+        bkv_buf_put_varint(out, f->size);
+        bkv_buf_put_varint(out, f->entries);
+        bkv_buf_put_slice(out, f->smallest, f->smallest_len);
+        bkv_buf_put_slice(out, f->largest, f->largest_len);
+    }
+}
+
+int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset,
+                    bkv_err *err) {
+    bkv_edit_init(e);
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint64_t tag, a, b, c, d, slen, llen;
+        if (!(p = bkv_get_varint64(p, end, &tag))) goto bad;
+        switch (tag) {
+        case TAG_LOG_NUMBER:
+            if (!(p = bkv_get_varint64(p, end, &e->log_number))) goto bad;
+            e->has_log_number = 1;
+            break;
+        case TAG_NEXT_FILE:
+            if (!(p = bkv_get_varint64(p, end, &e->next_file))) goto bad;
+            e->has_next_file = 1;
+            break;
+        case TAG_LAST_SEQUENCE:
+            if (!(p = bkv_get_varint64(p, end, &e->last_sequence)) || e->last_sequence > BKV_MAX_SEQ) goto bad;
+            e->has_last_sequence = 1;
+            break;
+        case TAG_DELETED_FILE:
+            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)))
+                goto bad;
+            if (bkv_edit_delete_file(e, (int)a, b)) goto nomem;
+            break;
+        case TAG_NEW_FILE: {
+            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)) ||
+                !(p = bkv_get_varint64(p, end, &c)) || !(p = bkv_get_varint64(p, end, &d)) ||
+                !(p = bkv_get_varint64(p, end, &slen)) || slen > (uint64_t)(end - p) || slen < BKV_IKEY_TRAILER)
+                goto bad;
+            const uint8_t *s = p;
+            p += slen;
+            if (!(p = bkv_get_varint64(p, end, &llen)) || llen > (uint64_t)(end - p) || llen < BKV_IKEY_TRAILER) goto bad;
+            const uint8_t *l = p;
+            p += llen;
+            bkv_file_meta *f = bkv_file_meta_new(b, c, d, s, (size_t)slen, l, (size_t)llen);
+            if (!f) goto nomem;
+            int rc = bkv_edit_add_file(e, (int)a, f);
+            bkv_file_meta_unref(f);
+            if (rc) goto nomem;
+            break;
+        }
+        default:
+            goto bad;
+        }
+    }
+    return BKV_OK;
+bad:
+    bkv_edit_free(e);
+    return bkv_fail(err, BKV_CORRUPTION, "%s: malformed version edit in record at offset %llu", name,
+                    (unsigned long long)offset);
+nomem:
+    bkv_edit_free(e);
+    return bkv_fail(err, BKV_NOMEM, "%s: out of memory reading the manifest", name);
+}
+
+bkv_tree_version *bkv_version_new(void) {
+    bkv_tree_version *v = calloc(1, sizeof *v);
+    if (v) v->refs = 1;
+    return v;
+}
+
+void bkv_version_unref(bkv_tree_version *v) {
+    if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        for (size_t i = 0; i < v->nfiles[l]; i++) bkv_file_meta_unref(v->files[l][i]);
+        free(v->files[l]);
+    }
+    free(v);
+}
+
+static int cmp_level0(const void *a, const void *b) {
+    const bkv_file_meta *x = *(bkv_file_meta *const *)a, *y = *(bkv_file_meta *const *)b;
+    return x->number < y->number ? 1 : x->number > y->number ? -1 : 0; /* newest first */
+}
+
+static int cmp_by_smallest(const void *a, const void *b) {
+    const bkv_file_meta *x = *(bkv_file_meta *const *)a, *y = *(bkv_file_meta *const *)b;
+    return bkv_ikey_compare(x->smallest, x->smallest_len, y->smallest, y->smallest_len);
+}
+
+static int deleted(const bkv_version_edit *e, int level, uint64_t number) {
+    for (size_t i = 0; i < e->ndeleted; i++)
+        if (e->deleted[i].level == level && e->deleted[i].number == number) return 1;
+    return 0;
+}
+
+int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out) {
+    bkv_tree_version *v = bkv_version_new();
+    if (!v) return BKV_NOMEM;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        size_t cap = base->nfiles[l];
+        for (size_t i = 0; i < edit->nadded; i++) cap += edit->added[i].level == l;
+        if (!cap) continue;
+        v->files[l] = malloc(cap * sizeof *v->files[l]);
+        if (!v->files[l]) {
+            bkv_version_unref(v);
+            return BKV_NOMEM;
+        }
+        for (size_t i = 0; i < base->nfiles[l]; i++)
+            if (!deleted(edit, l, base->files[l][i]->number)) {
+                file_ref(base->files[l][i]);
+                v->files[l][v->nfiles[l]++] = base->files[l][i];
+            }
+        for (size_t i = 0; i < edit->nadded; i++)
+            if (edit->added[i].level == l && !deleted(edit, l, edit->added[i].meta->number)) {
+                file_ref(edit->added[i].meta);
+                v->files[l][v->nfiles[l]++] = edit->added[i].meta;
+            }
+        qsort(v->files[l], v->nfiles[l], sizeof *v->files[l], l == 0 ? cmp_level0 : cmp_by_smallest);
+    }
+    *out = v;
+    return BKV_OK;
+}
+
+int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit) {
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (bkv_edit_add_file(edit, l, v->files[l][i])) return BKV_NOMEM;
+    return BKV_OK;
+}

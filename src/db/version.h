@@ -1,0 +1,76 @@
+/*
+ * Versions: immutable, reference-counted sets of table files per level. A
+ * reader takes a reference to the current version and keeps using it
+ * while flushes and compactions install new ones.
+ *
+ * Version edits describe the change from one version to the next and are
+ * appended to the manifest (a log file, docs/format.md "Manifest").
+ */
+#ifndef BKV_DB_VERSION_H
+#define BKV_DB_VERSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/status.h"
+
+#define BKV_NUM_LEVELS 7
+
+typedef struct bkv_file_meta {
+    int refs;
+    uint64_t number;
+    uint64_t size;
+    uint64_t entries;
+    uint8_t *smallest; size_t smallest_len; /* internal keys */
+    uint8_t *largest;  size_t largest_len;
+} bkv_file_meta;
+
+typedef struct bkv_tree_version {
+    int refs;                      /* changed under the db mutex */
+    bkv_file_meta **files[BKV_NUM_LEVELS];
+    size_t nfiles[BKV_NUM_LEVELS];
+} bkv_tree_version;
+
+typedef struct bkv_new_file {
+    int level;
+    bkv_file_meta *meta;
+} bkv_new_file;
+
+typedef struct bkv_deleted_file {
+    int level;
+    uint64_t number;
+} bkv_deleted_file;
+
+typedef struct bkv_version_edit {
+    int has_log_number, has_next_file, has_last_sequence;
+    uint64_t log_number;      /* WALs below this number are no longer needed */
+    uint64_t next_file;
+    uint64_t last_sequence;
+    bkv_new_file *added;
+    size_t nadded, cap_added;
+    bkv_deleted_file *deleted;
+    size_t ndeleted, cap_deleted;
+} bkv_version_edit;
+
+bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
+                                 size_t slen, const uint8_t *largest, size_t llen);
+void bkv_file_meta_unref(bkv_file_meta *f);
+
+void bkv_edit_init(bkv_version_edit *e);
+void bkv_edit_free(bkv_version_edit *e);
+/* Takes a reference to meta. */
+int bkv_edit_add_file(bkv_version_edit *e, int level, bkv_file_meta *meta);
+int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number);
+void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out);
+int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset, bkv_err *err);
+
+bkv_tree_version *bkv_version_new(void);
+void bkv_version_unref(bkv_tree_version *v);
+/* The version obtained by applying edit to base (base unchanged). Level 0
+ * is kept newest file first; deeper levels by smallest key. */
+int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
+/* Encodes the whole of v as one edit (the first record of a manifest). */
+int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);
+
+#endif

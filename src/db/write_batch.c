@@ -1,0 +1,103 @@
+#include "db/write_batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/coding.h"
+#include "util/ikey.h"
+
+static void init_rep(bkv_buf *rep) {
+    bkv_buf_clear(rep);
+    uint8_t h[BKV_BATCH_HEADER] = {0};
+    bkv_buf_append(rep, h, sizeof h);
+}
+
+bkv_batch *bkv_batch_create(void) {
+    bkv_batch *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    bkv_buf_init(&b->rep);
+    init_rep(&b->rep);
+    if (b->rep.oom) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void bkv_batch_destroy(bkv_batch *b) {
+    if (!b) return;
+    bkv_buf_free(&b->rep);
+    free(b);
+}
+
+void bkv_batch_clear(bkv_batch *b) {
+    b->rep.oom = 0;
+    init_rep(&b->rep);
+}
+
+uint32_t bkv_batch_rep_count(const uint8_t *rep) { return bkv_get_u32(rep + 8); }
+uint32_t bkv_batch_count(const bkv_batch *b) { return b->rep.len >= BKV_BATCH_HEADER ? bkv_batch_rep_count(b->rep.data) : 0; }
+uint64_t bkv_batch_sequence(const uint8_t *rep) { return bkv_get_u64(rep); }
+
+void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq) { bkv_put_u64(rep->data, seq); }
+
+static int add_entry(bkv_batch *b, unsigned type, const void *key, size_t klen, const void *val, size_t vlen) {
+    if (!b || (klen && !key) || (vlen && !val) || klen > UINT32_MAX - 64 || vlen > UINT32_MAX - 64) return BKV_INVALID;
+    size_t before = b->rep.len;
+    bkv_buf_put_u8(&b->rep, (uint8_t)type);
+    bkv_buf_put_slice(&b->rep, key, klen);
+    if (type == BKV_TYPE_VALUE) bkv_buf_put_slice(&b->rep, val, vlen);
+    if (b->rep.oom) {
+        b->rep.oom = 0;
+        b->rep.len = before;
+        return BKV_NOMEM;
+    }
+    bkv_put_u32(b->rep.data + 8, bkv_batch_rep_count(b->rep.data) + 1);
+    return BKV_OK;
+}
+
+int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen) {
+    return add_entry(b, BKV_TYPE_VALUE, key, klen, val, vlen);
+}
+
+int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen) {
+    return add_entry(b, BKV_TYPE_DELETION, key, klen, NULL, 0);
+}
+
+void bkv_batch_append(bkv_buf *dst, const bkv_buf *src) {
+    bkv_buf_append(dst, src->data + BKV_BATCH_HEADER, src->len - BKV_BATCH_HEADER);
+    if (!dst->oom) bkv_put_u32(dst->data + 8, bkv_batch_rep_count(dst->data) + bkv_batch_rep_count(src->data));
+}
+
+int bkv_batch_iterate(const uint8_t *rep, size_t len, bkv_batch_fn fn, void *arg, const char *name,
+                      uint64_t offset, bkv_err *e) {
+    if (len < BKV_BATCH_HEADER)
+        return bkv_fail(e, BKV_CORRUPTION, "%s: write batch too short at offset %llu", name, (unsigned long long)offset);
+    uint64_t seq = bkv_batch_sequence(rep);
+    uint32_t count = bkv_batch_rep_count(rep);
+    const uint8_t *p = rep + BKV_BATCH_HEADER, *end = rep + len;
+    for (uint32_t i = 0; i < count; i++) {
+        if (p >= end) goto bad;
+        unsigned type = *p++;
+        uint64_t klen, vlen = 0;
+        const uint8_t *key, *val = NULL;
+        if (type != BKV_TYPE_VALUE && type != BKV_TYPE_DELETION) goto bad;
+        if (!(p = bkv_get_varint64(p, end, &klen)) || klen > (uint64_t)(end - p)) goto bad;
+        key = p;
+        p += klen;
+        if (type == BKV_TYPE_VALUE) {
+            if (!(p = bkv_get_varint64(p, end, &vlen)) || vlen > (uint64_t)(end - p)) goto bad;
+            val = p;
+            p += vlen;
+        }
+        if (fn) {
+            int rc = fn(arg, seq + i, type, key, (size_t)klen, val, (size_t)vlen);
+            if (rc) return rc;
+        }
+    }
+    if (p != end) goto bad;
+    return BKV_OK;
+bad:
+    return bkv_fail(e, BKV_CORRUPTION, "%s: malformed write batch in record at offset %llu", name,
+                    (unsigned long long)offset);
+}

@@ -1,0 +1,32 @@
+/* Write batches: the record format of docs/format.md, "Write batch". */
+#ifndef BKV_DB_WRITE_BATCH_H
+#define BKV_DB_WRITE_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloomkv.h"
+#include "util/buf.h"
+#include "util/status.h"
+
+#define BKV_BATCH_HEADER 12
+
+struct bkv_batch {
+    bkv_buf rep; /* header (sequence, count) + entries */
+};
+
+void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq);
+uint64_t bkv_batch_sequence(const uint8_t *rep);
+uint32_t bkv_batch_rep_count(const uint8_t *rep);
+/* Appends src's entries to dst (both valid reps). */
+void bkv_batch_append(bkv_buf *dst, const bkv_buf *src);
+
+typedef int (*bkv_batch_fn)(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
+                            const uint8_t *val, size_t vlen);
+/* Validates rep and calls fn (when not NULL) for each entry (sequence first + i); stops at
+ * the first non-zero return and returns it. BKV_CORRUPTION (described with
+ * name and offset) for a malformed rep. */
+int bkv_batch_iterate(const uint8_t *rep, size_t len, bkv_batch_fn fn, void *arg, const char *name,
+                      uint64_t offset, bkv_err *e);
+
+#endif

@@ -1,0 +1,389 @@
+/* The engine end to end through the public API: a model-based randomized
+ * test with reopens and hundreds of tables, crash recovery, hash sharing,
+ * corruption reporting and locking. Seeds are fixed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "bloomkv.h"
+#include "test_dir.h"
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static char dir[256];
+
+static bkv_options small_options(void) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.write_buffer_size = 8 * 1024;
+    o.block_size = 512;
+    o.block_cache_size = 256 * 1024;
+    return o;
+}
+
+static uint64_t counter(bkv_db *db, const char *name) {
+    char prop[64];
+    snprintf(prop, sizeof prop, "bloomkv.counter.%s", name);
+    char *v = bkv_property(db, prop);
+    assert_non_null(v);
+    uint64_t n = strtoull(v, NULL, 10);
+    bkv_free(v);
+    return n;
+}
+
+static size_t files_at_level0(bkv_db *db) {
+    char *v = bkv_property(db, "bloomkv.num-files-at-level0");
+    assert_non_null(v);
+    size_t n = strtoul(v, NULL, 10);
+    bkv_free(v);
+    return n;
+}
+
+static void check_value(bkv_db *db, const char *key, const char *want) {
+    void *v;
+    size_t n;
+    int rc = bkv_get(db, NULL, key, strlen(key), &v, &n);
+    if (!want) {
+        if (rc != BKV_NOTFOUND) fail_msg("key %s: expected not found, rc %d", key, rc);
+        return;
+    }
+    if (rc != BKV_OK) fail_msg("key %s: rc %d (%s)", key, rc, bkv_errmsg(db));
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(v, want, n);
+    bkv_free(v);
+}
+
+static void basic_operations_and_reopen(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/basic", dir);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "a", 1, "1", 1), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "b", 1, "2", 1), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "", 0, "empty", 5), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "bin\0key", 7, "\0\1\2", 3), BKV_OK);
+    assert_int_equal(bkv_delete(db, NULL, "b", 1), BKV_OK);
+    bkv_batch *b = bkv_batch_create();
+    assert_int_equal(bkv_batch_put(b, "c", 1, "3", 1), BKV_OK);
+    assert_int_equal(bkv_batch_delete(b, "a", 1), BKV_OK);
+    assert_int_equal(bkv_batch_put(b, "a", 1, "4", 1), BKV_OK);
+    assert_int_equal(bkv_batch_count(b), 3);
+    assert_int_equal(bkv_write(db, NULL, b), BKV_OK);
+    bkv_batch_destroy(b);
+    check_value(db, "a", "4");
+    check_value(db, "b", NULL);
+    check_value(db, "c", "3");
+    check_value(db, "", "empty");
+    void *v;
+    size_t n;
+    assert_int_equal(bkv_get(db, NULL, "bin\0key", 7, &v, &n), BKV_OK);
+    assert_int_equal(n, 3);
+    assert_memory_equal(v, "\0\1\2", 3);
+    bkv_free(v);
+    /* A second open is refused while this one is live. */
+    bkv_db *other;
+    assert_int_equal(bkv_open(path, NULL, &other), BKV_BUSY);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    /* Reopen: recovered from the WAL. */
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    check_value(db, "a", "4");
+    check_value(db, "b", NULL);
+    check_value(db, "c", "3");
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(files_at_level0(db), 1);
+    check_value(db, "c", "3");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    check_value(db, "a", "4");
+    check_value(db, "b", NULL);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    bkv_options o;
+    bkv_options_init(&o);
+    o.error_if_exists = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    bkv_options_init(&o);
+    o.create_if_missing = 0;
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    o.create_if_missing = 1;
+    o.block_size = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+}
+
+#define MODEL_KEYS 3000
+
+/* Random puts, deletes, batches and gets against an in-memory model, with
+ * tiny memtables (hundreds of tables) and periodic reopens. */
+static void model_based_random_operations(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/model", dir);
+    char **model = calloc(MODEL_KEYS, sizeof *model);
+    assert_non_null(model);
+    bkv_options o = small_options();
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    uint64_t rng = 12345;
+    const int ops = 150000;
+    for (int op = 0; op < ops; op++) {
+        uint64_t r = rng_next(&rng);
+        int k = (int)(r % MODEL_KEYS);
+        char key[32], val[64];
+        snprintf(key, sizeof key, "key%06d", k);
+        int kind = (int)((r >> 32) % 100);
+        if (kind < 35) {
+            snprintf(val, sizeof val, "v%d-%llu", k, (unsigned long long)(r >> 40));
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, strlen(val)), BKV_OK);
+            free(model[k]);
+            model[k] = strdup(val);
+        } else if (kind < 45) {
+            assert_int_equal(bkv_delete(db, NULL, key, strlen(key)), BKV_OK);
+            free(model[k]);
+            model[k] = NULL;
+        } else if (kind < 50) {
+            bkv_batch *b = bkv_batch_create();
+            for (int j = 0; j < 5; j++) {
+                int kk = (k + j * 7) % MODEL_KEYS;
+                char bk[32];
+                snprintf(bk, sizeof bk, "key%06d", kk);
+                free(model[kk]);
+                if (j == 2) {
+                    bkv_batch_delete(b, bk, strlen(bk));
+                    model[kk] = NULL;
+                } else {
+                    snprintf(val, sizeof val, "b%d-%d", op, j);
+                    bkv_batch_put(b, bk, strlen(bk), val, strlen(val));
+                    model[kk] = strdup(val);
+                }
+            }
+            assert_int_equal(bkv_write(db, NULL, b), BKV_OK);
+            bkv_batch_destroy(b);
+        } else {
+            check_value(db, key, model[k]);
+        }
+        if (op % 40000 == 39999) {
+            assert_int_equal(bkv_close(db), BKV_OK);
+            assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        }
+    }
+    assert_true(files_at_level0(db) >= 100);
+    for (int k = 0; k < MODEL_KEYS; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "key%06d", k);
+        check_value(db, key, model[k]);
+    }
+    /* multi_get agrees with the model. */
+    const void *keys[64];
+    size_t klens[64];
+    char kbuf[64][32];
+    void *vals[64];
+    size_t vlens[64];
+    int st[64];
+    for (int i = 0; i < 64; i++) {
+        snprintf(kbuf[i], sizeof kbuf[i], "key%06d", i * 37 % (MODEL_KEYS + 100));
+        keys[i] = kbuf[i];
+        klens[i] = strlen(kbuf[i]);
+    }
+    assert_int_equal(bkv_multi_get(db, NULL, 64, keys, klens, vals, vlens, st), BKV_OK);
+    for (int i = 0; i < 64; i++) {
+        int k = i * 37 % (MODEL_KEYS + 100);
+        const char *want = k < MODEL_KEYS ? model[k] : NULL;
+        if (!want) {
+            assert_int_equal(st[i], BKV_NOTFOUND);
+        } else {
+            assert_int_equal(st[i], BKV_OK);
+            assert_int_equal(vlens[i], strlen(want));
+            assert_memory_equal(vals[i], want, vlens[i]);
+            bkv_free(vals[i]);
+        }
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+    for (int k = 0; k < MODEL_KEYS; k++) free(model[k]);
+    free(model);
+}
+
+/* One hash per get, however many tables there are. */
+static void one_hash_per_get_with_200_tables(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/hash", dir);
+    bkv_options o = small_options();
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int t = 0; t < 200; t++) {
+        for (int i = 0; i < 5; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "t%03d-%d", t, i);
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), "v", 1), BKV_OK);
+        }
+        /* Every table spans the whole key range, so all are candidates. */
+        assert_int_equal(bkv_put(db, NULL, "a", 1, "v", 1), BKV_OK);
+        assert_int_equal(bkv_put(db, NULL, "z", 1, "v", 1), BKV_OK);
+        assert_int_equal(bkv_flush(db), BKV_OK);
+    }
+    assert_int_equal(files_at_level0(db), 200);
+    uint64_t hashes = counter(db, "key-hashes"), probes = counter(db, "filter-probes");
+    uint64_t negatives = counter(db, "filter-negatives");
+    void *v;
+    size_t n;
+    assert_int_equal(bkv_get(db, NULL, "m-absent", 8, &v, &n), BKV_NOTFOUND);
+    assert_int_equal(counter(db, "key-hashes") - hashes, 1);
+    assert_int_equal(counter(db, "filter-probes") - probes, 200);
+    assert_true(counter(db, "filter-negatives") - negatives >= 190);
+    assert_int_equal(bkv_get(db, NULL, "t000-3", 6, &v, &n), BKV_OK);
+    bkv_free(v);
+    assert_int_equal(counter(db, "key-hashes") - hashes, 2);
+    char *report = bkv_property(db, "bloomkv.stats");
+    assert_non_null(report);
+    assert_non_null(strstr(report, "L0"));
+    bkv_free(report);
+    assert_null(bkv_property(db, "bloomkv.nope"));
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+/* A child writes with sync and reports each acknowledged key through a
+ * pipe; the parent kills it mid-stream and checks every acknowledged write
+ * survived. */
+static void synced_writes_survive_kill_9(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/crash", dir);
+    for (int round = 0; round < 5; round++) {
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            bkv_options o = small_options();
+            bkv_db *db;
+            if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
+            bkv_write_options wo = {.sync = round % 2 == 0};
+            for (uint32_t i = 0;; i++) {
+                char key[32], val[32];
+                snprintf(key, sizeof key, "r%d-%06u", round, i);
+                snprintf(val, sizeof val, "val-%u", i);
+                if (bkv_put(db, &wo, key, strlen(key), val, strlen(val)) != BKV_OK) _exit(3);
+                if (write(fds[1], &i, sizeof i) != sizeof i) _exit(4);
+            }
+        }
+        close(fds[1]);
+        uint32_t acked = 0, got;
+        uint64_t seen = 0;
+        while (seen < 300 + 200 * (uint64_t)round && read(fds[0], &got, sizeof got) == sizeof got) {
+            acked = got;
+            seen++;
+        }
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        /* Drain what was acknowledged before the kill. */
+        while (read(fds[0], &got, sizeof got) == sizeof got) acked = got;
+        close(fds[0]);
+        bkv_options o = small_options();
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        for (int r = 0; r <= round; r++) {
+            uint32_t upto = r == round ? acked : 299; /* every round saw at least 300 acks */
+            for (uint32_t i = 0; i <= upto; i++) {
+                char key[32], val[32];
+                snprintf(key, sizeof key, "r%d-%06u", r, i);
+                snprintf(val, sizeof val, "val-%u", i);
+                check_value(db, key, val);
+            }
+        }
+        assert_int_equal(bkv_close(db), BKV_OK);
+    }
+}
+
+static void corrupt_table_is_reported_not_misread(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/corrupt", dir);
+    bkv_options o = small_options();
+    o.block_cache_size = 0;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 50; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%03d", i);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), "value-value-value", 17), BKV_OK);
+    }
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    /* Flip a byte in the first data block of the one table. */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd,
+             "f=$(ls %s/*.sst | head -1) && printf '\\x55' | dd of=\"$f\" bs=1 seek=20 conv=notrunc status=none", path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    void *v;
+    size_t n;
+    assert_int_equal(bkv_get(db, NULL, "k000", 4, &v, &n), BKV_CORRUPTION);
+    assert_non_null(strstr(bkv_errmsg(db), ".sst"));
+    assert_non_null(strstr(bkv_errmsg(db), "offset 0"));
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static void damaged_wal_middle_is_corruption(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/walbad", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    char val[1000];
+    memset(val, 'x', sizeof val);
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%03d", i);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd,
+             "f=$(ls %s/*.log | tail -1) && printf '\\x55' | dd of=\"$f\" bs=1 seek=5000 conv=notrunc status=none", path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_CORRUPTION);
+}
+
+static int setup(void **state) {
+    (void)state;
+    test_make_dir(dir, sizeof dir, "db");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    test_remove_dir(dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(basic_operations_and_reopen),
+        cmocka_unit_test(model_based_random_operations),
+        cmocka_unit_test(one_hash_per_get_with_200_tables),
+        cmocka_unit_test(synced_writes_survive_kill_9),
+        cmocka_unit_test(corrupt_table_is_reported_not_misread),
+        cmocka_unit_test(damaged_wal_middle_is_corruption),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

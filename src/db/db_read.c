@@ -114,10 +114,11 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     unsigned type = 0;
     *rc = bkv_table_get(t, key, klen, snapshot, ro ? ro->verify_checksums : 1, ro ? ro->fill_cache : 1, &found, &type,
                         val, vlen, &db->tstats, e);
-    bkv_cache_release(db->table_cache, entry);
+    int has_filter = bkv_table_filter_memory(t) > 0;
+    bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
     if (*rc) return 1;
     if (!found) {
-        if (bkv_table_filter_memory(t)) atomic_fetch_add_explicit(&db->c.filter_false_positives, 1, memory_order_relaxed);
+        if (has_filter) atomic_fetch_add_explicit(&db->c.filter_false_positives, 1, memory_order_relaxed);
         return 0;
     }
     *rc = type == BKV_TYPE_VALUE ? BKV_OK : BKV_NOTFOUND;

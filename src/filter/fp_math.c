@@ -23,7 +23,8 @@ double bkv_blocked_model_fpr(unsigned k, double bits_per_key) {
     double hi = lambda + 12.0 * sqrt(lambda) + 40.0;
     double sum = 0.0;
     for (double x = 0; x <= hi; x += 1.0) {
-        double log_p = -lambda + x * log(lambda) - lgamma(x + 1.0);
+        int sign; /* lgamma_r: plain lgamma writes the global signgam, a data race */
+        double log_p = -lambda + x * log(lambda) - lgamma_r(x + 1.0, &sign);
         double per_line = pow(1.0 - pow(1.0 - 1.0 / LINE_BITS, (double)k * x), (double)k);
         sum += exp(log_p) * per_line;
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bloomkv_filter.h"
+#include "db_bench.h"
 #include "filter_bench.h"
 
 typedef struct subcommand {
@@ -15,6 +16,7 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
+    {"bench", bkv_db_bench_main, "db_bench-style engine benchmark (fillrandom, readrandom, readmissing, ...)"},
     {"filter-bench", bkv_filter_bench_main, "measure a filter type: build cost, probe cost, false positives"},
 };
 

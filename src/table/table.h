@@ -39,6 +39,8 @@ typedef struct bkv_table_props {
     int filter_type;
     int compression;
     uint64_t creation_time;
+    uint8_t *smallest, *largest;  /* internal keys, malloc'd (NULL if absent) */
+    size_t smallest_len, largest_len;
 } bkv_table_props;
 
 /* ---- builder ---- */

@@ -16,7 +16,7 @@ struct bkv_table_builder {
     const char *name;
     uint64_t offset;
     bkv_block_builder data, index;
-    bkv_buf last_ikey;
+    bkv_buf first_ikey, last_ikey;
     bkv_buf compressed;
     bkv_hash *hashes;
     size_t nhashes, hash_cap;
@@ -32,6 +32,7 @@ bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfil
     b->name = name;
     bkv_block_builder_init(&b->data, opts->restart_interval);
     bkv_block_builder_init(&b->index, 1);
+    bkv_buf_init(&b->first_ikey);
     bkv_buf_init(&b->last_ikey);
     bkv_buf_init(&b->compressed);
     b->props.filter_type = opts->filter_type;
@@ -43,6 +44,7 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     if (!b) return;
     bkv_block_builder_free(&b->data);
     bkv_block_builder_free(&b->index);
+    bkv_buf_free(&b->first_ikey);
     bkv_buf_free(&b->last_ikey);
     bkv_buf_free(&b->compressed);
     free(b->hashes);
@@ -105,6 +107,7 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
         b->hashes[b->nhashes++] = bkv_hash_bytes(ikey, ulen);
     }
     bkv_block_builder_add(&b->data, ikey, ilen, val, vlen);
+    if (b->props.num_entries == 0) bkv_buf_append(&b->first_ikey, ikey, ilen);
     bkv_buf_clear(&b->last_ikey);
     bkv_buf_append(&b->last_ikey, ikey, ilen);
     b->props.num_entries++;
@@ -159,6 +162,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     put_prop(&props, "data.bytes", b->props.data_bytes);
     put_prop(&props, "filter.bytes", b->props.filter_bytes);
     put_prop(&props, "filter.type", (uint64_t)b->props.filter_type);
+    bkv_block_builder_add(&props, (const uint8_t *)"key.largest", 11, b->last_ikey.data, b->last_ikey.len);
+    bkv_block_builder_add(&props, (const uint8_t *)"key.smallest", 12, b->first_ikey.data, b->first_ikey.len);
     put_prop(&props, "num.data.blocks", b->props.num_data_blocks);
     put_prop(&props, "num.deletions", b->props.num_deletions);
     put_prop(&props, "num.entries", b->props.num_entries);

@@ -66,6 +66,15 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"creation.time", offsetof(bkv_table_props, creation_time)},
     };
     for (bkv_block_iter_first(&it); it.valid; bkv_block_iter_next(&it)) {
+        uint8_t **key_prop = NULL;
+        size_t *key_len = NULL;
+        if (it.key.len == 11 && memcmp(it.key.data, "key.largest", 11) == 0) key_prop = &t->props.largest, key_len = &t->props.largest_len;
+        if (it.key.len == 12 && memcmp(it.key.data, "key.smallest", 12) == 0) key_prop = &t->props.smallest, key_len = &t->props.smallest_len;
+        if (key_prop && !*key_prop && (*key_prop = malloc(it.vlen ? it.vlen : 1))) {
+            memcpy(*key_prop, it.val, it.vlen);
+            *key_len = it.vlen;
+            continue;
+        }
         uint64_t v;
         if (!bkv_get_varint64(it.val, it.val + it.vlen, &v)) continue;
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
@@ -139,6 +148,8 @@ void bkv_table_close(bkv_table *t) {
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
     if (t->file) bkv_file_close_readable(t->file);
     bkv_filter_free(t->filter);
+    free(t->props.smallest);
+    free(t->props.largest);
     free(t->filter_data);
     free(t->index_data);
     free(t->name);

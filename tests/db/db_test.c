@@ -97,6 +97,13 @@ static void basic_operations_and_reopen(void **state) {
     /* A second open is refused while this one is live. */
     bkv_db *other;
     assert_int_equal(bkv_open(path, NULL, &other), BKV_BUSY);
+    /* And so is one from another process. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(bkv_open(path, NULL, &other) == BKV_BUSY ? 0 : 1);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(bkv_close(db), BKV_OK);
 
     /* Reopen: recovered from the WAL. */

@@ -103,6 +103,10 @@ static void point_reads_all_compressions(void **state) {
         assert_true(p->num_entries == 5000 + 50 + 1000);
         assert_true(p->num_deletions == 1000);
         assert_true(p->num_data_blocks > 10);
+        assert_non_null(p->smallest);
+        assert_int_equal(p->smallest_len, 11 + 8);
+        assert_memory_equal(p->smallest, "key00000000", 11);
+        assert_memory_equal(p->largest, "key00009998", 11);
         check_table(t, 5000, &st);
         assert_true(st.cache_hits > 0);
         /* The filter knows every key and few others. */

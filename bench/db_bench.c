@@ -1,0 +1,424 @@
+/*
+ * `bloomkv bench`: a db_bench-style benchmark. Benchmarks are named and
+ * flagged as in LevelDB's db_bench; keys are 16-byte decimal strings, and
+ * values pseudo-random bytes of --value_size.
+ *
+ * Engines are reached through a small adapter (bench_engine) so that the
+ * same key generator, value generator and timing loop can drive other
+ * engines side by side.
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "bloomkv.h"
+#include "db_bench.h"
+
+typedef struct bench_cfg {
+    const char *benchmarks;
+    uint64_t num, reads;
+    int key_size, value_size;
+    double bloom_bits;
+    int filter;
+    size_t cache_size, write_buffer_size;
+    int compression;
+    const char *db;
+    int use_existing_db;
+    uint64_t seed;
+    int histogram, json, sync;
+} bench_cfg;
+
+typedef struct bench_engine {
+    const char *name;
+    int (*open)(const bench_cfg *cfg, void **h);
+    int (*put)(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync);
+    int (*del)(void *h, const char *k, size_t kl);
+    /* 1 found (value checked against want when want is not NULL), 0 not
+     * found, < 0 error */
+    int (*get)(void *h, const char *k, size_t kl);
+    /* found count for n keys, < 0 on error */
+    long (*multi_get)(void *h, const char *const *keys, const size_t *klens, size_t n);
+    void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
+    void (*close)(void *h);
+} bench_engine;
+
+/* ---- bloomkv adapter ---- */
+
+static int bkv_bench_open(const bench_cfg *cfg, void **h) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.write_buffer_size = cfg->write_buffer_size;
+    o.block_cache_size = cfg->cache_size;
+    o.filter_type = cfg->filter;
+    o.bits_per_key = cfg->bloom_bits;
+    o.compression = cfg->compression;
+    o.error_if_exists = 0;
+    bkv_db *db;
+    int rc = bkv_open(cfg->db, &o, &db);
+    if (rc) {
+        fprintf(stderr, "bench: cannot open %s: %s\n", cfg->db, bkv_strerror(rc));
+        return rc;
+    }
+    *h = db;
+    return 0;
+}
+
+static int bkv_bench_put(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    bkv_write_options wo = {.sync = sync};
+    return bkv_put(h, &wo, k, kl, v, vl);
+}
+
+static int bkv_bench_del(void *h, const char *k, size_t kl) { return bkv_delete(h, NULL, k, kl); }
+
+static int bkv_bench_get(void *h, const char *k, size_t kl) {
+    void *v;
+    size_t n;
+    int rc = bkv_get(h, NULL, k, kl, &v, &n);
+    if (rc == BKV_OK) {
+        bkv_free(v);
+        return 1;
+    }
+    return rc == BKV_NOTFOUND ? 0 : rc;
+}
+
+static long bkv_bench_multi_get(void *h, const char *const *keys, const size_t *klens, size_t n) {
+    void *vals[64];
+    size_t vlens[64];
+    int st[64];
+    long found = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        size_t m = n - base < 64 ? n - base : 64;
+        int rc = bkv_multi_get(h, NULL, m, (const void *const *)keys + base, klens + base, vals, vlens, st);
+        if (rc) return rc;
+        for (size_t i = 0; i < m; i++) {
+            if (st[i] == BKV_OK) {
+                found++;
+                bkv_free(vals[i]);
+            } else if (st[i] < 0) {
+                return st[i];
+            }
+        }
+    }
+    return found;
+}
+
+static void bkv_bench_report(void *h, FILE *out) {
+    static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
+                                  "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);
+        char *v = bkv_property(h, prop);
+        fprintf(out, ",\"%s\":%s", names[i], v ? v : "null");
+        bkv_free(v);
+    }
+    char *v = bkv_property(h, "bloomkv.num-files-at-level0");
+    fprintf(out, ",\"tables\":%s", v ? v : "null");
+    bkv_free(v);
+}
+
+static void bkv_bench_close(void *h) { bkv_close(h); }
+
+static const bench_engine bloomkv_engine = {
+    "bloomkv", bkv_bench_open, bkv_bench_put, bkv_bench_del, bkv_bench_get, bkv_bench_multi_get,
+    bkv_bench_report, bkv_bench_close,
+};
+
+/* ---- workload ---- */
+
+typedef struct run_state {
+    const bench_cfg *cfg;
+    const bench_engine *eng;
+    void *h;
+    char *values;          /* a pool values are sliced from */
+    size_t pool;
+    uint64_t rng;
+    uint32_t *lat_ns;      /* per-op latency */
+    uint64_t nlat;
+    uint64_t bytes;
+} run_state;
+
+static uint64_t next_rand(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Key i: its decimal digits, zero-padded to key_size. A missing key has
+ * the same length but ends in '.', so it sorts between present keys and
+ * every table's key range covers it: only a filter can rule it out. */
+static size_t make_key(char *buf, int key_size, uint64_t i, int missing) {
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)i);
+    int width = missing ? key_size - 1 : key_size;
+    int pad = width > n ? width - n : 0;
+    memset(buf, '0', (size_t)pad);
+    memcpy(buf + pad, digits, (size_t)n);
+    size_t len = (size_t)(pad + n);
+    if (missing) buf[len++] = '.';
+    return len;
+}
+
+static const char *value_for(run_state *s, uint64_t i) {
+    return s->values + (i * 97) % (s->pool - (size_t)s->cfg->value_size);
+}
+
+static void record(run_state *s, double t0) {
+    double dt = bench_now_ns() - t0;
+    s->lat_ns[s->nlat++] = dt > 4e9 ? UINT32_MAX : (uint32_t)dt;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t dir_size(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    uint64_t total = 0;
+    struct dirent *de;
+    char p[4096];
+    while ((de = readdir(d))) {
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", path, de->d_name);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* Runs one named benchmark; returns ops done, or -1 on error. */
+static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
+    const bench_cfg *c = s->cfg;
+    char key[64];
+    uint64_t found = 0;
+    int write = strncmp(name, "fill", 4) == 0 || strcmp(name, "overwrite") == 0;
+    uint64_t ops = write || strcmp(name, "deleterandom") == 0 ? c->num : c->reads;
+    s->nlat = 0;
+    s->bytes = 0;
+    if (strcmp(name, "fillseq") == 0 || strcmp(name, "fillrandom") == 0 || strcmp(name, "overwrite") == 0) {
+        /* fillrandom writes every key once, in random order, so a later
+         * readrandom finds each key it asks for. */
+        uint64_t *order = malloc(ops * sizeof *order);
+        if (!order) return -1;
+        for (uint64_t i = 0; i < ops; i++) order[i] = i;
+        if (strcmp(name, "fillseq") != 0)
+            for (uint64_t i = ops; i > 1; i--) {
+                uint64_t j = next_rand(&s->rng) % i, t = order[i - 1];
+                order[i - 1] = order[j];
+                order[j] = t;
+            }
+        for (uint64_t i = 0; i < ops; i++) {
+            size_t kl = make_key(key, c->key_size, order[i], 0);
+            double t0 = bench_now_ns();
+            if (s->eng->put(s->h, key, kl, value_for(s, order[i]), (size_t)c->value_size, c->sync)) {
+                free(order);
+                return -1;
+            }
+            record(s, t0);
+            s->bytes += kl + (size_t)c->value_size;
+        }
+        free(order);
+    } else if (strcmp(name, "readrandom") == 0 || strcmp(name, "readmissing") == 0 || strcmp(name, "readhot") == 0) {
+        int missing = name[4] == 'm';
+        uint64_t range = strcmp(name, "readhot") == 0 ? (c->num / 100 ? c->num / 100 : 1) : c->num;
+        for (uint64_t i = 0; i < ops; i++) {
+            size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % range, missing);
+            double t0 = bench_now_ns();
+            int r = s->eng->get(s->h, key, kl);
+            record(s, t0);
+            if (r < 0) return -1;
+            found += (uint64_t)r;
+        }
+    } else if (strcmp(name, "multireadrandom") == 0) {
+        enum { BATCH = 64 };
+        char kbuf[BATCH][64];
+        const char *keys[BATCH];
+        size_t klens[BATCH];
+        for (uint64_t i = 0; i < ops; i += BATCH) {
+            size_t m = ops - i < BATCH ? (size_t)(ops - i) : BATCH;
+            for (size_t j = 0; j < m; j++) {
+                klens[j] = make_key(kbuf[j], c->key_size, next_rand(&s->rng) % c->num, 0);
+                keys[j] = kbuf[j];
+            }
+            double t0 = bench_now_ns();
+            long r = s->eng->multi_get(s->h, keys, klens, m);
+            if (r < 0) return -1;
+            double per = (bench_now_ns() - t0) / (double)m;
+            for (size_t j = 0; j < m; j++) s->lat_ns[s->nlat++] = (uint32_t)per;
+            found += (uint64_t)r;
+        }
+    } else if (strcmp(name, "deleterandom") == 0) {
+        for (uint64_t i = 0; i < ops; i++) {
+            size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % c->num, 0);
+            double t0 = bench_now_ns();
+            if (s->eng->del(s->h, key, kl)) return -1;
+            record(s, t0);
+        }
+    } else {
+        fprintf(stderr, "bench: unknown benchmark '%s'\n", name);
+        return -2;
+    }
+    *found_out = found;
+    return (long)ops;
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: bloomkv bench [--benchmarks LIST] [--num N] [--reads N] [--key_size 16] [--value_size 100]\n"
+            "                     [--bloom_bits 10] [--filter blocked|bloom|none] [--cache_size BYTES]\n"
+            "                     [--write_buffer_size BYTES] [--compression none|lz4|zstd] [--db DIR]\n"
+            "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
+            "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot multireadrandom deleterandom\n"
+            "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
+}
+
+int bkv_db_bench_main(int argc, char **argv) {
+    bench_cfg c = {.benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
+                   .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
+                   .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301};
+    int have_reads = 0;
+    static const struct option opts[] = {
+        {"benchmarks", required_argument, 0, 'B'}, {"num", required_argument, 0, 'n'},
+        {"reads", required_argument, 0, 'r'},      {"key_size", required_argument, 0, 'k'},
+        {"value_size", required_argument, 0, 'v'}, {"bloom_bits", required_argument, 0, 'b'},
+        {"filter", required_argument, 0, 'f'},     {"cache_size", required_argument, 0, 'c'},
+        {"write_buffer_size", required_argument, 0, 'w'}, {"compression", required_argument, 0, 'z'},
+        {"db", required_argument, 0, 'd'},         {"use_existing_db", no_argument, 0, 'u'},
+        {"seed", required_argument, 0, 's'},       {"histogram", no_argument, 0, 'H'},
+        {"json", no_argument, 0, 'j'},             {"sync", no_argument, 0, 'S'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'B': c.benchmarks = optarg; break;
+        case 'n': c.num = strtoull(optarg, NULL, 10); break;
+        case 'r': c.reads = strtoull(optarg, NULL, 10), have_reads = 1; break;
+        case 'k': c.key_size = atoi(optarg); break;
+        case 'v': c.value_size = atoi(optarg); break;
+        case 'b': c.bloom_bits = strtod(optarg, NULL); break;
+        case 'f':
+            c.filter = bkv_filter_type_from_name(optarg);
+            if (c.filter < 0) goto bad;
+            break;
+        case 'c': c.cache_size = strtoull(optarg, NULL, 10); break;
+        case 'w': c.write_buffer_size = strtoull(optarg, NULL, 10); break;
+        case 'z':
+            if (strcmp(optarg, "none") == 0) c.compression = BKV_COMPRESSION_NONE;
+            else if (strcmp(optarg, "lz4") == 0) c.compression = BKV_COMPRESSION_LZ4;
+            else if (strcmp(optarg, "zstd") == 0) c.compression = BKV_COMPRESSION_ZSTD;
+            else goto bad;
+            break;
+        case 'd': c.db = optarg; break;
+        case 'u': c.use_existing_db = 1; break;
+        case 's': c.seed = strtoull(optarg, NULL, 10); break;
+        case 'H': c.histogram = 1; break;
+        case 'j': c.json = 1; break;
+        case 'S': c.sync = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: goto bad;
+        }
+    }
+    if (optind != argc || c.num == 0 || c.key_size < 8 || c.key_size > 60 || c.value_size < 1 ||
+        c.value_size > (1 << 20) || c.bloom_bits <= 0)
+        goto bad;
+    if (!have_reads) c.reads = c.num;
+
+    char tmpdir[256] = "";
+    if (!c.db) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/bloomkv-bench-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("bench: mkdtemp");
+            return 3;
+        }
+        c.db = tmpdir;
+    } else if (!c.use_existing_db) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.db);
+        if (system(cmd) != 0) return 3;
+    }
+    const char *warn = bench_build_warning();
+    if (warn) fprintf(stderr, "%s\n", warn);
+
+    run_state s = {.cfg = &c, .eng = &bloomkv_engine, .rng = c.seed};
+    s.pool = (1u << 20) + (size_t)c.value_size;
+    s.values = malloc(s.pool);
+    uint64_t max_ops = c.num > c.reads ? c.num : c.reads;
+    s.lat_ns = malloc((max_ops + 64) * sizeof *s.lat_ns);
+    if (!s.values || !s.lat_ns) return 3;
+    uint64_t vr = c.seed ^ 0xabcdef;
+    for (size_t i = 0; i < s.pool; i++) s.values[i] = (char)(i % 2 ? ' ' + next_rand(&vr) % 64 : 'a'); /* ~50% compressible */
+    if (s.eng->open(&c, &s.h)) return 3;
+    if (!c.json)
+        printf("engine %s, keys %d bytes, values %d bytes, %llu entries, filter %s %.1f bits/key, "
+               "write buffer %zu, cache %zu\n", s.eng->name, c.key_size, c.value_size, (unsigned long long)c.num,
+               bkv_filter_type_name(c.filter), c.bloom_bits, c.write_buffer_size, c.cache_size);
+
+    char *list = strdup(c.benchmarks);
+    int status = 0;
+    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
+        uint64_t found = 0;
+        double t0 = bench_now_ns();
+        long ops = run_benchmark(&s, name, &found);
+        double secs = (bench_now_ns() - t0) / 1e9;
+        if (ops < 0) {
+            if (ops == -1) fprintf(stderr, "bench: %s failed\n", name);
+            status = ops == -2 ? 2 : 3;
+            break;
+        }
+        qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
+        double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
+        double micros = ops ? secs * 1e6 / (double)ops : 0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        if (c.json) {
+            printf("{\"engine\":\"%s\",\"benchmark\":\"%s\",\"num\":%llu,\"ops\":%ld,\"seconds\":%.4f,"
+                   "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"found\":%llu,"
+                   "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu",
+                   s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
+                   p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
+                   (unsigned long long)ru.ru_maxrss * 1024);
+            s.eng->report(s.h, stdout);
+            printf("}\n");
+        } else {
+            printf("%-15s : %10.3f micros/op %9.0f ops/sec;", name, micros, ops / (secs > 0 ? secs : 1));
+            if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
+            if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom"))
+                printf(" (%llu of %ld found)", (unsigned long long)found, ops);
+            printf("\n");
+            if (c.histogram)
+                printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
+                       s.lat_ns[s.nlat * 9 / 10] / 1e3, p99, s.lat_ns[s.nlat * 999 / 1000] / 1e3,
+                       s.lat_ns[s.nlat - 1] / 1e3);
+        }
+        fflush(stdout);
+    }
+    if (!c.json && status == 0) {
+        char *st = bkv_property(s.h, "bloomkv.stats");
+        if (st) printf("\n%s", st);
+        bkv_free(st);
+    }
+    free(list);
+    s.eng->close(s.h);
+    free(s.values);
+    free(s.lat_ns);
+    if (tmpdir[0]) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) fprintf(stderr, "bench: could not remove %s\n", tmpdir);
+    }
+    return status;
+bad:
+    usage(stderr);
+    return 2;
+}

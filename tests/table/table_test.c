@@ -158,6 +158,7 @@ static void damage_never_yields_wrong_values(void **state) {
         if (rc != BKV_OK) {
             assert_int_equal(rc, BKV_CORRUPTION);
             assert_non_null(strstr(e.msg, "000011.sst"));
+            assert_non_null(strstr(e.msg, "offset"));
             detected++;
             continue;
         }

@@ -43,6 +43,13 @@ enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD =
 
 typedef struct bkv_db bkv_db;
 typedef struct bkv_batch bkv_batch;
+typedef struct bkv_snapshot bkv_snapshot;
+typedef struct bkv_iter bkv_iter;
+
+/* Maps a key to the length of its prefix (<= klen), or to SIZE_MAX when
+ * the key has no prefix. Must be a pure function of the key bytes and stay
+ * the same for the life of a database. */
+typedef size_t (*bkv_prefix_fn)(const void *key, size_t klen);
 
 typedef struct bkv_options {            /* bkv_options_init() fills the defaults */
     int    create_if_missing;           /* create the directory and database; default 1 */
@@ -56,6 +63,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     double bits_per_key;                /* key filter budget; default 10 */
     int    compression;                 /* BKV_COMPRESSION_*; default NONE */
     int    memtable_filter;             /* Bloom filter over each memtable's keys; default 1 */
+    bkv_prefix_fn prefix_extractor;     /* when set, table filters also hold each key's prefix,
+                                           so prefix-bounded iterators skip tables; default NULL */
 } bkv_options;
 
 typedef struct bkv_write_options {
@@ -65,6 +74,17 @@ typedef struct bkv_write_options {
 typedef struct bkv_read_options {
     int verify_checksums;               /* blocks are always verified; kept for API parity */
     int fill_cache;                     /* put blocks read into the block cache; default 1 */
+    const bkv_snapshot *snapshot;       /* read the state at this snapshot; NULL = latest */
+    /* Iterators only: keys outside [lower_bound, upper_bound) are never
+     * returned (NULL = unbounded). The bytes must outlive the iterator. */
+    const void *lower_bound;
+    size_t      lower_bound_len;
+    const void *upper_bound;
+    size_t      upper_bound_len;
+    /* Iterators only, with a prefix_extractor: after a seek, return only
+     * keys with the seek key's prefix; tables whose filter rules that
+     * prefix out are never read. */
+    int prefix_same_as_start;
 } bkv_read_options;                     /* NULL = defaults */
 
 BKV_EXPORT void bkv_options_init(bkv_options *opts);
@@ -97,6 +117,30 @@ BKV_EXPORT int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, c
                              const size_t *klens, void **vals, size_t *vlens, int *statuses);
 
 BKV_EXPORT void bkv_free(void *p);
+
+/* Snapshots: a consistent view of the database at the moment of creation,
+ * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
+ * every version a live snapshot can see. NULL when out of memory. */
+BKV_EXPORT const bkv_snapshot *bkv_snapshot_create(bkv_db *db);
+BKV_EXPORT void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap);
+
+/* Iterators over the keys visible at the read options' snapshot (the
+ * latest state at creation when none), in key order, hiding older
+ * versions and deleted keys. An iterator keeps the files it reads alive;
+ * destroy it before closing the database. key() and value() stay valid
+ * until the next move or destroy. */
+BKV_EXPORT int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out);
+BKV_EXPORT void bkv_iter_destroy(bkv_iter *it);
+BKV_EXPORT void bkv_iter_seek_to_first(bkv_iter *it);
+BKV_EXPORT void bkv_iter_seek_to_last(bkv_iter *it);
+BKV_EXPORT void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen); /* first key >= key */
+BKV_EXPORT void bkv_iter_next(bkv_iter *it);   /* REQUIRES: valid */
+BKV_EXPORT void bkv_iter_prev(bkv_iter *it);   /* REQUIRES: valid */
+BKV_EXPORT int bkv_iter_valid(const bkv_iter *it);
+BKV_EXPORT const void *bkv_iter_key(const bkv_iter *it, size_t *klen);
+BKV_EXPORT const void *bkv_iter_value(const bkv_iter *it, size_t *vlen);
+/* BKV_OK, or the error that ended iteration (detail in bkv_errmsg). */
+BKV_EXPORT int bkv_iter_status(const bkv_iter *it);
 
 /* Writes the active memtable to a table and waits for it. */
 BKV_EXPORT int bkv_flush(bkv_db *db);

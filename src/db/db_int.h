@@ -20,6 +20,11 @@
 
 typedef struct bkv_writer bkv_writer;
 
+struct bkv_snapshot {
+    uint64_t seq;
+    bkv_snapshot *prev, *next; /* the db's list, oldest first */
+};
+
 /* Counters behind "bloomkv.counter.<name>"; relaxed atomics. */
 typedef struct bkv_db_counters {
     atomic_uint_fast64_t gets, key_hashes, filter_probes, filter_negatives, filter_false_positives,
@@ -68,6 +73,8 @@ struct bkv_db {
     bkv_table_stats tstats;        /* atomics, updated by table readers */
     bkv_db_counters c;
 
+    bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
+
     pthread_mutex_t err_mu;        /* per-thread last error messages */
     struct {
         pthread_t tid;
@@ -76,6 +83,26 @@ struct bkv_db {
     } errs[BKV_ERR_SLOTS];
     int err_next;
 };
+
+/* What a read holds on to while it works without the mutex. */
+typedef struct bkv_read_state {
+    bkv_memtable *mem;
+    bkv_memtable *imm[BKV_MAX_IMM]; /* oldest first */
+    int nimm;
+    bkv_tree_version *version;
+    uint64_t snapshot;
+} bkv_read_state;
+
+/* Takes references to the memtables and current version, and fixes the
+ * sequence to read at (ro's snapshot, or everything written so far). */
+void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs);
+void bkv_read_state_release(bkv_read_state *rs);
+/* The open table for f through the table cache (release the entry with
+ * bkv_cache_release(db->table_cache, ...)). */
+int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e);
+
+/* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
+uint64_t bkv_db_oldest_snapshot(bkv_db *db);
 
 /* Opens with an explicit env (tests inject faults through it). */
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp);

@@ -37,6 +37,7 @@ void bkv_options_init(bkv_options *o) {
 }
 
 void bkv_read_options_init(bkv_read_options *ro) {
+    memset(ro, 0, sizeof *ro);
     ro->verify_checksums = 1;
     ro->fill_cache = 1;
 }
@@ -374,6 +375,12 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
 }
 
 static void free_db(bkv_db *db) {
+    /* Snapshots the caller never released. */
+    while (db->snapshots.next && db->snapshots.next != &db->snapshots) {
+        bkv_snapshot *s = db->snapshots.next;
+        db->snapshots.next = s->next;
+        free(s);
+    }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
     if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_memtable_unref(db->mem);
@@ -419,6 +426,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);
+    db->snapshots.next = db->snapshots.prev = &db->snapshots;
 
     bkv_err e = {{0}};
     int rc = BKV_OK;

@@ -13,16 +13,7 @@
 #include "db/db_files.h"
 #include "util/ikey.h"
 
-/* What a read holds on to while it works without the mutex. */
-typedef struct read_state {
-    bkv_memtable *mem;
-    bkv_memtable *imm[BKV_MAX_IMM];
-    int nimm;
-    bkv_tree_version *version;
-    uint64_t snapshot;
-} read_state;
-
-static void acquire(bkv_db *db, read_state *rs) {
+void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
     pthread_mutex_lock(&db->mu);
     rs->mem = db->mem;
     bkv_memtable_ref(rs->mem);
@@ -33,11 +24,12 @@ static void acquire(bkv_db *db, read_state *rs) {
     }
     rs->version = db->current;
     __atomic_add_fetch(&rs->version->refs, 1, __ATOMIC_RELAXED);
-    rs->snapshot = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+    rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
+                                      : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
     pthread_mutex_unlock(&db->mu);
 }
 
-static void release(read_state *rs) {
+void bkv_read_state_release(bkv_read_state *rs) {
     bkv_memtable_unref(rs->mem);
     for (int i = 0; i < rs->nimm; i++) bkv_memtable_unref(rs->imm[i]);
     bkv_version_unref(rs->version);
@@ -48,7 +40,7 @@ static void table_deleter(uint64_t k1, uint64_t k2, void *v) {
     bkv_table_close(v);
 }
 
-static int get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e) {
+int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e) {
     if ((*entry = bkv_cache_lookup(db->table_cache, f->number, 0))) return BKV_OK;
     char path[BKV_PATH_MAX];
     bkv_table_name(path, db->path, f->number);
@@ -68,7 +60,7 @@ static int in_range(const bkv_file_meta *f, const void *key, size_t klen) {
 }
 
 /* Looks a key up in the memtables. 1 if they decide (found or deleted). */
-static int memtables_get(bkv_db *db, const read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
+static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
                          void **val, size_t *vlen) {
     for (int i = -1; i < rs->nimm; i++) {
         const bkv_memtable *m = i < 0 ? rs->mem : rs->imm[rs->nimm - 1 - i];
@@ -99,7 +91,7 @@ static int memtables_get(bkv_db *db, const read_state *rs, const void *key, size
 static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
                      bkv_hash h, int filter_checked, uint64_t snapshot, int *rc, void **val, size_t *vlen, bkv_err *e) {
     bkv_cache_entry *entry;
-    if ((*rc = get_table(db, f, &entry, e))) return 1;
+    if ((*rc = bkv_db_get_table(db, f, &entry, e))) return 1;
     bkv_table *t = bkv_cache_value(entry);
     atomic_fetch_add_explicit(&db->c.tables_consulted, 1, memory_order_relaxed);
     if (!filter_checked) {
@@ -144,8 +136,8 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     *val = NULL;
     *vlen = 0;
     atomic_fetch_add_explicit(&db->c.gets, 1, memory_order_relaxed);
-    read_state rs;
-    acquire(db, &rs);
+    bkv_read_state rs;
+    bkv_read_state_acquire(db, ro, &rs);
     bkv_hash h = bkv_hash_bytes(key, klen);
     atomic_fetch_add_explicit(&db->c.key_hashes, 1, memory_order_relaxed);
     bkv_err e = {{0}};
@@ -164,7 +156,7 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
         }
         if (!decided) rc = BKV_NOTFOUND;
     }
-    release(&rs);
+    bkv_read_state_release(&rs);
     return bkv_db_error(db, rc, &e);
 }
 
@@ -180,8 +172,8 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
         return BKV_NOMEM;
     }
     atomic_fetch_add_explicit(&db->c.gets, n, memory_order_relaxed);
-    read_state rs;
-    acquire(db, &rs);
+    bkv_read_state rs;
+    bkv_read_state_acquire(db, ro, &rs);
     /* Phase 1: every key hashed once; memtables answer what they can. */
     for (size_t i = 0; i < n; i++) {
         vals[i] = NULL;
@@ -206,7 +198,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
                 }
             if (!m) continue;
             bkv_cache_entry *entry;
-            int rc = get_table(db, f, &entry, &e);
+            int rc = bkv_db_get_table(db, f, &entry, &e);
             if (rc) {
                 for (size_t j = 0; j < m; j++) statuses[idx[j]] = bkv_db_error(db, rc, &e), pending[idx[j]] = 0;
                 continue;
@@ -231,7 +223,36 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
             }
         }
     }
-    release(&rs);
+    bkv_read_state_release(&rs);
     free(hashes), free(pending), free(maybe), free(batch), free(idx);
     return BKV_OK;
+}
+
+const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
+    if (!db) return NULL;
+    bkv_snapshot *s = malloc(sizeof *s);
+    if (!s) return NULL;
+    pthread_mutex_lock(&db->mu);
+    s->seq = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+    /* Sequences only grow, so appending keeps the list oldest first. */
+    s->next = &db->snapshots;
+    s->prev = db->snapshots.prev;
+    s->prev->next = s;
+    db->snapshots.prev = s;
+    pthread_mutex_unlock(&db->mu);
+    return s;
+}
+
+void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
+    if (!db || !snap) return;
+    bkv_snapshot *s = (bkv_snapshot *)snap;
+    pthread_mutex_lock(&db->mu);
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    pthread_mutex_unlock(&db->mu);
+    free(s);
+}
+
+uint64_t bkv_db_oldest_snapshot(bkv_db *db) {
+    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq : db->last_sequence;
 }

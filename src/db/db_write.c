@@ -254,7 +254,7 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     if (rc) return rc;
     bkv_table_options to = {.block_size = db->opts.block_size, .restart_interval = 16,
                             .filter_type = db->opts.filter_type, .bits_per_key = db->opts.bits_per_key,
-                            .compression = db->opts.compression};
+                            .compression = db->opts.compression, .prefix_extractor = db->opts.prefix_extractor};
     bkv_table_builder *b = bkv_table_builder_new(&to, f, path);
     if (!b) rc = bkv_fail(e, BKV_NOMEM, "out of memory building %s", path);
     bkv_memtable_iter it;

@@ -137,3 +137,34 @@ void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen,
     for (decode_next(it); it->valid; decode_next(it))
         if (cmp(it->key.data, it->key.len, target, tlen) >= 0) return;
 }
+
+void bkv_block_iter_last(bkv_block_iter *it) {
+    seek_restart(it, it->blk->num_restarts - 1);
+    decode_next(it);
+    while (it->valid && it->next < it->blk->len) {
+        decode_next(it);
+    }
+}
+
+void bkv_block_iter_prev(bkv_block_iter *it) {
+    size_t original = it->offset;
+    /* The last restart point before the current entry. */
+    uint32_t lo = 0, hi = it->blk->num_restarts;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (bkv_get_u32(it->blk->restarts + 4 * (size_t)mid) < original) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) {
+        it->valid = 0;
+        return;
+    }
+    seek_restart(it, lo - 1);
+    do {
+        decode_next(it);
+    } while (it->valid && it->next < original);
+    if (it->valid && it->next != original) {
+        it->valid = 0;
+        it->corrupt = 1;
+    }
+}

@@ -59,5 +59,9 @@ void bkv_block_iter_next(bkv_block_iter *it);
 /* First entry whose key >= target under cmp (memcmp-style on full keys). */
 typedef int (*bkv_key_cmp)(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp);
+void bkv_block_iter_last(bkv_block_iter *it);
+/* The entry before the current one (invalid before the first). Costs a
+ * scan from the previous restart point. */
+void bkv_block_iter_prev(bkv_block_iter *it);
 
 #endif

@@ -30,6 +30,9 @@ typedef struct bkv_table_options {
     int filter_type;        /* BKV_FILTER_* (NONE: no filter block) */
     double bits_per_key;
     int compression;        /* BKV_COMPRESS_* */
+    /* When set, the filter also holds every key's prefix (hashed with
+     * BKV_PREFIX_SEED); returns SIZE_MAX for keys without one. */
+    size_t (*prefix_extractor)(const void *key, size_t klen);
 } bkv_table_options;
 
 typedef struct bkv_table_props {
@@ -89,14 +92,10 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
 size_t bkv_table_filter_memory(const bkv_table *t);
 
-/* Iteration over every entry in order (for compaction, check, dump). */
-typedef struct bkv_table_iter bkv_table_iter;
-int bkv_table_iter_new(bkv_table *t, bkv_table_iter **out);
-void bkv_table_iter_free(bkv_table_iter *it);
-/* 1 positioned, 0 at the end, < 0 an error (described in e). */
-int bkv_table_iter_first(bkv_table_iter *it, bkv_err *e);
-int bkv_table_iter_next(bkv_table_iter *it, bkv_err *e);
-const uint8_t *bkv_table_iter_ikey(const bkv_table_iter *it, size_t *len);
-const uint8_t *bkv_table_iter_value(const bkv_table_iter *it, size_t *len);
+/* An internal iterator over the table's entries (table/iterator.h). It
+ * reads blocks through the block cache (adding them when fill_cache). The
+ * table must stay open while the iterator lives. */
+struct bkv_iiter;
+int bkv_table_iter_new(bkv_table *t, int fill_cache, bkv_table_stats *stats, struct bkv_iiter **out);
 
 #endif

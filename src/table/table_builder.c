@@ -8,6 +8,7 @@
 #include "table/format.h"
 #include "table/table.h"
 #include "util/coding.h"
+#include "util/hash.h"
 #include "util/ikey.h"
 
 struct bkv_table_builder {
@@ -17,6 +18,8 @@ struct bkv_table_builder {
     uint64_t offset;
     bkv_block_builder data, index;
     bkv_buf first_ikey, last_ikey;
+    bkv_buf last_prefix;
+    int have_prefix;
     bkv_buf compressed;
     bkv_hash *hashes;
     size_t nhashes, hash_cap;
@@ -33,6 +36,7 @@ bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfil
     bkv_block_builder_init(&b->data, opts->restart_interval);
     bkv_block_builder_init(&b->index, 1);
     bkv_buf_init(&b->first_ikey);
+    bkv_buf_init(&b->last_prefix);
     bkv_buf_init(&b->last_ikey);
     bkv_buf_init(&b->compressed);
     b->props.filter_type = opts->filter_type;
@@ -45,6 +49,7 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     bkv_block_builder_free(&b->data);
     bkv_block_builder_free(&b->index);
     bkv_buf_free(&b->first_ikey);
+    bkv_buf_free(&b->last_prefix);
     bkv_buf_free(&b->last_ikey);
     bkv_buf_free(&b->compressed);
     free(b->hashes);
@@ -87,6 +92,21 @@ static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     return BKV_OK;
 }
 
+static int add_hash(bkv_table_builder *b, bkv_hash h, bkv_err *e) {
+    if (b->nhashes == b->hash_cap) {
+        size_t cap = b->hash_cap ? b->hash_cap * 2 : 1024;
+        bkv_hash *grown = realloc(b->hashes, cap * sizeof *grown);
+        if (!grown) {
+            b->failed = 1;
+            return bkv_fail(e, BKV_NOMEM, "%s: out of memory collecting key hashes", b->name);
+        }
+        b->hashes = grown;
+        b->hash_cap = cap;
+    }
+    b->hashes[b->nhashes++] = h;
+    return BKV_OK;
+}
+
 int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
                           size_t vlen, bkv_err *e) {
     if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
@@ -94,17 +114,16 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     int new_user_key = b->last_ikey.len == 0 ||
         bkv_user_key_compare(b->last_ikey.data, b->last_ikey.len - BKV_IKEY_TRAILER, ikey, ulen) != 0;
     if (new_user_key && b->opts.filter_type != 0) {
-        if (b->nhashes == b->hash_cap) {
-            size_t cap = b->hash_cap ? b->hash_cap * 2 : 1024;
-            bkv_hash *grown = realloc(b->hashes, cap * sizeof *grown);
-            if (!grown) {
-                b->failed = 1;
-                return bkv_fail(e, BKV_NOMEM, "%s: out of memory collecting key hashes", b->name);
-            }
-            b->hashes = grown;
-            b->hash_cap = cap;
+        int rc = add_hash(b, bkv_hash_bytes(ikey, ulen), e);
+        size_t plen = b->opts.prefix_extractor ? b->opts.prefix_extractor(ikey, ulen) : SIZE_MAX;
+        if (!rc && plen <= ulen &&
+            !(b->have_prefix && b->last_prefix.len == plen && memcmp(b->last_prefix.data, ikey, plen) == 0)) {
+            rc = add_hash(b, bkv_hash_bytes_seeded(ikey, plen, BKV_PREFIX_SEED), e);
+            bkv_buf_clear(&b->last_prefix);
+            bkv_buf_append(&b->last_prefix, ikey, plen);
+            b->have_prefix = 1;
         }
-        b->hashes[b->nhashes++] = bkv_hash_bytes(ikey, ulen);
+        if (rc) return rc;
     }
     bkv_block_builder_add(&b->data, ikey, ilen, val, vlen);
     if (b->props.num_entries == 0) bkv_buf_append(&b->first_ikey, ikey, ilen);

@@ -7,6 +7,7 @@
 
 #include "table/block.h"
 #include "table/format.h"
+#include "util/iterator.h"
 #include "table/table.h"
 #include "util/coding.h"
 #include "util/ikey.h"
@@ -270,78 +271,160 @@ out:
     return rc;
 }
 
-struct bkv_table_iter {
+/* Two-level iterator: the pinned index block, and one data block at a
+ * time (held through the block cache or privately). */
+typedef struct table_iter {
+    bkv_iiter base;
     bkv_table *t;
+    int fill_cache;
+    bkv_table_stats *stats;
     bkv_block_iter index_it;
-    uint8_t *block_data;
-    bkv_block blk;
+    bkv_cache_entry *entry;   /* the current block, when cached */
+    cached_block *own;        /* the current block, when not */
     bkv_block_iter it;
     int have_block;
-};
+    int rc;                   /* first error */
+    bkv_err err;
+} table_iter;
 
-int bkv_table_iter_new(bkv_table *t, bkv_table_iter **out) {
-    bkv_table_iter *it = calloc(1, sizeof *it);
-    if (!it) return BKV_NOMEM;
-    it->t = t;
-    bkv_block_iter_init(&it->index_it, &t->index);
-    *out = it;
-    return BKV_OK;
+static void drop_block(table_iter *ti) {
+    if (ti->have_block) bkv_block_iter_free(&ti->it);
+    ti->have_block = 0;
+    if (ti->entry) bkv_cache_release(ti->t->cache, ti->entry);
+    if (ti->own) delete_block(0, 0, ti->own);
+    ti->entry = NULL;
+    ti->own = NULL;
 }
 
-void bkv_table_iter_free(bkv_table_iter *it) {
-    if (!it) return;
-    bkv_block_iter_free(&it->index_it);
-    if (it->have_block) bkv_block_iter_free(&it->it);
-    free(it->block_data);
-    free(it);
-}
-
-/* Loads the block the index iterator points at, skipping empty blocks. */
-static int enter_block(bkv_table_iter *it, bkv_err *e) {
-    for (; it->index_it.valid; bkv_block_iter_next(&it->index_it)) {
-        bkv_handle h;
-        int rc = decode_handle(it->t, it->index_it.val, it->index_it.vlen, &h, e);
-        if (rc) return rc;
-        if (it->have_block) bkv_block_iter_free(&it->it);
-        it->have_block = 0;
-        free(it->block_data);
-        size_t len;
-        rc = bkv_read_block(it->t->file, it->t->name, h, &it->block_data, &len, e);
-        if (rc) return rc;
-        if (bkv_block_parse(&it->blk, it->block_data, len) < 0)
-            return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", it->t->name,
-                            (unsigned long long)h.offset);
-        bkv_block_iter_init(&it->it, &it->blk);
-        it->have_block = 1;
-        bkv_block_iter_first(&it->it);
-        if (it->it.corrupt)
-            return bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in block at offset %llu", it->t->name,
-                            (unsigned long long)h.offset);
-        if (it->it.valid) return 1;
+static void set_error(table_iter *ti, int rc, const bkv_err *e) {
+    if (!ti->rc) {
+        ti->rc = rc;
+        if (e) ti->err = *e;
     }
-    if (it->index_it.corrupt) return bkv_fail(e, BKV_CORRUPTION, "%s: malformed index block", it->t->name);
-    return 0;
+    drop_block(ti);
 }
 
-int bkv_table_iter_first(bkv_table_iter *it, bkv_err *e) {
-    bkv_block_iter_first(&it->index_it);
-    return enter_block(it, e);
+/* Loads the block the index iterator points at. 1 on success. */
+static int load_current(table_iter *ti) {
+    drop_block(ti);
+    if (!ti->index_it.valid) {
+        if (ti->index_it.corrupt) {
+            bkv_err e;
+            bkv_fail(&e, BKV_CORRUPTION, "%s: malformed index block", ti->t->name);
+            set_error(ti, BKV_CORRUPTION, &e);
+        }
+        return 0;
+    }
+    bkv_handle h;
+    bkv_err e;
+    int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
+    if (!rc) rc = load_block(ti->t, h, ti->fill_cache, &ti->entry, &ti->own, ti->stats, &e);
+    if (rc) {
+        set_error(ti, rc, &e);
+        return 0;
+    }
+    cached_block *cb = ti->entry ? bkv_cache_value(ti->entry) : ti->own;
+    bkv_block_iter_init(&ti->it, &cb->blk);
+    ti->have_block = 1;
+    return 1;
 }
 
-int bkv_table_iter_next(bkv_table_iter *it, bkv_err *e) {
-    bkv_block_iter_next(&it->it);
-    if (it->it.corrupt) return bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in a data block", it->t->name);
-    if (it->it.valid) return 1;
-    bkv_block_iter_next(&it->index_it);
-    return enter_block(it, e);
+/* After a move inside the block: checks for damage and, when the block is
+ * exhausted, moves to the neighbouring block in direction dir. */
+static void settle(table_iter *ti, int dir) {
+    while (ti->have_block) {
+        if (ti->it.corrupt) {
+            bkv_err e;
+            bkv_fail(&e, BKV_CORRUPTION, "%s: malformed entry in a data block", ti->t->name);
+            set_error(ti, BKV_CORRUPTION, &e);
+            return;
+        }
+        if (ti->it.valid) return;
+        if (dir > 0) bkv_block_iter_next(&ti->index_it);
+        else bkv_block_iter_prev(&ti->index_it);
+        if (!load_current(ti)) return;
+        if (dir > 0) bkv_block_iter_first(&ti->it);
+        else bkv_block_iter_last(&ti->it);
+    }
 }
 
-const uint8_t *bkv_table_iter_ikey(const bkv_table_iter *it, size_t *len) {
-    *len = it->it.key.len;
-    return it->it.key.data;
+static int ti_valid(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    return ti->have_block && ti->it.valid;
 }
 
-const uint8_t *bkv_table_iter_value(const bkv_table_iter *it, size_t *len) {
-    *len = it->it.vlen;
-    return it->it.val;
+static void ti_first(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    if (ti->rc) return;
+    bkv_block_iter_first(&ti->index_it);
+    if (load_current(ti)) bkv_block_iter_first(&ti->it);
+    settle(ti, 1);
+}
+
+static void ti_last(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    if (ti->rc) return;
+    bkv_block_iter_last(&ti->index_it);
+    if (load_current(ti)) bkv_block_iter_last(&ti->it);
+    settle(ti, -1);
+}
+
+static void ti_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
+    table_iter *ti = (table_iter *)b;
+    if (ti->rc) return;
+    bkv_block_iter_seek(&ti->index_it, k, n, ikey_cmp);
+    if (load_current(ti)) bkv_block_iter_seek(&ti->it, k, n, ikey_cmp);
+    settle(ti, 1);
+}
+
+static void ti_next(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    bkv_block_iter_next(&ti->it);
+    settle(ti, 1);
+}
+
+static void ti_prev(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    bkv_block_iter_prev(&ti->it);
+    settle(ti, -1);
+}
+
+static const uint8_t *ti_key(bkv_iiter *b, size_t *len) {
+    table_iter *ti = (table_iter *)b;
+    *len = ti->it.key.len;
+    return ti->it.key.data;
+}
+
+static const uint8_t *ti_value(bkv_iiter *b, size_t *len) {
+    table_iter *ti = (table_iter *)b;
+    *len = ti->it.vlen;
+    return ti->it.val;
+}
+
+static int ti_status(bkv_iiter *b, bkv_err *e) {
+    table_iter *ti = (table_iter *)b;
+    if (ti->rc && e) *e = ti->err;
+    return ti->rc;
+}
+
+static void ti_destroy(bkv_iiter *b) {
+    table_iter *ti = (table_iter *)b;
+    drop_block(ti);
+    bkv_block_iter_free(&ti->index_it);
+    free(ti);
+}
+
+static const bkv_iiter_ops table_iter_ops = {ti_valid, ti_first, ti_last, ti_seek, ti_next,
+                                             ti_prev,  ti_key,   ti_value, ti_status, ti_destroy};
+
+int bkv_table_iter_new(bkv_table *t, int fill_cache, bkv_table_stats *stats, bkv_iiter **out) {
+    table_iter *ti = calloc(1, sizeof *ti);
+    if (!ti) return BKV_NOMEM;
+    ti->base.ops = &table_iter_ops;
+    ti->t = t;
+    ti->fill_cache = fill_cache;
+    ti->stats = stats;
+    bkv_block_iter_init(&ti->index_it, &t->index);
+    *out = &ti->base;
+    return BKV_OK;
 }

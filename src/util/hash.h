@@ -18,6 +18,10 @@ static inline uint64_t bkv_fastrange64(uint64_t x, uint64_t n) {
     return (uint64_t)(((unsigned __int128)x * n) >> 64);
 }
 
+/* Key prefixes are hashed with this seed, so that a table filter holding
+ * both whole keys and prefixes keeps the two apart. */
+#define BKV_PREFIX_SEED UINT64_C(0x7072656669785f31)
+
 static inline uint32_t bkv_hash_lo(bkv_hash h) { return (uint32_t)h; }
 static inline uint32_t bkv_hash_hi(bkv_hash h) { return (uint32_t)(h >> 32); }
 

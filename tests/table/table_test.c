@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "util/iterator.h"
 #include "table/table.h"
 #include "test_dir.h"
 #include "util/coding.h"
@@ -119,14 +120,45 @@ static void point_reads_all_compressions(void **state) {
             fp += bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k)));
         }
         assert_true(fp < 200);
-        /* Full scan in order. */
-        bkv_table_iter *it;
-        assert_int_equal(bkv_table_iter_new(t, &it), BKV_OK);
-        int count = 0, r;
-        for (r = bkv_table_iter_first(it, &e); r == 1; r = bkv_table_iter_next(it, &e)) count++;
-        assert_int_equal(r, 0);
+        /* Full scan in order, forwards and backwards, and seeks. */
+        bkv_iiter *it;
+        assert_int_equal(bkv_table_iter_new(t, 1, &st, &it), BKV_OK);
+        int count = 0;
+        size_t plen = 0;
+        uint8_t prev[64];
+        for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it), count++) {
+            size_t n;
+            const uint8_t *k = bkv_iiter_key(it, &n);
+            if (count) assert_true(bkv_ikey_compare(prev, plen, k, n) < 0);
+            memcpy(prev, k, n);
+            plen = n;
+        }
+        assert_int_equal(bkv_iiter_status(it, &e), BKV_OK);
         assert_int_equal(count, 6050);
-        bkv_table_iter_free(it);
+        count = 0;
+        for (bkv_iiter_last(it); bkv_iiter_valid(it); bkv_iiter_prev(it), count++) {
+            size_t n;
+            const uint8_t *k = bkv_iiter_key(it, &n);
+            if (count) assert_true(bkv_ikey_compare(k, n, prev, plen) < 0);
+            memcpy(prev, k, n);
+            plen = n;
+        }
+        assert_int_equal(count, 6050);
+        for (int i = 0; i < 10000; i += 333) {
+            char k[40];
+            uint8_t ik[48];
+            make_key(k, i);
+            memcpy(ik, k, strlen(k));
+            bkv_put_u64(ik + strlen(k), bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+            bkv_iiter_seek(it, ik, strlen(k) + 8);
+            assert_true(bkv_iiter_valid(it));
+            size_t n;
+            const uint8_t *got = bkv_iiter_key(it, &n);
+            char want[40];
+            make_key(want, i % 2 ? i + 1 : i);
+            assert_memory_equal(got, want, strlen(want));
+        }
+        bkv_iiter_destroy(it);
         bkv_table_close(t);
         bkv_cache_free(cache);
     }

@@ -1,0 +1,382 @@
+/*
+ * The database iterator: user keys in order over a merging iterator of the
+ * memtables and tables, showing for each user key its newest version at
+ * the read sequence and hiding deleted keys.
+ *
+ * Forward, the merging iterator sits on the entry being shown. Backward,
+ * it sits just before all entries of the key being shown, whose key and
+ * value are then kept in saved_key / saved_value (the newest visible
+ * version is the last one met when walking backwards).
+ *
+ * With prefix_same_as_start, the children are chosen at each seek: only
+ * tables whose key filter may hold the seek key's prefix (one hash for the
+ * seek) join the merge, and iteration ends where the prefix changes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_files.h"
+#include "util/coding.h"
+#include "util/hash.h"
+#include "util/ikey.h"
+#include "util/iterator.h"
+
+struct bkv_iter {
+    bkv_db *db;
+    bkv_read_state rs;
+    bkv_read_options ro;
+    bkv_iiter *iter;            /* merge of the current children */
+    bkv_cache_entry **tables;   /* open tables the children read */
+    size_t ntables;
+    int forward;
+    int valid;
+    bkv_buf saved_key, saved_value;
+    bkv_buf prefix;             /* prefix_same_as_start: the seek key's prefix */
+    int has_prefix;
+    int rc;
+    bkv_err err;
+};
+
+static void drop_children(bkv_iter *it) {
+    bkv_iiter_destroy(it->iter);
+    it->iter = NULL;
+    for (size_t i = 0; i < it->ntables; i++) bkv_cache_release(it->db->table_cache, it->tables[i]);
+    free(it->tables);
+    it->tables = NULL;
+    it->ntables = 0;
+}
+
+static void fail(bkv_iter *it, int rc, const bkv_err *e) {
+    if (!it->rc) {
+        it->rc = rc;
+        if (e) it->err = *e;
+        bkv_db_error(it->db, rc, e);
+    }
+    it->valid = 0;
+}
+
+/* Builds the merge over every memtable and every table that may hold keys
+ * with the given prefix (all tables when prefix is NULL). */
+static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
+    drop_children(it);
+    const bkv_tree_version *v = it->rs.version;
+    size_t nfiles = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) nfiles += v->nfiles[l];
+    size_t cap = nfiles + (size_t)it->rs.nimm + 1;
+    bkv_iiter **children = malloc(cap * sizeof *children);
+    it->tables = malloc((nfiles ? nfiles : 1) * sizeof *it->tables);
+    if (!children || !it->tables) {
+        free(children);
+        bkv_err e;
+        fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory creating an iterator"), &e);
+        return BKV_NOMEM;
+    }
+    size_t n = 0;
+    bkv_err e = {{0}};
+    int rc = BKV_OK;
+    if (!(children[n++] = bkv_memtable_iiter_new(it->rs.mem))) rc = BKV_NOMEM;
+    for (int i = 0; !rc && i < it->rs.nimm; i++)
+        if (!(children[n++] = bkv_memtable_iiter_new(it->rs.imm[i]))) rc = BKV_NOMEM;
+    bkv_hash ph = prefix ? bkv_hash_bytes_seeded(prefix, plen, BKV_PREFIX_SEED) : 0;
+    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
+            if (prefix) {
+                /* Out of the file's key range, or ruled out by its filter. */
+                size_t sl = f->smallest_len - BKV_IKEY_TRAILER, ll = f->largest_len - BKV_IKEY_TRAILER;
+                size_t cl = sl < plen ? sl : plen;
+                if (memcmp(f->largest, prefix, ll < plen ? ll : plen) < 0 ||
+                    (ll < plen && memcmp(f->largest, prefix, ll) == 0) || memcmp(f->smallest, prefix, cl) > 0)
+                    continue;
+            }
+            bkv_cache_entry *entry;
+            if ((rc = bkv_db_get_table(it->db, f, &entry, &e))) break;
+            bkv_table *t = bkv_cache_value(entry);
+            if (prefix) {
+                atomic_fetch_add_explicit(&it->db->c.filter_probes, 1, memory_order_relaxed);
+                if (!bkv_table_may_contain(t, ph)) {
+                    atomic_fetch_add_explicit(&it->db->c.filter_negatives, 1, memory_order_relaxed);
+                    bkv_cache_release(it->db->table_cache, entry);
+                    continue;
+                }
+            }
+            it->tables[it->ntables++] = entry;
+            rc = bkv_table_iter_new(t, it->ro.fill_cache, &it->db->tstats, &children[n]);
+            if (!rc) n++;
+        }
+    if (rc) {
+        for (size_t i = 0; i < n; i++) bkv_iiter_destroy(children[i]);
+        free(children);
+        fail(it, rc, e.msg[0] ? &e : NULL);
+        return rc;
+    }
+    if (!(it->iter = bkv_merging_iter_new(children, n))) {
+        fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory creating an iterator"), &e);
+        return BKV_NOMEM;
+    }
+    return BKV_OK;
+}
+
+int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
+    if (!db || !out) return BKV_INVALID;
+    *out = NULL;
+    bkv_iter *it = calloc(1, sizeof *it);
+    if (!it) return BKV_NOMEM;
+    it->db = db;
+    if (ro) it->ro = *ro;
+    else bkv_read_options_init(&it->ro);
+    bkv_buf_init(&it->saved_key);
+    bkv_buf_init(&it->saved_value);
+    bkv_buf_init(&it->prefix);
+    bkv_read_state_acquire(db, &it->ro, &it->rs);
+    int rc = build_children(it, NULL, 0);
+    if (rc) {
+        bkv_iter_destroy(it);
+        return rc;
+    }
+    *out = it;
+    return BKV_OK;
+}
+
+void bkv_iter_destroy(bkv_iter *it) {
+    if (!it) return;
+    drop_children(it);
+    bkv_read_state_release(&it->rs);
+    bkv_buf_free(&it->saved_key);
+    bkv_buf_free(&it->saved_value);
+    bkv_buf_free(&it->prefix);
+    free(it);
+}
+
+typedef struct parsed {
+    const uint8_t *ukey;
+    size_t ulen;
+    uint64_t seq;
+    unsigned type;
+} parsed;
+
+static int parse_current(bkv_iter *it, parsed *p) {
+    size_t n;
+    const uint8_t *k = bkv_iiter_key(it->iter, &n);
+    if (n < BKV_IKEY_TRAILER) {
+        bkv_err e;
+        fail(it, bkv_fail(&e, BKV_CORRUPTION, "iterator met a malformed internal key"), &e);
+        return 0;
+    }
+    uint64_t t = bkv_ikey_trailer(k, n);
+    p->ukey = k;
+    p->ulen = n - BKV_IKEY_TRAILER;
+    p->seq = t >> 8;
+    p->type = (unsigned)(t & 0xff);
+    return 1;
+}
+
+/* Is the user key past the end of the range in this direction? */
+static int beyond_upper(const bkv_iter *it, const uint8_t *k, size_t n) {
+    if (it->ro.upper_bound && bkv_user_key_compare(k, n, it->ro.upper_bound, it->ro.upper_bound_len) >= 0) return 1;
+    return it->has_prefix && (n < it->prefix.len || memcmp(k, it->prefix.data, it->prefix.len) != 0);
+}
+
+static int below_lower(const bkv_iter *it, const uint8_t *k, size_t n) {
+    if (it->ro.lower_bound && bkv_user_key_compare(k, n, it->ro.lower_bound, it->ro.lower_bound_len) < 0) return 1;
+    return it->has_prefix && (n < it->prefix.len || memcmp(k, it->prefix.data, it->prefix.len) != 0);
+}
+
+static void check_status(bkv_iter *it) {
+    bkv_err e;
+    int rc = bkv_iiter_status(it->iter, &e);
+    if (rc) fail(it, rc, &e);
+}
+
+static void save(bkv_buf *b, const void *p, size_t n) {
+    bkv_buf_clear(b);
+    bkv_buf_append(b, p, n);
+}
+
+/* Moves forward to the next entry to show. With skipping, entries of user
+ * keys <= saved_key are passed over (shadowed or already shown). */
+static void find_next_user_entry(bkv_iter *it, int skipping) {
+    it->valid = 0;
+    for (; bkv_iiter_valid(it->iter); bkv_iiter_next(it->iter)) {
+        parsed p;
+        if (!parse_current(it, &p)) return;
+        if (p.seq > it->rs.snapshot) continue;
+        if (skipping && bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) <= 0) continue;
+        if (beyond_upper(it, p.ukey, p.ulen)) break;
+        if (p.type == BKV_TYPE_DELETION) {
+            save(&it->saved_key, p.ukey, p.ulen);
+            skipping = 1;
+            continue;
+        }
+        it->valid = 1;
+        return;
+    }
+    check_status(it);
+}
+
+/* Moves backward to the previous entry to show; on return the merging
+ * iterator is before every entry of the saved key. */
+static void find_prev_user_entry(bkv_iter *it) {
+    unsigned type = BKV_TYPE_DELETION;
+    for (; bkv_iiter_valid(it->iter); bkv_iiter_prev(it->iter)) {
+        parsed p;
+        if (!parse_current(it, &p)) return;
+        if (p.seq > it->rs.snapshot) continue;
+        if (type != BKV_TYPE_DELETION &&
+            bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) < 0)
+            break; /* passed every version of the saved key */
+        if (below_lower(it, p.ukey, p.ulen)) break; /* the saved key, if any, is the answer */
+        type = p.type;
+        if (type == BKV_TYPE_DELETION) {
+            bkv_buf_clear(&it->saved_key);
+            bkv_buf_clear(&it->saved_value);
+        } else {
+            size_t vn;
+            const uint8_t *v = bkv_iiter_value(it->iter, &vn);
+            save(&it->saved_key, p.ukey, p.ulen);
+            save(&it->saved_value, v, vn);
+        }
+    }
+    if (it->saved_key.oom || it->saved_value.oom) {
+        bkv_err e;
+        fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory iterating"), &e);
+        return;
+    }
+    it->valid = type != BKV_TYPE_DELETION;
+    check_status(it);
+}
+
+/* Internal key (user key, read sequence, highest type): the first entry a
+ * reader at this sequence may see for key. */
+static void seek_internal(bkv_iter *it, const void *key, size_t klen, uint64_t seq) {
+    bkv_buf *k = &it->saved_key;
+    bkv_buf_clear(k);
+    bkv_buf_append(k, key, klen);
+    bkv_buf_put_u64(k, bkv_pack_trailer(seq, 0xff));
+    if (k->oom) {
+        bkv_err e;
+        fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory seeking"), &e);
+        return;
+    }
+    bkv_iiter_seek(it->iter, k->data, k->len);
+    bkv_buf_clear(k);
+}
+
+static int usable(bkv_iter *it) {
+    if (it->rc) {
+        it->valid = 0;
+        return 0;
+    }
+    return 1;
+}
+
+/* Leaves prefix mode (seek to first / last have no prefix to keep to). */
+static int reset_children(bkv_iter *it) {
+    if (!it->has_prefix) return BKV_OK;
+    it->has_prefix = 0;
+    return build_children(it, NULL, 0);
+}
+
+void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen) {
+    if (!usable(it)) return;
+    if (it->ro.prefix_same_as_start && it->db->opts.prefix_extractor) {
+        size_t plen = it->db->opts.prefix_extractor(key, klen);
+        if (plen <= klen) {
+            save(&it->prefix, key, plen);
+            it->has_prefix = 1;
+            if (build_children(it, it->prefix.data, plen)) return;
+        } else if (reset_children(it)) {
+            return;
+        }
+    }
+    if (it->ro.lower_bound && bkv_user_key_compare(key, klen, it->ro.lower_bound, it->ro.lower_bound_len) < 0) {
+        key = it->ro.lower_bound;
+        klen = it->ro.lower_bound_len;
+    }
+    it->forward = 1;
+    seek_internal(it, key, klen, it->rs.snapshot);
+    find_next_user_entry(it, 0);
+}
+
+void bkv_iter_seek_to_first(bkv_iter *it) {
+    if (!usable(it) || reset_children(it)) return;
+    it->forward = 1;
+    if (it->ro.lower_bound) seek_internal(it, it->ro.lower_bound, it->ro.lower_bound_len, it->rs.snapshot);
+    else bkv_iiter_first(it->iter);
+    find_next_user_entry(it, 0);
+}
+
+void bkv_iter_seek_to_last(bkv_iter *it) {
+    if (!usable(it) || reset_children(it)) return;
+    it->forward = 0;
+    bkv_buf_clear(&it->saved_value);
+    if (it->ro.upper_bound) {
+        /* Before every entry of the bound itself. */
+        seek_internal(it, it->ro.upper_bound, it->ro.upper_bound_len, BKV_MAX_SEQ);
+        if (bkv_iiter_valid(it->iter)) bkv_iiter_prev(it->iter);
+        else bkv_iiter_last(it->iter);
+    } else {
+        bkv_iiter_last(it->iter);
+    }
+    find_prev_user_entry(it);
+}
+
+void bkv_iter_next(bkv_iter *it) {
+    if (!usable(it) || !it->valid) return;
+    if (!it->forward) {
+        it->forward = 1;
+        /* The merge sits before the saved key's entries: step onto them,
+         * then skip them all. */
+        if (!bkv_iiter_valid(it->iter)) bkv_iiter_first(it->iter);
+        else bkv_iiter_next(it->iter);
+    } else {
+        parsed p;
+        if (!parse_current(it, &p)) return;
+        save(&it->saved_key, p.ukey, p.ulen);
+        bkv_iiter_next(it->iter);
+    }
+    find_next_user_entry(it, 1);
+}
+
+void bkv_iter_prev(bkv_iter *it) {
+    if (!usable(it) || !it->valid) return;
+    if (it->forward) {
+        /* Step back past every entry of the current user key. */
+        parsed p;
+        if (!parse_current(it, &p)) return;
+        save(&it->saved_key, p.ukey, p.ulen);
+        for (;;) {
+            bkv_iiter_prev(it->iter);
+            if (!bkv_iiter_valid(it->iter)) {
+                it->valid = 0;
+                check_status(it);
+                return;
+            }
+            if (!parse_current(it, &p)) return;
+            if (bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) < 0) break;
+        }
+        it->forward = 0;
+    }
+    find_prev_user_entry(it);
+}
+
+int bkv_iter_valid(const bkv_iter *it) { return it && it->valid; }
+
+const void *bkv_iter_key(const bkv_iter *it, size_t *klen) {
+    if (it->forward) {
+        size_t n;
+        const uint8_t *k = bkv_iiter_key(it->iter, &n);
+        *klen = n - BKV_IKEY_TRAILER;
+        return k;
+    }
+    *klen = it->saved_key.len;
+    return it->saved_key.data;
+}
+
+const void *bkv_iter_value(const bkv_iter *it, size_t *vlen) {
+    if (it->forward) return bkv_iiter_value(it->iter, vlen);
+    *vlen = it->saved_value.len;
+    return it->saved_value.data;
+}
+
+int bkv_iter_status(const bkv_iter *it) { return it ? it->rc : BKV_INVALID; }

@@ -1,0 +1,131 @@
+/* Merging iterator: the union of sorted children, in internal-key order.
+ * Moving forward after moving backward (or the reverse) repositions every
+ * child around the current key, as the children only know one direction
+ * at a time. Internal keys are unique, so no two children tie. */
+#include <stdlib.h>
+
+#include "util/iterator.h"
+#include "util/ikey.h"
+
+typedef struct merging_iter {
+    bkv_iiter base;
+    bkv_iiter **children;
+    size_t n;
+    bkv_iiter *current;
+    int forward;
+} merging_iter;
+
+static int key_cmp(bkv_iiter *a, bkv_iiter *b) {
+    size_t al, bl;
+    const uint8_t *ak = bkv_iiter_key(a, &al), *bk = bkv_iiter_key(b, &bl);
+    return bkv_ikey_compare(ak, al, bk, bl);
+}
+
+static void find_smallest(merging_iter *m) {
+    bkv_iiter *best = NULL;
+    for (size_t i = 0; i < m->n; i++)
+        if (bkv_iiter_valid(m->children[i]) && (!best || key_cmp(m->children[i], best) < 0)) best = m->children[i];
+    m->current = best;
+}
+
+static void find_largest(merging_iter *m) {
+    bkv_iiter *best = NULL;
+    for (size_t i = m->n; i-- > 0;)
+        if (bkv_iiter_valid(m->children[i]) && (!best || key_cmp(m->children[i], best) > 0)) best = m->children[i];
+    m->current = best;
+}
+
+static int mi_valid(bkv_iiter *b) { return ((merging_iter *)b)->current != NULL; }
+
+static void mi_first(bkv_iiter *b) {
+    merging_iter *m = (merging_iter *)b;
+    for (size_t i = 0; i < m->n; i++) bkv_iiter_first(m->children[i]);
+    m->forward = 1;
+    find_smallest(m);
+}
+
+static void mi_last(bkv_iiter *b) {
+    merging_iter *m = (merging_iter *)b;
+    for (size_t i = 0; i < m->n; i++) bkv_iiter_last(m->children[i]);
+    m->forward = 0;
+    find_largest(m);
+}
+
+static void mi_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
+    merging_iter *m = (merging_iter *)b;
+    for (size_t i = 0; i < m->n; i++) bkv_iiter_seek(m->children[i], k, n);
+    m->forward = 1;
+    find_smallest(m);
+}
+
+static void mi_next(bkv_iiter *b) {
+    merging_iter *m = (merging_iter *)b;
+    if (!m->forward) {
+        size_t kl;
+        const uint8_t *k = bkv_iiter_key(m->current, &kl);
+        for (size_t i = 0; i < m->n; i++) {
+            bkv_iiter *c = m->children[i];
+            if (c == m->current) continue;
+            bkv_iiter_seek(c, k, kl);
+            if (bkv_iiter_valid(c) && key_cmp(c, m->current) == 0) bkv_iiter_next(c);
+        }
+        m->forward = 1;
+    }
+    bkv_iiter_next(m->current);
+    find_smallest(m);
+}
+
+static void mi_prev(bkv_iiter *b) {
+    merging_iter *m = (merging_iter *)b;
+    if (m->forward) {
+        size_t kl;
+        const uint8_t *k = bkv_iiter_key(m->current, &kl);
+        for (size_t i = 0; i < m->n; i++) {
+            bkv_iiter *c = m->children[i];
+            if (c == m->current) continue;
+            bkv_iiter_seek(c, k, kl);
+            /* Now at the first entry >= key: step back to the last < key. */
+            if (bkv_iiter_valid(c)) bkv_iiter_prev(c);
+            else bkv_iiter_last(c);
+        }
+        m->forward = 0;
+    }
+    bkv_iiter_prev(m->current);
+    find_largest(m);
+}
+
+static const uint8_t *mi_key(bkv_iiter *b, size_t *len) { return bkv_iiter_key(((merging_iter *)b)->current, len); }
+static const uint8_t *mi_value(bkv_iiter *b, size_t *len) { return bkv_iiter_value(((merging_iter *)b)->current, len); }
+
+static int mi_status(bkv_iiter *b, bkv_err *e) {
+    merging_iter *m = (merging_iter *)b;
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = bkv_iiter_status(m->children[i], e);
+        if (rc) return rc;
+    }
+    return BKV_OK;
+}
+
+static void mi_destroy(bkv_iiter *b) {
+    merging_iter *m = (merging_iter *)b;
+    for (size_t i = 0; i < m->n; i++) bkv_iiter_destroy(m->children[i]);
+    free(m->children);
+    free(m);
+}
+
+static const bkv_iiter_ops merging_ops = {mi_valid, mi_first, mi_last,  mi_seek,   mi_next,
+                                          mi_prev,  mi_key,   mi_value, mi_status, mi_destroy};
+
+bkv_iiter *bkv_merging_iter_new(bkv_iiter **children, size_t n) {
+    merging_iter *m = calloc(1, sizeof *m);
+    if (!m) {
+        for (size_t i = 0; i < n; i++) bkv_iiter_destroy(children[i]);
+        free(children);
+        return NULL;
+    }
+    m->base.ops = &merging_ops;
+    m->children = children;
+    m->n = n;
+    m->forward = 1;
+    return &m->base;
+}

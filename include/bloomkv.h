@@ -40,6 +40,9 @@ extern "C" {
 #endif
 
 enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD = 2 };
+enum { BKV_COMPACTION_LEVELED = 0, BKV_COMPACTION_TIERED = 1 };
+
+#define BKV_MAX_LEVELS 7
 
 typedef struct bkv_db bkv_db;
 typedef struct bkv_batch bkv_batch;
@@ -65,6 +68,29 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    memtable_filter;             /* Bloom filter over each memtable's keys; default 1 */
     bkv_prefix_fn prefix_extractor;     /* when set, table filters also hold each key's prefix,
                                            so prefix-bounded iterators skip tables; default NULL */
+
+    /* Compaction. Leveled (LevelDB/RocksDB style): level 0 holds flushed
+     * tables that may overlap; levels 1.. are sorted runs of disjoint
+     * tables, each level's target size multiplier times the previous.
+     * Tiered (size-tiered / universal): every table is a sorted run in
+     * level 0, and runs of similar size are merged when enough pile up. */
+    int    compaction_style;            /* BKV_COMPACTION_*; default LEVELED */
+    int    level0_compaction_trigger;   /* level-0 tables (tiered: runs) that start a compaction; default 4 */
+    int    level0_slowdown_trigger;     /* ... that slow writes by 1 ms each; default 8 */
+    int    level0_stop_trigger;         /* ... that stop writes until compaction catches up; default 12 */
+    uint64_t max_bytes_for_level_base;  /* level-1 target bytes; default 64 MiB */
+    double level_size_multiplier;       /* default 10 */
+    uint64_t target_file_size;          /* leveled output tables are cut at this size; default 16 MiB */
+    int    tiered_size_ratio;           /* percent: a run joins a merge if not larger than
+                                           (100 + ratio)% of the runs newer than it; default 20 */
+    int    tiered_max_size_amplification; /* percent: merge everything when the newer runs exceed
+                                           this share of the oldest; default 200 */
+    int    max_background_jobs;         /* background threads (flushes and compactions); default 2 */
+    /* Per-level filter policy: < 0 means "use filter_type / bits_per_key". */
+    int    filter_type_per_level[BKV_MAX_LEVELS];   /* default all -1 */
+    double bits_per_key_per_level[BKV_MAX_LEVELS];  /* default all -1 */
+    int    optimize_filters_for_hits;   /* no key filter on the bottommost level (saves ~90% of
+                                           filter memory; misses then cost one block read); default 0 */
 } bkv_options;
 
 typedef struct bkv_write_options {
@@ -144,15 +170,23 @@ BKV_EXPORT int bkv_iter_status(const bkv_iter *it);
 
 /* Writes the active memtable to a table and waits for it. */
 BKV_EXPORT int bkv_flush(bkv_db *db);
+/* Flushes, then runs compactions until none is due (every level within
+ * its target), and returns when they are done. */
+BKV_EXPORT int bkv_compact(bkv_db *db);
 
 /* A malloc'd text (free with bkv_free), or NULL for an unknown name:
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.num-files-at-level<N>"  decimal
+ *   "bloomkv.bytes-at-level<N>"      decimal
+ *   "bloomkv.write-amplification"    table bytes written per user byte written
+ *   "bloomkv.space-amplification"    table bytes per byte of the last level (tiered: oldest run)
+ *   "bloomkv.read-amplification"     tables consulted per get
  *   "bloomkv.counter.<name>"         decimal; names: gets, key-hashes,
  *       filter-probes, filter-negatives, filter-false-positives,
  *       filter-corrupt, memtable-filter-negatives, blocks-read, cache-hits,
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
- *       tables-consulted
+ *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
+ *       trivial-moves, compaction-bytes-read, compaction-bytes-written
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 

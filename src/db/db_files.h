@@ -35,6 +35,10 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
  * REQUIRES: db->mu held. */
 int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e);
 
+/* Puts the database into its read-only error state (first error wins).
+ * REQUIRES: db->mu. Returns rc. */
+int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e);
+
 /* Records err as this thread's last error on db; returns rc. */
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 

@@ -29,8 +29,11 @@ struct bkv_snapshot {
 typedef struct bkv_db_counters {
     atomic_uint_fast64_t gets, key_hashes, filter_probes, filter_negatives, filter_false_positives,
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
-        tables_consulted;
+        tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
+        compaction_bytes_written;
 } bkv_db_counters;
+
+_Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
 
 struct bkv_db {
     char *path;
@@ -41,10 +44,13 @@ struct bkv_db {
     pthread_mutex_t mu;            /* guards everything below unless noted */
     pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
     pthread_cond_t work_cv;        /* wakes the background thread */
-    pthread_t bg_thread;
-    int bg_started;
+    pthread_t bg_threads[16];
+    int nbg;                       /* background threads started */
     int shutting_down;
-    int bg_busy;                   /* a flush is in progress */
+    int flushing;                  /* a flush is in progress */
+    int compacting;                /* a compaction is in progress */
+    bkv_buf compact_pointer[BKV_NUM_LEVELS]; /* leveled: where the next compaction of a level starts */
+    bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
     bkv_memtable *mem;             /* active memtable, written by the write leader only */
     uint64_t mem_log;              /* its WAL number */
@@ -103,6 +109,17 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
 
 /* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);
+
+/* Compaction (compaction.c). REQUIRES db->mu for pick; run drops it while
+ * it merges. */
+typedef struct bkv_compaction bkv_compaction;
+bkv_compaction *bkv_pick_compaction(bkv_db *db);
+void bkv_run_compaction(bkv_db *db, bkv_compaction *c);
+/* Table options for a table written to level (bottommost: no older data
+ * for its keys below it). */
+bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommost);
+/* Deletes an obsolete table file (the bkv_file_owner callback). */
+void bkv_db_table_obsolete(void *db, uint64_t number);
 
 /* Opens with an explicit env (tests inject faults through it). */
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp);

@@ -34,6 +34,20 @@ void bkv_options_init(bkv_options *o) {
     o->bits_per_key = 10;
     o->compression = BKV_COMPRESSION_NONE;
     o->memtable_filter = 1;
+    o->compaction_style = BKV_COMPACTION_LEVELED;
+    o->level0_compaction_trigger = 4;
+    o->level0_slowdown_trigger = 8;
+    o->level0_stop_trigger = 12;
+    o->max_bytes_for_level_base = 64u << 20;
+    o->level_size_multiplier = 10;
+    o->target_file_size = 16u << 20;
+    o->tiered_size_ratio = 20;
+    o->tiered_max_size_amplification = 200;
+    o->max_background_jobs = 2;
+    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
+        o->filter_type_per_level[i] = -1;
+        o->bits_per_key_per_level[i] = -1;
+    }
 }
 
 void bkv_read_options_init(bkv_read_options *ro) {
@@ -390,6 +404,7 @@ static void free_db(bkv_db *db) {
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_file(db->env, db->lock);
     bkv_buf_free(&db->group);
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
     pthread_mutex_destroy(&db->mu);
     pthread_mutex_destroy(&db->err_mu);
     pthread_cond_destroy(&db->bg_cv);
@@ -399,7 +414,17 @@ static void free_db(bkv_db *db) {
 }
 
 static int options_valid(const bkv_options *o) {
-    return o->write_buffer_size >= 1024 && o->block_size >= 64 && o->max_write_buffer_number >= 2 &&
+    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
+        int t = o->filter_type_per_level[i];
+        if (t > 0 && !bkv_filter_type_name(t)) return 0;
+        if (o->bits_per_key_per_level[i] > 100) return 0;
+    }
+    return (o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED) &&
+           o->level0_compaction_trigger >= 2 && o->level0_slowdown_trigger >= o->level0_compaction_trigger &&
+           o->level0_stop_trigger >= o->level0_slowdown_trigger && o->max_bytes_for_level_base >= 1024 &&
+           o->level_size_multiplier >= 2 && o->target_file_size >= 1024 && o->tiered_size_ratio >= 0 &&
+           o->tiered_max_size_amplification >= 0 && o->max_background_jobs >= 1 && o->max_background_jobs <= 16 &&
+           o->write_buffer_size >= 1024 && o->block_size >= 64 && o->max_write_buffer_number >= 2 &&
            o->max_write_buffer_number <= BKV_MAX_IMM + 1 && o->max_open_files >= 1 &&
            (o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type)) &&
            (o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100)) &&
@@ -427,6 +452,9 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
+    db->owner.on_obsolete = bkv_db_table_obsolete;
+    db->owner.ctx = db;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&db->compact_pointer[l]);
 
     bkv_err e = {{0}};
     int rc = BKV_OK;
@@ -449,12 +477,17 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     }
     if (!rc) rc = recover(db, exists, &e);
     if (!rc && !(db->mem = bkv_db_new_memtable(opts))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
-    if (!rc) {
-        if (pthread_create(&db->bg_thread, NULL, bkv_db_background, db) != 0)
-            rc = bkv_fail(&e, BKV_NOMEM, "cannot start the background thread");
-        else db->bg_started = 1;
+    for (int i = 0; !rc && i < opts->max_background_jobs; i++) {
+        if (pthread_create(&db->bg_threads[i], NULL, bkv_db_background, db) != 0)
+            rc = bkv_fail(&e, BKV_NOMEM, "cannot start a background thread");
+        else db->nbg++;
     }
     if (rc) {
+        pthread_mutex_lock(&db->mu);
+        __atomic_store_n(&db->shutting_down, 1, __ATOMIC_RELAXED); /* compactions poll it unlocked */
+        pthread_cond_broadcast(&db->work_cv);
+        pthread_mutex_unlock(&db->mu);
+        for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
         free_db(db);
         return rc;
     }
@@ -469,10 +502,10 @@ int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {
 int bkv_close(bkv_db *db) {
     if (!db) return BKV_OK;
     pthread_mutex_lock(&db->mu);
-    db->shutting_down = 1;
+    __atomic_store_n(&db->shutting_down, 1, __ATOMIC_RELAXED); /* compactions poll it unlocked */
     pthread_cond_broadcast(&db->work_cv);
     pthread_mutex_unlock(&db->mu);
-    if (db->bg_started) pthread_join(db->bg_thread, NULL);
+    for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
     int rc = BKV_OK;
     if (db->logfile) {
         rc = bkv_file_close(db->logfile, NULL);

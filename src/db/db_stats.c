@@ -27,6 +27,11 @@ static const counter_name db_counters[] = {
     DB_COUNTER("write-stalls", write_stalls),
     DB_COUNTER("write-slowdowns", write_slowdowns),
     DB_COUNTER("tables-consulted", tables_consulted),
+    DB_COUNTER("flush-bytes-written", flush_bytes_written),
+    DB_COUNTER("compactions", compactions),
+    DB_COUNTER("trivial-moves", trivial_moves),
+    DB_COUNTER("compaction-bytes-read", compaction_bytes_read),
+    DB_COUNTER("compaction-bytes-written", compaction_bytes_written),
 };
 
 #define TABLE_COUNTER(n, f) {n, offsetof(bkv_table_stats, f)}
@@ -89,6 +94,35 @@ static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
     return total;
 }
 
+typedef struct amplification {
+    double write;   /* table bytes written (flush + compaction) per byte written by users */
+    double space;   /* table bytes per byte of the last level (leveled) or oldest run (tiered) */
+    double read;    /* tables consulted per get */
+} amplification;
+
+static amplification amplifications(bkv_db *db, const bkv_tree_version *v) {
+    amplification a = {0, 0, 0};
+    uint64_t user = 0, flushed = 0, compacted = 0, gets = 0, consulted = 0;
+    counter_value(db, "bytes-written", &user);
+    counter_value(db, "flush-bytes-written", &flushed);
+    counter_value(db, "compaction-bytes-written", &compacted);
+    counter_value(db, "gets", &gets);
+    counter_value(db, "tables-consulted", &consulted);
+    if (user) a.write = (double)(flushed + compacted) / (double)user;
+    if (gets) a.read = (double)consulted / (double)gets;
+    uint64_t total = 0, base = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++) total += v->files[l][i]->size;
+    if (db->opts.compaction_style == BKV_COMPACTION_TIERED) {
+        if (v->nfiles[0]) base = v->files[0][v->nfiles[0] - 1]->size;
+    } else {
+        for (int l = BKV_NUM_LEVELS - 1; l >= 0 && !base; l--)
+            for (size_t i = 0; i < v->nfiles[l]; i++) base += v->files[l][i]->size;
+    }
+    if (base) a.space = (double)total / (double)base;
+    return a;
+}
+
 static char *stats_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
@@ -113,6 +147,8 @@ static char *stats_report(bkv_db *db) {
                    (unsigned long long)entries);
     }
     append(&b, "filter memory (open tables): %llu bytes\n", (unsigned long long)filter_memory(db, v));
+    amplification a = amplifications(db, v);
+    append(&b, "amplification: write %.2f, space %.2f, read %.2f tables per get\n", a.write, a.space, a.read);
     bkv_version_unref(v);
     uint64_t probes = 0, negatives = 0, fps = 0;
     counter_value(db, "filter-probes", &probes);
@@ -156,6 +192,23 @@ char *bkv_property(bkv_db *db, const char *name) {
         size_t n = db->current->nfiles[level];
         pthread_mutex_unlock(&db->mu);
         return format("%zu", n);
+    }
+    if (strcmp(name, "bloomkv.write-amplification") == 0 || strcmp(name, "bloomkv.space-amplification") == 0 ||
+        strcmp(name, "bloomkv.read-amplification") == 0) {
+        pthread_mutex_lock(&db->mu);
+        amplification a = amplifications(db, db->current);
+        pthread_mutex_unlock(&db->mu);
+        return format("%.4f", name[8] == 'w' ? a.write : name[8] == 's' ? a.space : a.read);
+    }
+    if (strncmp(name, "bloomkv.bytes-at-level", 22) == 0) {
+        char *end;
+        long level = strtol(name + 22, &end, 10);
+        if (end == name + 22 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
+        pthread_mutex_lock(&db->mu);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < db->current->nfiles[level]; i++) bytes += db->current->files[level][i]->size;
+        pthread_mutex_unlock(&db->mu);
+        return format("%llu", (unsigned long long)bytes);
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
         pthread_mutex_lock(&db->mu);

@@ -41,7 +41,7 @@ struct bkv_writer {
 
 static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number - 1; }
 
-static int set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
+int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
     if (!db->bg_error) {
         db->bg_error = rc;
         snprintf(db->bg_msg, sizeof db->bg_msg, "%s", e && e->msg[0] ? e->msg : bkv_strerror(rc));
@@ -74,7 +74,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
             db->env->remove_file(db->env, path, NULL);
         }
         bkv_memtable_unref(fresh);
-        return set_bg_error(db, rc, e);
+        return bkv_db_set_bg_error(db, rc, e);
     }
     db->logfile = f;
     bkv_log_writer_init(&db->log, f);
@@ -94,6 +94,23 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         if (db->bg_error) return bg_error(db, e);
         size_t used = bkv_memtable_memory(db->mem);
         if (force && bkv_memtable_entries(db->mem) == 0) return BKV_OK;
+        size_t l0 = db->current->nfiles[0];
+        if (!force && allow_delay && l0 >= (size_t)db->opts.level0_slowdown_trigger) {
+            /* Level 0 is piling up: give compaction 1 ms of this writer's
+             * time now rather than stop every writer later. */
+            atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
+            pthread_mutex_unlock(&db->mu);
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+            pthread_mutex_lock(&db->mu);
+            allow_delay = 0;
+            continue;
+        }
+        if (!force && l0 >= (size_t)db->opts.level0_stop_trigger) {
+            atomic_fetch_add_explicit(&db->c.write_stalls, 1, memory_order_relaxed);
+            pthread_cond_signal(&db->work_cv);
+            pthread_cond_wait(&db->bg_cv, &db->mu);
+            continue;
+        }
         if (!force && used < db->opts.write_buffer_size) {
             if (allow_delay && db->nimm >= max_imm(db) && used >= db->opts.write_buffer_size / 4 * 3) {
                 /* Nearly full with no room to switch: give the flush 1 ms
@@ -180,8 +197,8 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             if (sync) atomic_fetch_add_explicit(&db->c.syncs, 1, memory_order_relaxed);
 
             pthread_mutex_lock(&db->mu);
-            if (log_rc) set_bg_error(db, log_rc, &e);
-            else if (rc) set_bg_error(db, rc, &e); /* memtable out of memory: the WAL has it, but reads would not */
+            if (log_rc) bkv_db_set_bg_error(db, log_rc, &e);
+            else if (rc) bkv_db_set_bg_error(db, rc, &e); /* memtable out of memory: the WAL has it, but reads would not */
             else atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
         }
     }
@@ -237,7 +254,7 @@ int bkv_flush(bkv_db *db) {
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     pthread_mutex_lock(&db->mu);
-    while ((db->nimm > 0 || db->bg_busy) && !db->bg_error) pthread_cond_wait(&db->bg_cv, &db->mu);
+    while ((db->nimm > 0 || db->flushing) && !db->bg_error) pthread_cond_wait(&db->bg_cv, &db->mu);
     bkv_err e = {{0}};
     if (db->bg_error) rc = bg_error(db, &e);
     pthread_mutex_unlock(&db->mu);
@@ -252,9 +269,8 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     bkv_wfile *f;
     int rc = db->env->new_writable(db->env, path, &f, e);
     if (rc) return rc;
-    bkv_table_options to = {.block_size = db->opts.block_size, .restart_interval = 16,
-                            .filter_type = db->opts.filter_type, .bits_per_key = db->opts.bits_per_key,
-                            .compression = db->opts.compression, .prefix_extractor = db->opts.prefix_extractor};
+    /* A flush is bottommost only when it makes the first table of all. */
+    bkv_table_options to = bkv_db_table_options(db, 0, 0);
     bkv_table_builder *b = bkv_table_builder_new(&to, f, path);
     if (!b) rc = bkv_fail(e, BKV_NOMEM, "out of memory building %s", path);
     bkv_memtable_iter it;
@@ -270,6 +286,8 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     }
     if (!rc) rc = bkv_table_builder_finish(b, e);
     uint64_t size = b ? bkv_table_builder_file_size(b) : 0, entries = b ? bkv_table_builder_entries(b) : 0;
+    uint64_t lo = 0, hi = 0;
+    if (b) bkv_table_builder_seq_range(b, &lo, &hi);
     bkv_table_builder_free(b);
     if (!rc) rc = bkv_file_sync(f, e);
     int crc = bkv_file_close(f, rc ? NULL : e);
@@ -278,6 +296,11 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
     if (!rc && !(*out = bkv_file_meta_new(number, size, entries, smallest, slen, largest, llen)))
         rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    if (!rc) {
+        (*out)->smallest_seq = lo;
+        (*out)->largest_seq = hi;
+        atomic_fetch_add_explicit(&db->c.flush_bytes_written, size, memory_order_relaxed);
+    }
     if (rc) db->env->remove_file(db->env, path, NULL);
     return rc;
 }
@@ -300,7 +323,7 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
         bkv_version_unref(nv);
         /* The manifest may now end in a partial record: nothing more may
          * be appended after it. */
-        return set_bg_error(db, rc, e);
+        return bkv_db_set_bg_error(db, rc, e);
     }
     bkv_version_unref(db->current);
     db->current = nv;
@@ -312,15 +335,15 @@ static void flush_one(bkv_db *db) {
     bkv_memtable *mem = db->imm[0];
     uint64_t old_log = db->imm_log[0];
     uint64_t number = db->next_file++;
-    db->bg_busy = 1;
+    db->flushing = 1;
     pthread_mutex_unlock(&db->mu);
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
     int rc = bkv_write_level0_table(db, mem, number, &meta, &e);
     pthread_mutex_lock(&db->mu);
-    db->bg_busy = 0;
+    db->flushing = 0;
     if (rc) {
-        set_bg_error(db, rc, &e);
+        bkv_db_set_bg_error(db, rc, &e);
         return;
     }
     bkv_version_edit edit;
@@ -332,7 +355,7 @@ static void flush_one(bkv_db *db) {
     if (!rc) rc = bkv_log_and_apply(db, &edit, &e);
     bkv_edit_free(&edit);
     if (rc) {
-        set_bg_error(db, rc, &e);
+        bkv_db_set_bg_error(db, rc, &e);
         return;
     }
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof db->imm[0]);
@@ -346,17 +369,58 @@ static void flush_one(bkv_db *db) {
     pthread_cond_broadcast(&db->bg_cv);
 }
 
+/* Each background thread flushes when a flush is due and none is running,
+ * else compacts when a compaction is due and none is running, else waits.
+ * With two or more threads a long compaction never holds up flushes. */
 void *bkv_db_background(void *arg) {
     bkv_db *db = arg;
     pthread_mutex_lock(&db->mu);
     while (!db->shutting_down) {
-        if (db->nimm > 0 && !db->bg_error) {
+        if (db->nimm > 0 && !db->flushing && !db->bg_error) {
             flush_one(db);
+            pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
             continue;
+        }
+        if (!db->compacting && !db->bg_error) {
+            bkv_compaction *c = bkv_pick_compaction(db);
+            if (c) {
+                db->compacting = 1;
+                bkv_run_compaction(db, c);
+                db->compacting = 0;
+                pthread_cond_broadcast(&db->bg_cv);
+                pthread_cond_broadcast(&db->work_cv);
+                continue;
+            }
         }
         pthread_cond_wait(&db->work_cv, &db->mu);
     }
     pthread_cond_broadcast(&db->bg_cv);
     pthread_mutex_unlock(&db->mu);
     return NULL;
+}
+
+int bkv_compact(bkv_db *db) {
+    if (!db) return BKV_INVALID;
+    int rc = bkv_flush(db);
+    if (rc) return rc;
+    pthread_mutex_lock(&db->mu);
+    pthread_cond_broadcast(&db->work_cv);
+    for (;;) {
+        if (db->bg_error) break;
+        if (!db->compacting && !db->flushing && db->nimm == 0) {
+            bkv_compaction *c = bkv_pick_compaction(db);
+            if (!c) break;
+            /* Run it here rather than wait: the caller asked for it. */
+            db->compacting = 1;
+            bkv_run_compaction(db, c);
+            db->compacting = 0;
+            pthread_cond_broadcast(&db->bg_cv);
+            continue;
+        }
+        pthread_cond_wait(&db->bg_cv, &db->mu);
+    }
+    bkv_err e = {{0}};
+    if (db->bg_error) rc = bg_error(db, &e);
+    pthread_mutex_unlock(&db->mu);
+    return bkv_db_error(db, rc, &e);
 }

@@ -33,12 +33,13 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
 
 void bkv_file_meta_unref(bkv_file_meta *f) {
     if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (f->obsolete && f->owner) f->owner->on_obsolete(f->owner->ctx, f->number);
     free(f->smallest);
     free(f->largest);
     free(f);
 }
 
-static void file_ref(bkv_file_meta *f) { __atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED); }
+void bkv_file_meta_ref(bkv_file_meta *f) { __atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED); }
 
 void bkv_edit_init(bkv_version_edit *e) { memset(e, 0, sizeof *e); }
 
@@ -57,7 +58,7 @@ int bkv_edit_add_file(bkv_version_edit *e, int level, bkv_file_meta *meta) {
         e->added = g;
         e->cap_added = cap;
     }
-    file_ref(meta);
+    bkv_file_meta_ref(meta);
     e->added[e->nadded++] = (bkv_new_file){level, meta};
     return BKV_OK;
 }
@@ -99,6 +100,8 @@ void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
         bkv_buf_put_varint(out, f->number);
         bkv_buf_put_varint(out, f->size);
         bkv_buf_put_varint(out, f->entries);
+        bkv_buf_put_varint(out, f->smallest_seq);
+        bkv_buf_put_varint(out, f->largest_seq);
         bkv_buf_put_slice(out, f->smallest, f->smallest_len);
         bkv_buf_put_slice(out, f->largest, f->largest_len);
     }
@@ -109,7 +112,7 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
     bkv_edit_init(e);
     const uint8_t *end = p + len;
     while (p < end) {
-        uint64_t tag, a, b, c, d, slen, llen;
+        uint64_t tag, a, b, c, d, sseq, lseq, slen, llen;
         if (!(p = bkv_get_varint64(p, end, &tag))) goto bad;
         switch (tag) {
         case TAG_LOG_NUMBER:
@@ -132,6 +135,7 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
         case TAG_NEW_FILE: {
             if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)) ||
                 !(p = bkv_get_varint64(p, end, &c)) || !(p = bkv_get_varint64(p, end, &d)) ||
+                !(p = bkv_get_varint64(p, end, &sseq)) || !(p = bkv_get_varint64(p, end, &lseq)) || sseq > lseq ||
                 !(p = bkv_get_varint64(p, end, &slen)) || slen > (uint64_t)(end - p) || slen < BKV_IKEY_TRAILER)
                 goto bad;
             const uint8_t *s = p;
@@ -141,6 +145,8 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             p += llen;
             bkv_file_meta *f = bkv_file_meta_new(b, c, d, s, (size_t)slen, l, (size_t)llen);
             if (!f) goto nomem;
+            f->smallest_seq = sseq;
+            f->largest_seq = lseq;
             int rc = bkv_edit_add_file(e, (int)a, f);
             bkv_file_meta_unref(f);
             if (rc) goto nomem;
@@ -175,9 +181,13 @@ void bkv_version_unref(bkv_tree_version *v) {
     free(v);
 }
 
+/* Newest data first. Flushes produce files in sequence order, but a
+ * tiered merge gives old data a new, higher file number: order by the
+ * sequences a file holds, not by its number. */
 static int cmp_level0(const void *a, const void *b) {
     const bkv_file_meta *x = *(bkv_file_meta *const *)a, *y = *(bkv_file_meta *const *)b;
-    return x->number < y->number ? 1 : x->number > y->number ? -1 : 0; /* newest first */
+    if (x->largest_seq != y->largest_seq) return x->largest_seq < y->largest_seq ? 1 : -1;
+    return x->number < y->number ? 1 : x->number > y->number ? -1 : 0;
 }
 
 static int cmp_by_smallest(const void *a, const void *b) {
@@ -205,12 +215,12 @@ int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit
         }
         for (size_t i = 0; i < base->nfiles[l]; i++)
             if (!deleted(edit, l, base->files[l][i]->number)) {
-                file_ref(base->files[l][i]);
+                bkv_file_meta_ref(base->files[l][i]);
                 v->files[l][v->nfiles[l]++] = base->files[l][i];
             }
         for (size_t i = 0; i < edit->nadded; i++)
             if (edit->added[i].level == l && !deleted(edit, l, edit->added[i].meta->number)) {
-                file_ref(edit->added[i].meta);
+                bkv_file_meta_ref(edit->added[i].meta);
                 v->files[l][v->nfiles[l]++] = edit->added[i].meta;
             }
         qsort(v->files[l], v->nfiles[l], sizeof *v->files[l], l == 0 ? cmp_level0 : cmp_by_smallest);

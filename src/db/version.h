@@ -17,13 +17,24 @@
 
 #define BKV_NUM_LEVELS 7
 
+/* Told when a file no longer belongs to any version (its last reference
+ * is gone after a compaction removed it), so it can be deleted. */
+typedef struct bkv_file_owner {
+    void (*on_obsolete)(void *ctx, uint64_t number);
+    void *ctx;
+} bkv_file_owner;
+
 typedef struct bkv_file_meta {
-    int refs;
+    int refs;                 /* atomic */
     uint64_t number;
     uint64_t size;
     uint64_t entries;
+    uint64_t smallest_seq, largest_seq;
     uint8_t *smallest; size_t smallest_len; /* internal keys */
     uint8_t *largest;  size_t largest_len;
+    int being_compacted;      /* under the db mutex */
+    int obsolete;             /* set when an installed edit removed it */
+    const bkv_file_owner *owner;
 } bkv_file_meta;
 
 typedef struct bkv_tree_version {
@@ -55,6 +66,7 @@ typedef struct bkv_version_edit {
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen);
+void bkv_file_meta_ref(bkv_file_meta *f);
 void bkv_file_meta_unref(bkv_file_meta *f);
 
 void bkv_edit_init(bkv_version_edit *e);
@@ -68,7 +80,8 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
 bkv_tree_version *bkv_version_new(void);
 void bkv_version_unref(bkv_tree_version *v);
 /* The version obtained by applying edit to base (base unchanged). Level 0
- * is kept newest file first; deeper levels by smallest key. */
+ * is kept newest data first (by largest sequence); deeper levels by
+ * smallest key. */
 int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Encodes the whole of v as one edit (the first record of a manifest). */
 int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);

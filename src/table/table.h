@@ -57,6 +57,10 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e);
 uint64_t bkv_table_builder_file_size(const bkv_table_builder *b);
 uint64_t bkv_table_builder_entries(const bkv_table_builder *b);
+/* Smallest and largest sequence numbers added. */
+void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi);
+/* Size of the file if finished now (for cutting outputs). */
+uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b);
 void bkv_table_builder_free(bkv_table_builder *b);
 
 /* ---- reader ---- */

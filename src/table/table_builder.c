@@ -24,6 +24,7 @@ struct bkv_table_builder {
     bkv_hash *hashes;
     size_t nhashes, hash_cap;
     bkv_table_props props;
+    uint64_t min_seq, max_seq;
     int failed;
 };
 
@@ -129,6 +130,9 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     if (b->props.num_entries == 0) bkv_buf_append(&b->first_ikey, ikey, ilen);
     bkv_buf_clear(&b->last_ikey);
     bkv_buf_append(&b->last_ikey, ikey, ilen);
+    uint64_t seq = bkv_ikey_trailer(ikey, ilen) >> 8;
+    if (b->props.num_entries == 0 || seq < b->min_seq) b->min_seq = seq;
+    if (seq > b->max_seq) b->max_seq = seq;
     b->props.num_entries++;
     if ((bkv_ikey_trailer(ikey, ilen) & 0xff) == BKV_TYPE_DELETION) b->props.num_deletions++;
     b->props.raw_key_bytes += ilen;
@@ -207,3 +211,12 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
 
 uint64_t bkv_table_builder_file_size(const bkv_table_builder *b) { return b->offset; }
 uint64_t bkv_table_builder_entries(const bkv_table_builder *b) { return b->props.num_entries; }
+
+void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi) {
+    *lo = b->min_seq;
+    *hi = b->max_seq;
+}
+
+uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b) {
+    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8;
+}

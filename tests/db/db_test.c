@@ -34,6 +34,11 @@ static bkv_options small_options(void) {
     return o;
 }
 
+/* Level 0 only: every flush stays a table of its own. */
+static void no_compaction(bkv_options *o) {
+    o->level0_compaction_trigger = o->level0_slowdown_trigger = o->level0_stop_trigger = 1 << 20;
+}
+
 static uint64_t counter(bkv_db *db, const char *name) {
     char prop[64];
     snprintf(prop, sizeof prop, "bloomkv.counter.%s", name);
@@ -136,14 +141,12 @@ static void basic_operations_and_reopen(void **state) {
 #define MODEL_KEYS 3000
 
 /* Random puts, deletes, batches and gets against an in-memory model, with
- * tiny memtables (hundreds of tables) and periodic reopens. */
-static void model_based_random_operations(void **state) {
-    (void)state;
+ * tiny memtables and periodic reopens. */
+static void run_model(const char *name, bkv_options o, size_t min_tables) {
     char path[300];
-    snprintf(path, sizeof path, "%s/model", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     char **model = calloc(MODEL_KEYS, sizeof *model);
     assert_non_null(model);
-    bkv_options o = small_options();
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     uint64_t rng = 12345;
@@ -189,7 +192,8 @@ static void model_based_random_operations(void **state) {
             assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
         }
     }
-    assert_true(files_at_level0(db) >= 100);
+    assert_true(files_at_level0(db) >= min_tables);
+    if (o.compaction_style == BKV_COMPACTION_LEVELED && min_tables == 0) assert_true(counter(db, "compactions") > 0);
     for (int k = 0; k < MODEL_KEYS; k++) {
         char key[32];
         snprintf(key, sizeof key, "key%06d", k);
@@ -225,12 +229,37 @@ static void model_based_random_operations(void **state) {
     free(model);
 }
 
+/* Hundreds of level-0 tables: every get asks every table's filter. */
+static void model_based_random_operations(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    no_compaction(&o);
+    run_model("model", o, 100);
+}
+
+static void model_with_leveled_compaction(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    o.max_bytes_for_level_base = 64 * 1024;
+    o.target_file_size = 16 * 1024;
+    o.level_size_multiplier = 4;
+    run_model("leveled", o, 0);
+}
+
+static void model_with_tiered_compaction(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    o.compaction_style = BKV_COMPACTION_TIERED;
+    run_model("tiered", o, 0);
+}
+
 /* One hash per get, however many tables there are. */
 static void one_hash_per_get_with_200_tables(void **state) {
     (void)state;
     char path[300];
     snprintf(path, sizeof path, "%s/hash", dir);
     bkv_options o = small_options();
+    no_compaction(&o);
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     for (int t = 0; t < 200; t++) {
@@ -387,6 +416,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(basic_operations_and_reopen),
         cmocka_unit_test(model_based_random_operations),
+        cmocka_unit_test(model_with_leveled_compaction),
+        cmocka_unit_test(model_with_tiered_compaction),
         cmocka_unit_test(one_hash_per_get_with_200_tables),
         cmocka_unit_test(synced_writes_survive_kill_9),
         cmocka_unit_test(corrupt_table_is_reported_not_misread),

@@ -190,6 +190,16 @@ static void check_prefix_scan(bkv_db *db, const model *m, int prefix) {
     bkv_iter_destroy(it);
 }
 
+static uint64_t counter(bkv_db *db, const char *name) {
+    char prop[64];
+    snprintf(prop, sizeof prop, "bloomkv.counter.%s", name);
+    char *v = bkv_property(db, prop);
+    assert_non_null(v);
+    uint64_t n = strtoull(v, NULL, 10);
+    bkv_free(v);
+    return n;
+}
+
 static void run_model(bkv_options *o, const char *name, int ops, uint64_t seed) {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -277,7 +287,17 @@ static bkv_options small_options(void) {
 static void iterators_and_snapshots_match_model(void **state) {
     (void)state;
     bkv_options o = small_options();
-    run_model(&o, "plain", 60000, 99);
+    o.max_bytes_for_level_base = 64 * 1024;
+    o.target_file_size = 16 * 1024;
+    o.level_size_multiplier = 4;
+    run_model(&o, "leveled", 60000, 99);
+}
+
+static void tiered_iterators_and_snapshots_match_model(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    o.compaction_style = BKV_COMPACTION_TIERED;
+    run_model(&o, "tiered", 60000, 1234);
 }
 
 static void prefix_iteration_skips_tables(void **state) {
@@ -285,6 +305,39 @@ static void prefix_iteration_skips_tables(void **state) {
     bkv_options o = small_options();
     o.prefix_extractor = prefix3;
     run_model(&o, "prefix", 30000, 7);
+    /* Every table spans p00..p39 but holds the keys of one prefix only:
+     * all 40 are in range of a p17 seek, and their filters rule out 39. */
+    char path[300];
+    snprintf(path, sizeof path, "%s/prefix-skip", dir);
+    o.level0_compaction_trigger = o.level0_slowdown_trigger = o.level0_stop_trigger = 1 << 20;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int p = 0; p < 40; p++) {
+        char key[32];
+        snprintf(key, sizeof key, "p00:edge%02d", p);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), "v", 1), BKV_OK);
+        snprintf(key, sizeof key, "p39:edge%02d", p);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), "v", 1), BKV_OK);
+        for (int i = 0; i < 50; i++) {
+            snprintf(key, sizeof key, "p%02d:%06d", p, i);
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), "v", 1), BKV_OK);
+        }
+        assert_int_equal(bkv_flush(db), BKV_OK);
+    }
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.prefix_same_as_start = 1;
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, &ro, &it), BKV_OK);
+    uint64_t probes = counter(db, "filter-probes"), negatives = counter(db, "filter-negatives");
+    int n = 0;
+    for (bkv_iter_seek(it, "p17", 3); bkv_iter_valid(it); bkv_iter_next(it)) n++;
+    assert_int_equal(n, 50);
+    /* One probe per table for the whole scan, and nearly all say no. */
+    assert_int_equal(counter(db, "filter-probes") - probes, 40);
+    assert_true(counter(db, "filter-negatives") - negatives >= 37);
+    bkv_iter_destroy(it);
+    assert_int_equal(bkv_close(db), BKV_OK);
 }
 
 static int setup(void **state) {
@@ -304,6 +357,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(iterators_and_snapshots_match_model),
+        cmocka_unit_test(tiered_iterators_and_snapshots_match_model),
         cmocka_unit_test(prefix_iteration_skips_tables),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -32,6 +32,7 @@ typedef struct bench_cfg {
     int use_existing_db;
     uint64_t seed;
     int histogram, json, sync;
+    int compaction_style;
 } bench_cfg;
 
 typedef struct bench_engine {
@@ -44,6 +45,7 @@ typedef struct bench_engine {
     int (*get)(void *h, const char *k, size_t kl);
     /* found count for n keys, < 0 on error */
     long (*multi_get)(void *h, const char *const *keys, const size_t *klens, size_t n);
+    int (*compact)(void *h); /* settle: flush and finish due compactions */
     void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
     void (*close)(void *h);
 } bench_engine;
@@ -58,6 +60,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.filter_type = cfg->filter;
     o.bits_per_key = cfg->bloom_bits;
     o.compression = cfg->compression;
+    o.compaction_style = cfg->compaction_style;
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);
@@ -108,9 +111,12 @@ static long bkv_bench_multi_get(void *h, const char *const *keys, const size_t *
     return found;
 }
 
+static int bkv_bench_compact(void *h) { return bkv_compact(h); }
+
 static void bkv_bench_report(void *h, FILE *out) {
     static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
-                                  "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes"};
+                                  "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
+                                  "compactions", "compaction-bytes-read", "compaction-bytes-written"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char prop[64];
         snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);
@@ -118,16 +124,33 @@ static void bkv_bench_report(void *h, FILE *out) {
         fprintf(out, ",\"%s\":%s", names[i], v ? v : "null");
         bkv_free(v);
     }
-    char *v = bkv_property(h, "bloomkv.num-files-at-level0");
-    fprintf(out, ",\"tables\":%s", v ? v : "null");
-    bkv_free(v);
+    static const char *amps[] = {"write", "space", "read"};
+    for (int i = 0; i < 3; i++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.%s-amplification", amps[i]);
+        char *v = bkv_property(h, prop);
+        fprintf(out, ",\"%s_amp\":%s", amps[i], v ? v : "null");
+        bkv_free(v);
+    }
+    fprintf(out, ",\"levels\":[");
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.num-files-at-level%d", l);
+        char *files = bkv_property(h, prop);
+        snprintf(prop, sizeof prop, "bloomkv.bytes-at-level%d", l);
+        char *bytes = bkv_property(h, prop);
+        fprintf(out, "%s{\"files\":%s,\"bytes\":%s}", l ? "," : "", files ? files : "null", bytes ? bytes : "null");
+        bkv_free(files);
+        bkv_free(bytes);
+    }
+    fprintf(out, "]");
 }
 
 static void bkv_bench_close(void *h) { bkv_close(h); }
 
 static const bench_engine bloomkv_engine = {
     "bloomkv", bkv_bench_open, bkv_bench_put, bkv_bench_del, bkv_bench_get, bkv_bench_multi_get,
-    bkv_bench_report, bkv_bench_close,
+    bkv_bench_compact, bkv_bench_report, bkv_bench_close,
 };
 
 /* ---- workload ---- */
@@ -151,14 +174,14 @@ static uint64_t next_rand(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* Key i: its decimal digits, zero-padded to key_size. A missing key has
- * the same length but ends in '.', so it sorts between present keys and
- * every table's key range covers it: only a filter can rule it out. */
+/* Key i: its decimal digits, zero-padded to key_size. A missing key is
+ * key i followed by '.' (as in db_bench): it sorts right after key i, so
+ * every table whose range holds key i holds it too, and only a filter
+ * can rule it out. */
 static size_t make_key(char *buf, int key_size, uint64_t i, int missing) {
     char digits[32];
     int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)i);
-    int width = missing ? key_size - 1 : key_size;
-    int pad = width > n ? width - n : 0;
+    int pad = key_size > n ? key_size - n : 0;
     memset(buf, '0', (size_t)pad);
     memcpy(buf + pad, digits, (size_t)n);
     size_t len = (size_t)(pad + n);
@@ -256,6 +279,11 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             for (size_t j = 0; j < m; j++) s->lat_ns[s->nlat++] = (uint32_t)per;
             found += (uint64_t)r;
         }
+    } else if (strcmp(name, "compact") == 0) {
+        ops = 1;
+        double t0 = bench_now_ns();
+        if (s->eng->compact(s->h)) return -1;
+        record(s, t0);
     } else if (strcmp(name, "deleterandom") == 0) {
         for (uint64_t i = 0; i < ops; i++) {
             size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % c->num, 0);
@@ -277,7 +305,9 @@ static void usage(FILE *out) {
             "                     [--bloom_bits 10] [--filter blocked|bloom|none] [--cache_size BYTES]\n"
             "                     [--write_buffer_size BYTES] [--compression none|lz4|zstd] [--db DIR]\n"
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
+            "                     [--compaction_style leveled|tiered]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot multireadrandom deleterandom\n"
+            "            compact (flush and finish due compactions)\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
 
@@ -295,6 +325,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"db", required_argument, 0, 'd'},         {"use_existing_db", no_argument, 0, 'u'},
         {"seed", required_argument, 0, 's'},       {"histogram", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},             {"sync", no_argument, 0, 'S'},
+        {"compaction_style", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch;
@@ -324,6 +355,11 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'H': c.histogram = 1; break;
         case 'j': c.json = 1; break;
         case 'S': c.sync = 1; break;
+        case 'C':
+            if (strcmp(optarg, "leveled") == 0) c.compaction_style = BKV_COMPACTION_LEVELED;
+            else if (strcmp(optarg, "tiered") == 0) c.compaction_style = BKV_COMPACTION_TIERED;
+            else goto bad;
+            break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

@@ -33,6 +33,7 @@ typedef struct bench_cfg {
     uint64_t seed;
     int histogram, json, sync;
     int compaction_style;
+    int l0_trigger, l0_slowdown, l0_stop; /* 0: engine defaults */
 } bench_cfg;
 
 typedef struct bench_engine {
@@ -61,6 +62,9 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.bits_per_key = cfg->bloom_bits;
     o.compression = cfg->compression;
     o.compaction_style = cfg->compaction_style;
+    if (cfg->l0_trigger) o.level0_compaction_trigger = cfg->l0_trigger;
+    if (cfg->l0_slowdown) o.level0_slowdown_trigger = cfg->l0_slowdown;
+    if (cfg->l0_stop) o.level0_stop_trigger = cfg->l0_stop;
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);
@@ -305,7 +309,8 @@ static void usage(FILE *out) {
             "                     [--bloom_bits 10] [--filter blocked|bloom|none] [--cache_size BYTES]\n"
             "                     [--write_buffer_size BYTES] [--compression none|lz4|zstd] [--db DIR]\n"
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
-            "                     [--compaction_style leveled|tiered]\n"
+            "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
+            "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot multireadrandom deleterandom\n"
             "            compact (flush and finish due compactions)\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
@@ -326,6 +331,9 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"seed", required_argument, 0, 's'},       {"histogram", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},             {"sync", no_argument, 0, 'S'},
         {"compaction_style", required_argument, 0, 'C'},
+        {"level0_file_num_compaction_trigger", required_argument, 0, '0'},
+        {"level0_slowdown_writes_trigger", required_argument, 0, '1'},
+        {"level0_stop_writes_trigger", required_argument, 0, '2'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch;
@@ -360,6 +368,9 @@ int bkv_db_bench_main(int argc, char **argv) {
             else if (strcmp(optarg, "tiered") == 0) c.compaction_style = BKV_COMPACTION_TIERED;
             else goto bad;
             break;
+        case '0': c.l0_trigger = atoi(optarg); break;
+        case '1': c.l0_slowdown = atoi(optarg); break;
+        case '2': c.l0_stop = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

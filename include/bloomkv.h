@@ -80,6 +80,9 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    level0_stop_trigger;         /* ... that stop writes until compaction catches up; default 12 */
     uint64_t max_bytes_for_level_base;  /* level-1 target bytes; default 64 MiB */
     double level_size_multiplier;       /* default 10 */
+    int    level_compaction_dynamic_level_bytes; /* size the levels above the last from the last
+                                           (RocksDB's option of that name): ~1.1 space
+                                           amplification at any size; default 1 */
     uint64_t target_file_size;          /* leveled output tables are cut at this size; default 16 MiB */
     int    tiered_size_ratio;           /* percent: a run joins a merge if not larger than
                                            (100 + ratio)% of the runs newer than it; default 20 */

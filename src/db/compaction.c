@@ -65,16 +65,34 @@ bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommo
     return to;
 }
 
+
 static uint64_t level_bytes(const bkv_tree_version *v, int level) {
     uint64_t total = 0;
     for (size_t i = 0; i < v->nfiles[level]; i++) total += v->files[level][i]->size;
     return total;
 }
 
-static double level_target(const bkv_options *o, int level) {
+static double static_target(const bkv_options *o, int level) {
     double t = (double)o->max_bytes_for_level_base;
     for (int l = 1; l < level; l++) t *= o->level_size_multiplier;
     return t;
+}
+
+/* Target bytes of level n >= 1. Static targets grow from the top; with
+ * dynamic level bytes the levels above the deepest non-empty one are
+ * sized from it instead (each a multiplier smaller than the next, never
+ * below the base), so the last level holds ~90% of the data and space
+ * amplification stays near 1.1 whatever the database size. The deepest
+ * level keeps its static target, so the tree grows a level when needed. */
+static double level_target(const bkv_options *o, const bkv_tree_version *v, int level) {
+    if (!o->level_compaction_dynamic_level_bytes) return static_target(o, level);
+    int last = 0;
+    for (int l = BKV_NUM_LEVELS - 1; l >= 1 && !last; l--)
+        if (v->nfiles[l]) last = l;
+    if (level >= last) return static_target(o, level);
+    double t = (double)level_bytes(v, last);
+    for (int l = level; l < last; l++) t /= o->level_size_multiplier;
+    return t > (double)o->max_bytes_for_level_base ? t : (double)o->max_bytes_for_level_base;
 }
 
 static const uint8_t *ukey(const uint8_t *ikey, size_t len, size_t *ulen) {
@@ -157,7 +175,7 @@ static bkv_compaction *pick_leveled(bkv_db *db) {
     double best_score = 1.0;
     for (int l = 0; l < BKV_NUM_LEVELS - 1; l++) {
         double score = l == 0 ? (double)v->nfiles[0] / o->level0_compaction_trigger
-                              : (double)level_bytes(v, l) / level_target(o, l);
+                              : (double)level_bytes(v, l) / level_target(o, v, l);
         if (score >= best_score && !(l == 0 && any_busy(v->files[0], v->nfiles[0]))) {
             best = l;
             best_score = score;

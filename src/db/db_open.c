@@ -40,6 +40,7 @@ void bkv_options_init(bkv_options *o) {
     o->level0_stop_trigger = 12;
     o->max_bytes_for_level_base = 64u << 20;
     o->level_size_multiplier = 10;
+    o->level_compaction_dynamic_level_bytes = 1;
     o->target_file_size = 16u << 20;
     o->tiered_size_ratio = 20;
     o->tiered_max_size_amplification = 200;

@@ -40,7 +40,8 @@ enum {
     BKV_IOERROR = -2,
     BKV_INVALID = -3,     /* bad argument, or well-formed but unsupported input */
     BKV_NOMEM = -4,
-    BKV_BUSY = -5
+    BKV_BUSY = -5,
+    BKV_FULL = -6         /* a filter has no room for the key (nothing was changed) */
 };
 
 /* A readable name for a status code; a static string, never NULL. */
@@ -63,10 +64,21 @@ BKV_EXPORT bkv_hash bkv_hash_bytes_seeded(const void *data, size_t len, uint64_t
 enum {
     BKV_FILTER_NONE = 0,          /* no filter: every probe answers "maybe" */
     BKV_FILTER_BLOOM = 1,         /* standard Bloom, k probes over all m bits */
-    BKV_FILTER_BLOCKED_BLOOM = 2  /* all k probes of a key in one 64-byte line */
+    BKV_FILTER_BLOCKED_BLOOM = 2, /* all k probes of a key in one 64-byte line */
+    /* Static: built once over all keys (bkv_filter_build), never added to. */
+    BKV_FILTER_RIBBON = 3,        /* standard Ribbon, 128-bit bands: fpr 2^-r in ~1.0x r bits */
+    BKV_FILTER_FUSE8 = 4,         /* binary fuse, 8-bit fingerprints: fpr 1/256, ~9 bits/key */
+    BKV_FILTER_FUSE16 = 5,        /* binary fuse, 16-bit fingerprints */
+    BKV_FILTER_XOR8 = 6,          /* xor filter, 8-bit fingerprints: ~9.8 bits/key */
+    /* Deletable: bkv_filter_delete removes a key added before. */
+    BKV_FILTER_CUCKOO8 = 7,       /* cuckoo, 4-slot buckets, 8/12/16-bit fingerprints */
+    BKV_FILTER_CUCKOO12 = 8,
+    BKV_FILTER_CUCKOO16 = 9,
+    BKV_FILTER_COUNTING = 10      /* counting Bloom, 4-bit saturating counters */
 };
 
-/* "bloom", "blocked", "none"; NULL for an unknown type. */
+/* "bloom", "blocked", "ribbon", "fuse8", "fuse16", "xor8", "cuckoo8",
+ * "cuckoo12", "cuckoo16", "counting", "none"; NULL for an unknown type. */
 BKV_EXPORT const char *bkv_filter_type_name(int type);
 /* The inverse; -1 for an unknown name. */
 BKV_EXPORT int bkv_filter_type_from_name(const char *name);
@@ -82,18 +94,38 @@ typedef struct bkv_filter_spec {
 
 typedef struct bkv_filter bkv_filter;
 
+/* Static types (bkv_filter_is_static) need every key up front; deletable
+ * ones (bkv_filter_is_deletable) support bkv_filter_delete. */
+BKV_EXPORT int bkv_filter_is_static(int type);
+BKV_EXPORT int bkv_filter_is_deletable(int type);
+
 /* A filter sized for about expected_keys keys, to be filled with
- * bkv_filter_add(). Adding more keys than expected works but raises the
- * false-positive rate. Returns BKV_INVALID for a bad spec. */
+ * bkv_filter_add() (not for static types: BKV_INVALID). Adding more keys
+ * than expected to a Bloom type works but raises the false-positive rate;
+ * a cuckoo filter answers BKV_FULL instead. Returns BKV_INVALID for a bad
+ * spec. */
 BKV_EXPORT int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys,
                               bkv_filter **out);
 
-/* A filter holding exactly the n given hashes (duplicates allowed). */
+/* A filter holding exactly the n given hashes (duplicates allowed), of
+ * any type. Static types size themselves from spec: Ribbon keeps
+ * r = round(log2(1/fpr)) result bits (or bits_per_key / 1.04), fuse and
+ * xor their fingerprint width. Construction of a static filter retries
+ * with new seeds and returns BKV_FULL if it still fails (vanishingly
+ * rare); the caller's array is not modified. */
 BKV_EXPORT int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes,
                                 size_t n, bkv_filter **out);
 
-/* Adds a key. BKV_INVALID for a handle from bkv_filter_open() (read-only). */
+/* Adds a key. BKV_INVALID for a handle from bkv_filter_open() (read-only)
+ * or a static type; BKV_FULL when a cuckoo filter has no room (the filter
+ * is unchanged and still holds every key added before). */
 BKV_EXPORT int bkv_filter_add(bkv_filter *f, bkv_hash h);
+
+/* Deletable types only: removes one earlier addition of the key. Returns
+ * BKV_NOTFOUND, changing nothing, when the filter shows the key absent.
+ * Deleting a key that was never added but reads as present (a false
+ * positive) removes another key's trace: only delete what you added. */
+BKV_EXPORT int bkv_filter_delete(bkv_filter *f, bkv_hash h);
 
 /* Adds a key while other threads may be probing the same filter (adders
  * must still be serialized among themselves): the bits are set with atomic
@@ -118,9 +150,9 @@ typedef struct bkv_filter_info {
     unsigned k;               /* probes per key */
     uint32_t hash_seed;
     uint64_t num_keys;        /* keys added (counting duplicates) */
-    uint64_t num_bits;        /* m, the bits probes range over */
+    uint64_t num_bits;        /* m, the positions probes range over (bits, slots, cells, counters) */
     size_t   encoded_bytes;   /* size of the serialized form */
-    double   bits_per_key;    /* num_bits / num_keys (0 when empty) */
+    double   bits_per_key;    /* payload bits / num_keys (0 when empty) */
     double   expected_fpr;    /* the model's false-positive rate at num_keys */
 } bkv_filter_info;
 

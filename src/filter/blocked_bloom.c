@@ -34,7 +34,7 @@ static inline const uint8_t *line_of(const bkv_filter *f, bkv_hash h) {
     return f->payload + (size_t)bkv_fastrange32(bkv_hash_lo(h), (uint32_t)f->num_lines) * LINE_BYTES;
 }
 
-static void blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
+static int blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
     uint8_t *line = (uint8_t *)line_of(f, h);
     uint32_t g = bkv_hash_hi(h);
     for (unsigned i = 0; i < f->k; i++) {
@@ -42,6 +42,7 @@ static void blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
         bkv_payload_set(line, bit, atomic);
         g *= PROBE_MIX;
     }
+    return BKV_OK;
 }
 
 /* Branch-free over the probes: once the line is in L1, testing all k bits
@@ -95,6 +96,7 @@ static void blocked_may_contain_batch(const bkv_filter *f, const bkv_hash *h, si
 }
 
 static const char *blocked_check_geometry(bkv_filter *f) {
+    if (f->filter_seed || f->params[0] || f->params[1] || f->params[2]) return "nonzero seed or parameters";
     if (f->k < 1 || f->k > BKV_FILTER_MAX_K) return "k out of range 1..30";
     if (f->num_bits == 0 || f->num_bits % LINE_BITS != 0) return "bit count not a positive multiple of 512";
     if (f->num_bits / LINE_BITS > UINT32_MAX) return "too many lines";

@@ -31,13 +31,14 @@ static int bloom_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
     return BKV_OK;
 }
 
-static void bloom_add(bkv_filter *f, bkv_hash h, bool atomic) {
+static int bloom_add(bkv_filter *f, bkv_hash h, bool atomic) {
     uint64_t a = h, b = bkv_rotl64(h, 32);
     for (unsigned i = 0; i < f->k; i++) {
         uint64_t pos = bkv_fastrange64(a, f->num_bits);
         bkv_payload_set(f->payload, pos, atomic);
         a += b;
     }
+    return BKV_OK;
 }
 
 static int bloom_may_contain(const bkv_filter *f, bkv_hash h) {
@@ -72,6 +73,7 @@ static void bloom_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size
 }
 
 static const char *bloom_check_geometry(bkv_filter *f) {
+    if (f->filter_seed || f->params[0] || f->params[1] || f->params[2]) return "nonzero seed or parameters";
     if (f->k < 1 || f->k > BKV_FILTER_MAX_K) return "k out of range 1..30";
     if (f->num_bits == 0) return "zero bits";
     if (f->payload_len != (f->num_bits + 7) / 8) return "payload length does not match bit count";

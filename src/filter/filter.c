@@ -14,6 +14,14 @@ static const bkv_filter_ops *ops_for_type(int type) {
     switch (type) {
     case BKV_FILTER_BLOOM: return &bkv_bloom_ops;
     case BKV_FILTER_BLOCKED_BLOOM: return &bkv_blocked_bloom_ops;
+    case BKV_FILTER_RIBBON: return &bkv_ribbon_ops;
+    case BKV_FILTER_FUSE8: return &bkv_fuse8_ops;
+    case BKV_FILTER_FUSE16: return &bkv_fuse16_ops;
+    case BKV_FILTER_XOR8: return &bkv_xor8_ops;
+    case BKV_FILTER_CUCKOO8: return &bkv_cuckoo8_ops;
+    case BKV_FILTER_CUCKOO12: return &bkv_cuckoo12_ops;
+    case BKV_FILTER_CUCKOO16: return &bkv_cuckoo16_ops;
+    case BKV_FILTER_COUNTING: return &bkv_counting_ops;
     default: return NULL;
     }
 }
@@ -40,49 +48,94 @@ static int spec_valid(const bkv_filter_spec *spec) {
     return spec->fpr > 0 && spec->fpr < 1;
 }
 
+int bkv_filter_alloc_payload(bkv_filter *f) {
+    f->payload = bkv_alloc_probe_region(f->payload_len);
+    if (!f->payload) return BKV_NOMEM;
+    f->owned = true;
+    f->aligned = true;
+    return BKV_OK;
+}
+
 int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
     *out = NULL;
     if (!spec_valid(spec)) return BKV_INVALID;
+    const bkv_filter_ops *ops = ops_for_type(spec->type);
+    if (!ops->size) return BKV_INVALID; /* static: needs every key up front */
     bkv_filter *f = calloc(1, sizeof *f);
     if (!f) return BKV_NOMEM;
-    f->ops = ops_for_type(spec->type);
+    f->ops = ops;
     f->hash_seed = spec->hash_seed;
+    f->rng = 0x853c49e6748fea9bULL;
     int rc = f->ops->size(f, spec, expected_keys);
+    if (rc == BKV_OK) rc = bkv_filter_alloc_payload(f);
     if (rc != BKV_OK) {
         free(f);
         return rc;
     }
-    f->payload = bkv_alloc_probe_region(f->payload_len);
-    if (!f->payload) {
-        free(f);
-        return BKV_NOMEM;
-    }
-    f->owned = true;
-    f->aligned = true;
     *out = f;
     return BKV_OK;
 }
 
-int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t n,
-                     bkv_filter **out) {
+int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t n, bkv_filter **out) {
+    *out = NULL;
+    if (!spec_valid(spec)) return BKV_INVALID;
+    const bkv_filter_ops *ops = ops_for_type(spec->type);
+    if (ops->build) {
+        bkv_filter *f = calloc(1, sizeof *f);
+        if (!f) return BKV_NOMEM;
+        f->ops = ops;
+        f->hash_seed = spec->hash_seed;
+        int rc = ops->build(f, spec, hashes, n);
+        if (rc != BKV_OK) {
+            bkv_filter_free(f);
+            return rc;
+        }
+        f->num_keys = n;
+        *out = f;
+        return BKV_OK;
+    }
     int rc = bkv_filter_new(spec, n, out);
-    if (rc != BKV_OK) return rc;
-    for (size_t i = 0; i < n; i++) bkv_filter_add(*out, hashes[i]);
-    return BKV_OK;
+    for (size_t i = 0; rc == BKV_OK && i < n; i++) rc = bkv_filter_add(*out, hashes[i]);
+    if (rc != BKV_OK) {
+        bkv_filter_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int bkv_filter_add(bkv_filter *f, bkv_hash h) {
     if (!f || !f->owned || !f->ops->add) return BKV_INVALID;
-    f->ops->add(f, h, false);
-    f->num_keys++;
-    return BKV_OK;
+    int rc = f->ops->add(f, h, false);
+    if (rc == BKV_OK) f->num_keys++;
+    return rc;
 }
 
 int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h) {
-    if (!f || !f->owned || !f->ops->add) return BKV_INVALID;
-    f->ops->add(f, h, true);
-    __atomic_fetch_add(&f->num_keys, 1, __ATOMIC_RELAXED);
-    return BKV_OK;
+    if (!f || !f->owned || !f->ops->add || f->ops->remove) return BKV_INVALID;
+    int rc = f->ops->add(f, h, true);
+    if (rc == BKV_OK) __atomic_fetch_add(&f->num_keys, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
+int bkv_filter_delete(bkv_filter *f, bkv_hash h) {
+    if (!f || !f->owned || !f->ops->remove) return BKV_INVALID;
+    int rc = f->ops->remove(f, h);
+    if (rc == BKV_OK) f->num_keys--;
+    return rc;
+}
+
+int bkv_filter_is_static(int type) {
+    const bkv_filter_ops *ops = ops_for_type(type);
+    return ops && ops->build != NULL;
+}
+
+int bkv_filter_is_deletable(int type) {
+    const bkv_filter_ops *ops = ops_for_type(type);
+    return ops && ops->remove != NULL;
+}
+
+void bkv_filter_batch_by_single(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)f->ops->may_contain(f, h[i]);
 }
 
 int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h) {
@@ -106,7 +159,8 @@ void bkv_filter_get_info(const bkv_filter *f, bkv_filter_info *info) {
     info->num_keys = f->num_keys;
     info->num_bits = f->num_bits;
     info->encoded_bytes = bkv_filter_encoded_size(f);
-    info->bits_per_key = f->num_keys ? (double)f->num_bits / (double)f->num_keys : 0.0;
+    /* Memory, not m: the types differ in how many bits a position takes. */
+    info->bits_per_key = f->num_keys ? (double)f->payload_len * 8 / (double)f->num_keys : 0.0;
     info->expected_fpr = bkv_filter_model_fpr(info->type, f->k, f->num_bits, f->num_keys);
 }
 
@@ -124,10 +178,11 @@ int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap) {
     p[6] = (uint8_t)f->ops->type;
     p[7] = (uint8_t)f->k;
     bkv_put_u32(p + 8, f->hash_seed);
-    bkv_put_u32(p + 12, 0);
+    bkv_put_u32(p + 12, f->filter_seed);
     bkv_put_u64(p + 16, f->num_keys);
     bkv_put_u64(p + 24, f->num_bits);
     bkv_put_u64(p + 32, f->payload_len);
+    for (int i = 0; i < 3; i++) bkv_put_u64(p + 40 + 8 * i, f->params[i]);
     memcpy(p + BKV_FILTER_HEADER_LEN, f->payload, f->payload_len);
     size_t body = BKV_FILTER_HEADER_LEN + f->payload_len;
     bkv_put_u64(p + body, bkv_checksum(p, body));
@@ -166,16 +221,14 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
         return fail(BKV_CORRUPTION, err, errlen, "filter: checksum mismatch (trailer at offset %zu)", body);
     const bkv_filter_ops *ops = ops_for_type(p[6]);
     if (!ops) return fail(BKV_INVALID, err, errlen, "filter: unknown type %u at offset 6", p[6]);
-    if (bkv_get_u32(p + 12) != 0)
-        return fail(BKV_CORRUPTION, err, errlen, "filter: nonzero filter seed at offset 12");
-    for (size_t i = 40; i < BKV_FILTER_HEADER_LEN; i++)
-        if (p[i] != 0) return fail(BKV_CORRUPTION, err, errlen, "filter: nonzero reserved byte at offset %zu", i);
 
     bkv_filter *f = calloc(1, sizeof *f);
     if (!f) return BKV_NOMEM;
     f->ops = ops;
     f->k = p[7];
     f->hash_seed = bkv_get_u32(p + 8);
+    f->filter_seed = bkv_get_u32(p + 12);
+    for (int i = 0; i < 3; i++) f->params[i] = bkv_get_u64(p + 40 + 8 * i);
     f->num_keys = bkv_get_u64(p + 16);
     f->num_bits = bkv_get_u64(p + 24);
     f->payload_len = (size_t)payload_len;
@@ -184,7 +237,7 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     const char *why = ops->check_geometry(f);
     if (why) {
         free(f);
-        return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..39)", why);
+        return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
     }
     *out = f;
     return BKV_OK;

@@ -13,7 +13,7 @@
  *   16     8     num_keys     keys added
  *   24     8     num_bits     m
  *   32     8     payload_len  bytes of payload
- *   40     24    params       type-specific, zero for Bloom types
+ *   40     24    params       three u64, type-specific (zero for Bloom types)
  *   64     P     payload      the bits
  *   64+P   8     checksum     XXH3-64 of bytes [0, 64+P)
  *
@@ -42,8 +42,11 @@ typedef struct bkv_filter_ops bkv_filter_ops;
 
 struct bkv_filter {
     const bkv_filter_ops *ops;
-    unsigned k;              /* probes per key */
+    unsigned k;              /* probes per key, or fingerprint / result bits */
     uint32_t hash_seed;      /* recorded, never applied: keys arrive hashed */
+    uint32_t filter_seed;    /* static filters: the seed construction succeeded with */
+    uint64_t params[3];      /* type-specific geometry, stored in the header */
+    uint64_t rng;            /* cuckoo: kick choices (not stored) */
     uint64_t num_keys;       /* keys added */
     uint64_t num_bits;       /* m */
     uint64_t num_lines;      /* blocked Bloom: m / 512 */
@@ -56,10 +59,17 @@ struct bkv_filter {
 struct bkv_filter_ops {
     int type;
     const char *name;
-    /* Sets k, num_bits, num_lines and payload_len for n keys. */
+    /* Dynamic types: sets k, num_bits, num_lines, params and payload_len
+     * for n keys. NULL for static types. */
     int (*size)(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n);
-    /* atomic: readers may probe while we add (bkv_filter_add_concurrent). */
-    void (*add)(bkv_filter *f, bkv_hash h, bool atomic);
+    /* Static types: builds f (ops, hash_seed set) over the n hashes,
+     * allocating its payload. NULL for dynamic types. */
+    int (*build)(bkv_filter *f, const bkv_filter_spec *spec, const bkv_hash *h, size_t n);
+    /* atomic: readers may probe while we add (bkv_filter_add_concurrent).
+     * Returns BKV_OK or BKV_FULL (nothing changed). */
+    int (*add)(bkv_filter *f, bkv_hash h, bool atomic);
+    /* Deletable types: BKV_OK, or BKV_NOTFOUND (nothing changed). */
+    int (*remove)(bkv_filter *f, bkv_hash h);
     int (*may_contain)(const bkv_filter *f, bkv_hash h);
     void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
     /* Checks the decoded geometry (k, num_bits, payload_len) of an opened
@@ -82,6 +92,29 @@ static inline void bkv_payload_set(uint8_t *p, uint64_t bit, bool atomic) {
 
 extern const bkv_filter_ops bkv_bloom_ops;
 extern const bkv_filter_ops bkv_blocked_bloom_ops;
+extern const bkv_filter_ops bkv_ribbon_ops;
+extern const bkv_filter_ops bkv_fuse8_ops;
+extern const bkv_filter_ops bkv_fuse16_ops;
+extern const bkv_filter_ops bkv_xor8_ops;
+extern const bkv_filter_ops bkv_cuckoo8_ops;
+extern const bkv_filter_ops bkv_cuckoo12_ops;
+extern const bkv_filter_ops bkv_cuckoo16_ops;
+extern const bkv_filter_ops bkv_counting_ops;
+
+/* Allocates f->payload (zeroed, 64-byte aligned, f->payload_len bytes). */
+int bkv_filter_alloc_payload(bkv_filter *f);
+
+/* A well-mixed 64-bit value from a key hash and a seed (static filters
+ * retry construction with new seeds, so they remix the shared hash). */
+static inline uint64_t bkv_filter_remix(bkv_hash h, uint64_t seed) {
+    uint64_t z = h + seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A generic batch probe: prefetch nothing, probe each. */
+void bkv_filter_batch_by_single(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
 
 /* Bits per key a spec asks for: its bits_per_key, or the standard Bloom
  * filter's optimum for its fpr. */

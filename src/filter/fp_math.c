@@ -66,6 +66,15 @@ double bkv_filter_model_fpr(int type, unsigned k, uint64_t num_bits, uint64_t n)
     case BKV_FILTER_BLOCKED_BLOOM:
         if (n == 0) return 0.0;
         return bkv_blocked_model_fpr(k, (double)num_bits / (double)n);
+    case BKV_FILTER_COUNTING: return bkv_bloom_model_fpr(k, num_bits, n);
+    case BKV_FILTER_RIBBON: return ldexp(1.0, -(int)k);
+    case BKV_FILTER_FUSE8:
+    case BKV_FILTER_FUSE16:
+    case BKV_FILTER_XOR8: return n ? ldexp(1.0, -(int)k) : 0.0;
+    /* Two buckets of four slots, each matching with chance 1/(2^f - 1). */
+    case BKV_FILTER_CUCKOO8:
+    case BKV_FILTER_CUCKOO12:
+    case BKV_FILTER_CUCKOO16: return n ? 1.0 - pow(1.0 - 1.0 / (ldexp(1.0, (int)k) - 1), 8.0 * fmin(1.0, (double)n / ((double)num_bits / k))) : 0.0;
     case BKV_FILTER_NONE: return 1.0;
     default: return 1.0;
     }

@@ -9,6 +9,7 @@ const char *bkv_strerror(int rc) {
     case BKV_INVALID: return "invalid argument";
     case BKV_NOMEM: return "out of memory";
     case BKV_BUSY: return "busy";
+    case BKV_FULL: return "filter full";
     default: return "unknown status";
     }
 }

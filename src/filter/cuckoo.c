@@ -1,0 +1,176 @@
+/*
+ * Cuckoo filter (Fan, Andersen, Kaminsky & Mitzenmacher, 2014): buckets of
+ * four f-bit fingerprints (f = 8, 12 or 16, bit-packed). A key's
+ * fingerprint lives in one of two buckets, i1 from the hash and
+ * i2 = i1 XOR (mixed fingerprint) ("partial-key cuckoo hashing"), so
+ * either bucket and the fingerprint give the other one and entries can be
+ * moved without their keys. The bucket count is a power of two for that
+ * XOR to stay in range.
+ *
+ * Insertion evicts ("kicks") a random fingerprint to its other bucket when
+ * both buckets are full, at most MAX_KICKS times. When that fails every
+ * kick is undone, so the filter is exactly as before and BKV_FULL is
+ * returned: no key already added is ever lost.
+ *
+ * params[0] = number of buckets; k = fingerprint bits; num_keys = count.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter/filter_int.h"
+#include "util/hash.h"
+
+#define SLOTS 4
+#define MAX_KICKS 500
+/* Sized so that the expected keys fill 95% of the slots. */
+#define TARGET_LOAD 0.95
+
+static inline unsigned bits_of(const bkv_filter *f) { return f->k; }
+
+static inline uint32_t slot_get(const bkv_filter *f, uint64_t bucket, unsigned slot) {
+    uint64_t bit = (bucket * SLOTS + slot) * bits_of(f);
+    const uint8_t *p = f->payload + bit / 8;
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16; /* spare bytes make this safe */
+    return (v >> (bit % 8)) & ((1u << bits_of(f)) - 1);
+}
+
+static inline void slot_set(bkv_filter *f, uint64_t bucket, unsigned slot, uint32_t fp) {
+    uint64_t bit = (bucket * SLOTS + slot) * bits_of(f);
+    for (unsigned i = 0; i < bits_of(f); i++, bit++) {
+        uint8_t mask = (uint8_t)(1u << (bit % 8));
+        if ((fp >> i) & 1) f->payload[bit / 8] |= mask;
+        else f->payload[bit / 8] &= (uint8_t)~mask;
+    }
+}
+
+static inline uint32_t fingerprint(const bkv_filter *f, bkv_hash h) {
+    uint32_t fp = (uint32_t)(h >> 32) & ((1u << bits_of(f)) - 1);
+    return fp ? fp : 1; /* 0 marks an empty slot */
+}
+
+static inline uint64_t bucket1(const bkv_filter *f, bkv_hash h) { return h & (f->params[0] - 1); }
+
+static inline uint64_t alt_bucket(const bkv_filter *f, uint64_t b, uint32_t fp) {
+    return (b ^ (fp * 0x5bd1e995ULL)) & (f->params[0] - 1);
+}
+
+static int bucket_has(const bkv_filter *f, uint64_t b, uint32_t fp) {
+    for (unsigned s = 0; s < SLOTS; s++)
+        if (slot_get(f, b, s) == fp) return 1;
+    return 0;
+}
+
+static int bucket_put(bkv_filter *f, uint64_t b, uint32_t fp) {
+    for (unsigned s = 0; s < SLOTS; s++)
+        if (slot_get(f, b, s) == 0) {
+            slot_set(f, b, s, fp);
+            return 1;
+        }
+    return 0;
+}
+
+static int cuckoo_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
+    (void)spec;
+    uint64_t want = (uint64_t)((double)n / (SLOTS * TARGET_LOAD)) + 1, buckets = 1;
+    while (buckets < want) buckets <<= 1;
+    if (buckets > (UINT64_C(1) << 40)) return BKV_INVALID;
+    f->params[0] = buckets;
+    f->num_bits = buckets * SLOTS * bits_of(f);
+    /* Two spare bytes so a slot read never runs past the end. */
+    f->payload_len = (size_t)((f->num_bits + 7) / 8 + 2);
+    return BKV_OK;
+}
+
+static int cuckoo8_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
+    f->k = 8;
+    return cuckoo_size(f, spec, n);
+}
+static int cuckoo12_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
+    f->k = 12;
+    return cuckoo_size(f, spec, n);
+}
+static int cuckoo16_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
+    f->k = 16;
+    return cuckoo_size(f, spec, n);
+}
+
+typedef struct kick {
+    uint64_t bucket;
+    unsigned slot;
+    uint32_t old;
+} kick;
+
+static int cuckoo_add(bkv_filter *f, bkv_hash h, bool atomic) {
+    (void)atomic;
+    uint32_t fp = fingerprint(f, h);
+    uint64_t b1 = bucket1(f, h), b2 = alt_bucket(f, b1, fp);
+    if (bucket_put(f, b1, fp) || bucket_put(f, b2, fp)) return BKV_OK;
+    kick log[MAX_KICKS];
+    uint64_t b = (f->rng = f->rng * 6364136223846793005ULL + 1442695040888963407ULL) >> 63 ? b1 : b2;
+    for (int n = 0; n < MAX_KICKS; n++) {
+        f->rng = f->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned s = (unsigned)(f->rng >> 62);
+        uint32_t victim = slot_get(f, b, s);
+        log[n] = (kick){b, s, victim};
+        slot_set(f, b, s, fp);
+        fp = victim;
+        b = alt_bucket(f, b, fp);
+        if (bucket_put(f, b, fp)) return BKV_OK;
+    }
+    /* Undo every kick, newest first: the filter is as it was. */
+    for (int n = MAX_KICKS; n-- > 0;) slot_set(f, log[n].bucket, log[n].slot, log[n].old);
+    return BKV_FULL;
+}
+
+static int cuckoo_may_contain(const bkv_filter *f, bkv_hash h) {
+    uint32_t fp = fingerprint(f, h);
+    uint64_t b1 = bucket1(f, h);
+    return bucket_has(f, b1, fp) || bucket_has(f, alt_bucket(f, b1, fp), fp);
+}
+
+static int cuckoo_remove(bkv_filter *f, bkv_hash h) {
+    uint32_t fp = fingerprint(f, h);
+    uint64_t b1 = bucket1(f, h), bs[2] = {b1, alt_bucket(f, b1, fp)};
+    for (int i = 0; i < 2; i++)
+        for (unsigned s = 0; s < SLOTS; s++)
+            if (slot_get(f, bs[i], s) == fp) {
+                slot_set(f, bs[i], s, 0);
+                return BKV_OK;
+            }
+    return BKV_NOTFOUND;
+}
+
+static void cuckoo_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
+        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
+        for (size_t i = base; i < end; i++) {
+            uint64_t b1 = bucket1(f, h[i]);
+            __builtin_prefetch(f->payload + b1 * SLOTS * bits_of(f) / 8);
+            __builtin_prefetch(f->payload + alt_bucket(f, b1, fingerprint(f, h[i])) * SLOTS * bits_of(f) / 8);
+        }
+        for (size_t i = base; i < end; i++) out[i] = (uint8_t)cuckoo_may_contain(f, h[i]);
+    }
+}
+
+static const char *cuckoo_check(bkv_filter *f, unsigned bits) {
+    uint64_t b = f->params[0];
+    if (f->k != bits) return "fingerprint bits do not match the type";
+    if (b == 0 || (b & (b - 1)) || b > (UINT64_C(1) << 40) || f->params[1] || f->params[2])
+        return "bucket count not a power of two";
+    if (f->num_bits != b * SLOTS * bits) return "bit count does not match buckets";
+    if (f->payload_len != (f->num_bits + 7) / 8 + 2) return "payload length does not match buckets";
+    if (f->filter_seed) return "nonzero seed";
+    return NULL;
+}
+
+static const char *cuckoo8_check(bkv_filter *f) { return cuckoo_check(f, 8); }
+static const char *cuckoo12_check(bkv_filter *f) { return cuckoo_check(f, 12); }
+static const char *cuckoo16_check(bkv_filter *f) { return cuckoo_check(f, 16); }
+
+#define CUCKOO_OPS(T, N, SZ, CK)                                                                          \
+    {.type = T, .name = N, .size = SZ, .add = cuckoo_add, .remove = cuckoo_remove,                       \
+     .may_contain = cuckoo_may_contain, .may_contain_batch = cuckoo_batch, .check_geometry = CK}
+
+const bkv_filter_ops bkv_cuckoo8_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO8, "cuckoo8", cuckoo8_size, cuckoo8_check);
+const bkv_filter_ops bkv_cuckoo12_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO12, "cuckoo12", cuckoo12_size, cuckoo12_check);
+const bkv_filter_ops bkv_cuckoo16_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO16, "cuckoo16", cuckoo16_size, cuckoo16_check);

@@ -1,0 +1,249 @@
+/*
+ * Xor filters (Graf & Lemire, 2019) and binary fuse filters (Graf &
+ * Lemire, 2022): every key maps to three cells of a fingerprint array,
+ * and the array is filled so that the XOR of a key's three cells equals
+ * its fingerprint. A query is three loads and two XORs; the
+ * false-positive rate is 2^-bits.
+ *
+ * Construction is "peeling": count the keys of each cell, repeatedly take
+ * a cell holding exactly one key off the structure (remembering it), and
+ * finally assign cells in reverse order, each to the one value that
+ * satisfies its key. Peeling fails when a core of cells with two or more
+ * keys remains; a new seed almost always fixes it. Two equal hashes always
+ * form such a core, so after a first failure the hashes are sorted and
+ * deduplicated (in a private copy) before retrying.
+ *
+ * Xor: three equal blocks of 1.23 n + 32 cells in all, one cell in each.
+ * Binary fuse: the array is cut into segments of a power-of-two length;
+ * a key's three cells lie in three consecutive segments, which lets
+ * peeling succeed with only ~12.5% extra cells for large n.
+ *
+ * params: xor: [0] block length. fuse: [0] segment length, [1] segment
+ * count x segment length, [2] array length. k = fingerprint bits;
+ * filter_seed = the seed construction succeeded with.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter/filter_int.h"
+#include "util/coding.h"
+#include "util/hash.h"
+
+#define MAX_SEEDS 100
+
+typedef struct cells {
+    uint64_t h[3];
+} cells;
+
+static inline uint64_t fp_of(uint64_t x) { return x ^ (x >> 32); }
+
+static inline cells xor_cells(const bkv_filter *f, uint64_t x) {
+    uint64_t bl = f->params[0];
+    cells c;
+    c.h[0] = bkv_fastrange32((uint32_t)x, (uint32_t)bl);
+    c.h[1] = bl + bkv_fastrange32((uint32_t)bkv_rotl64(x, 21), (uint32_t)bl);
+    c.h[2] = 2 * bl + bkv_fastrange32((uint32_t)bkv_rotl64(x, 42), (uint32_t)bl);
+    return c;
+}
+
+static inline cells fuse_cells(const bkv_filter *f, uint64_t x) {
+    uint64_t seg = f->params[0], mask = seg - 1;
+    cells c;
+    c.h[0] = bkv_fastrange64(x, f->params[1]);
+    c.h[1] = c.h[0] + seg;
+    c.h[2] = c.h[1] + seg;
+    c.h[1] ^= (x >> 18) & mask;
+    c.h[2] ^= x & mask;
+    return c;
+}
+
+static inline int is_fuse(const bkv_filter *f) { return f->ops->type != BKV_FILTER_XOR8; }
+
+static inline cells cells_of(const bkv_filter *f, uint64_t x) { return is_fuse(f) ? fuse_cells(f, x) : xor_cells(f, x); }
+
+static inline uint32_t cell_get(const bkv_filter *f, uint64_t i) {
+    return f->k == 8 ? f->payload[i] : bkv_get_u16(f->payload + 2 * i);
+}
+
+static inline void cell_set(bkv_filter *f, uint64_t i, uint32_t v) {
+    if (f->k == 8) f->payload[i] = (uint8_t)v;
+    else bkv_put_u16(f->payload + 2 * i, (uint16_t)v);
+}
+
+static int fuse_may_contain(const bkv_filter *f, bkv_hash h) {
+    uint64_t x = bkv_filter_remix(h, f->filter_seed);
+    cells c = cells_of(f, x);
+    uint32_t mask = (uint32_t)((1u << f->k) - 1);
+    return ((uint32_t)fp_of(x) & mask) == (cell_get(f, c.h[0]) ^ cell_get(f, c.h[1]) ^ cell_get(f, c.h[2]));
+}
+
+static void fuse_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    unsigned w = f->k / 8;
+    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
+        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
+        for (size_t i = base; i < end; i++) {
+            cells c = cells_of(f, bkv_filter_remix(h[i], f->filter_seed));
+            for (int j = 0; j < 3; j++) __builtin_prefetch(f->payload + c.h[j] * w);
+        }
+        for (size_t i = base; i < end; i++) out[i] = (uint8_t)fuse_may_contain(f, h[i]);
+    }
+}
+
+/* Geometry for n keys. */
+static void size_xor(bkv_filter *f, size_t n) {
+    uint64_t capacity = (uint64_t)(32 + ceil(1.23 * (double)n));
+    f->params[0] = capacity / 3;
+    f->params[1] = f->params[2] = 0;
+    f->num_bits = 3 * f->params[0];
+}
+
+static void size_fuse(bkv_filter *f, size_t n) {
+    double dn = (double)n;
+    uint64_t seg = n > 1 ? UINT64_C(1) << (unsigned)floor(log(dn) / log(3.33) + 2.25) : 4;
+    if (seg > (1u << 18)) seg = 1u << 18;
+    double factor = n > 1 ? fmax(1.125, 0.875 + 0.25 * log(1e6) / log(dn)) : 0;
+    uint64_t capacity = n > 1 ? (uint64_t)round(dn * factor) : 0;
+    uint64_t count = (capacity + seg - 1) / seg;
+    count = count > 2 ? count - 2 : 1;
+    f->params[0] = seg;
+    f->params[1] = count * seg;
+    f->params[2] = (count + 2) * seg;
+    f->num_bits = f->params[2];
+}
+
+static int by_value(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Peels keys (already remixed) off the cells; on success fills the array.
+ * count/xorh/stack are scratch of the array's length (stack: n). */
+static int peel(bkv_filter *f, const uint64_t *keys, size_t n, uint32_t *count, uint64_t *xorh,
+                uint64_t *stack_key, uint64_t *stack_cell, uint64_t *queue) {
+    uint64_t len = f->num_bits;
+    memset(count, 0, len * sizeof *count);
+    memset(xorh, 0, len * sizeof *xorh);
+    for (size_t i = 0; i < n; i++) {
+        cells c = cells_of(f, keys[i]);
+        for (int j = 0; j < 3; j++) {
+            count[c.h[j]]++;
+            xorh[c.h[j]] ^= keys[i];
+        }
+    }
+    size_t qn = 0, sn = 0;
+    for (uint64_t i = 0; i < len; i++)
+        if (count[i] == 1) queue[qn++] = i;
+    while (qn > 0) {
+        uint64_t cell = queue[--qn];
+        if (count[cell] != 1) continue;
+        uint64_t x = xorh[cell];
+        stack_key[sn] = x;
+        stack_cell[sn++] = cell;
+        cells c = cells_of(f, x);
+        for (int j = 0; j < 3; j++) {
+            uint64_t o = c.h[j];
+            count[o]--;
+            xorh[o] ^= x;
+            if (count[o] == 1) queue[qn++] = o;
+        }
+    }
+    if (sn != n) return 0;
+    memset(f->payload, 0, f->payload_len);
+    uint32_t mask = (uint32_t)((1u << f->k) - 1);
+    while (sn-- > 0) {
+        uint64_t x = stack_key[sn], cell = stack_cell[sn];
+        cells c = cells_of(f, x);
+        uint32_t v = (uint32_t)fp_of(x) & mask;
+        for (int j = 0; j < 3; j++)
+            if (c.h[j] != cell) v ^= cell_get(f, c.h[j]);
+        cell_set(f, cell, v);
+    }
+    return 1;
+}
+
+static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigned bits) {
+    f->k = bits;
+    if (is_fuse(f)) size_fuse(f, n);
+    else size_xor(f, n);
+    uint64_t len = f->num_bits;
+    f->payload_len = (size_t)(len * bits / 8);
+    int rc = bkv_filter_alloc_payload(f);
+    if (rc) return rc;
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys), *uniq = malloc((n ? n : 1) * sizeof *uniq);
+    uint32_t *count = malloc((len ? len : 1) * sizeof *count);
+    uint64_t *xorh = malloc((len ? len : 1) * sizeof *xorh), *queue = malloc((len ? len : 1) * sizeof *queue);
+    uint64_t *sk = malloc((n ? n : 1) * sizeof *sk), *sc = malloc((n ? n : 1) * sizeof *sc);
+    rc = keys && uniq && count && xorh && queue && sk && sc ? BKV_FULL : BKV_NOMEM;
+    /* Duplicates are removed from the input hashes once, the first time
+     * peeling fails, and for good: equal hashes stay equal under any seed. */
+    const bkv_hash *in = h;
+    size_t m = n;
+    for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
+        for (size_t i = 0; i < m; i++) keys[i] = bkv_filter_remix(in[i], seed);
+        if (peel(f, keys, m, count, xorh, sk, sc, queue)) {
+            f->filter_seed = seed;
+            rc = BKV_OK;
+        } else if (in == h) {
+            memcpy(uniq, h, n * sizeof *uniq);
+            qsort(uniq, n, sizeof *uniq, by_value);
+            size_t u = 0;
+            for (size_t i = 0; i < n; i++)
+                if (i == 0 || uniq[i] != uniq[i - 1]) uniq[u++] = uniq[i];
+            in = uniq;
+            m = u;
+            seed--; /* the same seed again, without duplicates */
+        }
+    }
+    free(keys), free(uniq), free(count), free(xorh), free(queue), free(sk), free(sc);
+    return rc;
+}
+
+static int fuse8_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_hash *h, size_t n) {
+    (void)spec;
+    return fuse_build_common(f, h, n, 8);
+}
+
+static int fuse16_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_hash *h, size_t n) {
+    (void)spec;
+    return fuse_build_common(f, h, n, 16);
+}
+
+static const char *check_common(bkv_filter *f, unsigned bits) {
+    if (f->k != bits) return "fingerprint bits do not match the type";
+    if (f->payload_len != f->num_bits * bits / 8) return "payload length does not match cell count";
+    return NULL;
+}
+
+static const char *xor_check_geometry(bkv_filter *f) {
+    uint64_t bl = f->params[0];
+    if (bl == 0 || bl > UINT32_MAX || f->params[1] || f->params[2]) return "bad block length";
+    if (f->num_bits != 3 * bl) return "cell count does not match block length";
+    return check_common(f, 8);
+}
+
+static const char *fuse_check_geometry(bkv_filter *f, unsigned bits) {
+    uint64_t seg = f->params[0], scl = f->params[1], len = f->params[2];
+    if (seg == 0 || (seg & (seg - 1)) || seg > (1u << 18)) return "segment length not a power of two";
+    if (scl == 0 || scl % seg || len != scl + 2 * seg) return "segment counts do not fit";
+    if (f->num_bits != len) return "cell count does not match the array";
+    return check_common(f, bits);
+}
+
+static const char *fuse8_check(bkv_filter *f) { return fuse_check_geometry(f, 8); }
+static const char *fuse16_check(bkv_filter *f) { return fuse_check_geometry(f, 16); }
+
+const bkv_filter_ops bkv_fuse8_ops = {
+    .type = BKV_FILTER_FUSE8, .name = "fuse8", .build = fuse8_build, .may_contain = fuse_may_contain,
+    .may_contain_batch = fuse_may_contain_batch, .check_geometry = fuse8_check,
+};
+
+const bkv_filter_ops bkv_fuse16_ops = {
+    .type = BKV_FILTER_FUSE16, .name = "fuse16", .build = fuse16_build, .may_contain = fuse_may_contain,
+    .may_contain_batch = fuse_may_contain_batch, .check_geometry = fuse16_check,
+};
+
+const bkv_filter_ops bkv_xor8_ops = {
+    .type = BKV_FILTER_XOR8, .name = "xor8", .build = fuse8_build, .may_contain = fuse_may_contain,
+    .may_contain_batch = fuse_may_contain_batch, .check_geometry = xor_check_geometry,
+};

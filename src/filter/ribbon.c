@@ -1,0 +1,203 @@
+/*
+ * Standard Ribbon filter (Dillinger & Walzer, 2021), 128-bit bands.
+ *
+ * Every key gives a start slot s, a 128-bit coefficient row c (lowest bit
+ * set) and an r-bit result; the filter stores a solution Z (r bits per
+ * slot) of the linear system "XOR of Z over the slots c selects from s on
+ * = result" over all keys. A query recomputes (s, c, result) and checks
+ * the equation: a stored key always satisfies it, any other key with
+ * probability 2^-r. Rows are banded (they only touch slots s..s+127), so
+ * Gaussian elimination runs on the fly as keys arrive, in O(n) expected
+ * time, and needs only a few percent more slots than keys.
+ *
+ * Layout: slots are grouped in blocks of 64; for each block the r result
+ * columns are stored as r consecutive 64-bit words (bit i of word j = bit
+ * j of slot 64*block + i). A query touches 3 consecutive blocks, i.e.
+ * 3*r contiguous words.
+ *
+ * params[0] = number of slots m (a multiple of 64, >= 128); k = r;
+ * filter_seed = the seed construction succeeded with. The payload has
+ * m/64 + 1 blocks (the last one always zero) so a window never reads past
+ * the end.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter/filter_int.h"
+#include "util/coding.h"
+#include "util/hash.h"
+
+#define MAX_R 32
+#define MAX_SEEDS 32
+
+typedef unsigned __int128 u128;
+
+typedef struct row {
+    uint64_t start;
+    u128 coeff;
+    uint32_t result;
+} row;
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline row make_row(bkv_hash h, uint32_t seed, uint64_t slots, unsigned r) {
+    uint64_t a = bkv_filter_remix(h, seed);
+    uint64_t b = mix64(a ^ 0x5851f42d4c957f2dULL), c = mix64(b + 0x14057b7ef767814fULL);
+    row w;
+    w.start = bkv_fastrange64(a, slots - 127);
+    w.coeff = ((u128)c << 64) | b | 1;
+    w.result = (uint32_t)(mix64(a + 0x2545f4914f6cdd1dULL) >> 32) & (uint32_t)((1ull << r) - 1);
+    return w;
+}
+
+static inline unsigned parity128(u128 x) {
+    return (unsigned)__builtin_parityll((uint64_t)x ^ (uint64_t)(x >> 64));
+}
+
+static inline unsigned ctz128(u128 x) {
+    uint64_t lo = (uint64_t)x;
+    return lo ? (unsigned)__builtin_ctzll(lo) : 64 + (unsigned)__builtin_ctzll((uint64_t)(x >> 64));
+}
+
+static inline uint64_t load_word(const uint8_t *p) { return bkv_get_u64(p); }
+
+/* 128 solution bits of column j starting at slot s. */
+static inline u128 window(const bkv_filter *f, uint64_t s, unsigned j) {
+    unsigned r = f->k;
+    uint64_t b = s / 64, off = s % 64;
+    const uint8_t *base = f->payload + ((b * r + j) * 8);
+    uint64_t w0 = load_word(base), w1 = load_word(base + 8 * r), w2 = load_word(base + 16 * r);
+    uint64_t lo = off ? (w0 >> off) | (w1 << (64 - off)) : w0;
+    uint64_t hi = off ? (w1 >> off) | (w2 << (64 - off)) : w1;
+    return ((u128)hi << 64) | lo;
+}
+
+static int ribbon_may_contain(const bkv_filter *f, bkv_hash h) {
+    row w = make_row(h, f->filter_seed, f->params[0], f->k);
+    for (unsigned j = 0; j < f->k; j++)
+        if (parity128(window(f, w.start, j) & w.coeff) != ((w.result >> j) & 1)) return 0;
+    return 1;
+}
+
+static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
+        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
+        for (size_t i = base; i < end; i++) {
+            row w = make_row(h[i], f->filter_seed, f->params[0], f->k);
+            const uint8_t *p = f->payload + (w.start / 64) * f->k * 8;
+            __builtin_prefetch(p);
+            __builtin_prefetch(p + 24 * f->k - 1);
+        }
+        for (size_t i = base; i < end; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);
+    }
+}
+
+/* Slots for n keys: a few percent more than n keeps construction failures
+ * rare (the band needs slack to absorb local crowding), more for small n
+ * where crowding weighs more. */
+static uint64_t slots_for(size_t n) {
+    double overhead = n < 1000 ? 0.25 : n < 100000 ? 0.08 : 0.04;
+    uint64_t m = (uint64_t)ceil((double)n * (1.0 + overhead)) + 128;
+    return (m + 63) / 64 * 64;
+}
+
+/* On-the-fly banding; 0 when the system has no solution for this seed. */
+static int band(const bkv_hash *h, size_t n, uint32_t seed, uint64_t m, unsigned r, u128 *coeff, uint32_t *result) {
+    memset(coeff, 0, m * sizeof *coeff);
+    memset(result, 0, m * sizeof *result);
+    for (size_t i = 0; i < n; i++) {
+        row w = make_row(h[i], seed, m, r);
+        uint64_t s = w.start;
+        u128 c = w.coeff;
+        uint32_t res = w.result;
+        for (;;) {
+            if (coeff[s] == 0) {
+                coeff[s] = c;
+                result[s] = res;
+                break;
+            }
+            c ^= coeff[s];
+            res ^= result[s];
+            if (c == 0) {
+                if (res != 0) return 0; /* contradiction */
+                break;                  /* redundant: a duplicate key */
+            }
+            unsigned tz = ctz128(c);
+            s += tz;
+            c >>= tz;
+        }
+    }
+    return 1;
+}
+
+/* Back substitution, last slot first; free slots get 0. */
+static void solve(bkv_filter *f, const u128 *coeff, const uint32_t *result) {
+    uint64_t m = f->params[0];
+    unsigned r = f->k;
+    u128 state[MAX_R] = {0};
+    uint64_t words[MAX_R] = {0};
+    for (uint64_t i = m; i-- > 0;) {
+        for (unsigned j = 0; j < r; j++) {
+            state[j] <<= 1;
+            unsigned z = coeff[i] ? parity128(state[j] & coeff[i]) ^ ((result[i] >> j) & 1) : 0;
+            state[j] |= z;
+            words[j] |= (uint64_t)z << (i % 64);
+        }
+        if (i % 64 == 0) {
+            uint8_t *p = f->payload + (i / 64) * r * 8;
+            for (unsigned j = 0; j < r; j++) {
+                bkv_put_u64(p + 8 * j, words[j]);
+                words[j] = 0;
+            }
+        }
+    }
+}
+
+static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_hash *h, size_t n) {
+    int r;
+    if (spec->bits_per_key > 0) r = (int)floor(spec->bits_per_key / 1.04);
+    else r = (int)lround(-log2(spec->fpr));
+    if (r < 1) r = 1;
+    if (r > MAX_R) r = MAX_R;
+    uint64_t m = slots_for(n);
+    f->k = (unsigned)r;
+    f->params[0] = m;
+    f->num_bits = m * (uint64_t)r;
+    f->payload_len = (size_t)((m / 64 + 1) * (uint64_t)r * 8);
+    u128 *coeff = malloc(m * sizeof *coeff);
+    uint32_t *result = malloc(m * sizeof *result);
+    int rc = coeff && result ? BKV_FULL : BKV_NOMEM;
+    for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
+        if (!band(h, n, seed, m, (unsigned)r, coeff, result)) continue;
+        f->filter_seed = seed;
+        rc = bkv_filter_alloc_payload(f);
+        if (rc == BKV_OK) solve(f, coeff, result);
+    }
+    free(coeff);
+    free(result);
+    return rc;
+}
+
+static const char *ribbon_check_geometry(bkv_filter *f) {
+    uint64_t m = f->params[0];
+    if (f->k < 1 || f->k > MAX_R) return "result bits out of range 1..32";
+    if (m < 128 || m % 64 || m > (UINT64_C(1) << 40)) return "bad slot count";
+    if (f->params[1] || f->params[2]) return "nonzero parameters";
+    if (f->num_bits != m * f->k) return "bit count does not match slots";
+    if (f->payload_len != (m / 64 + 1) * f->k * 8) return "payload length does not match slots";
+    return NULL;
+}
+
+const bkv_filter_ops bkv_ribbon_ops = {
+    .type = BKV_FILTER_RIBBON,
+    .name = "ribbon",
+    .build = ribbon_build,
+    .may_contain = ribbon_may_contain,
+    .may_contain_batch = ribbon_may_contain_batch,
+    .check_geometry = ribbon_check_geometry,
+};

@@ -8,6 +8,7 @@
  * an engine sharing one hash across many tables pays per table.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct bench_config {
 typedef struct bench_result {
     bkv_filter_info info;
     double hash_ns, build_ns_per_key, query_pos_ns, query_neg_ns, query_neg_batch_ns;
+    double delete_ns; /* deletable types only, else < 0 */
     double fpr;
 } bench_result;
 
@@ -65,8 +67,15 @@ static int run_one(const bench_config *cfg, bench_result *r) {
     bkv_filter_spec spec = {.type = cfg->type, .bits_per_key = cfg->bits_per_key, .fpr = cfg->fpr};
     bkv_filter *f = NULL;
     t0 = bench_now_ns();
-    int rc = bkv_filter_new(&spec, cfg->keys, &f);
-    for (uint64_t i = 0; rc == BKV_OK && i < cfg->keys; i++) bkv_filter_add(f, pos[i]);
+    /* Static types need every key at once; the others are filled one add
+     * at a time, as a table builder or a live set would. */
+    int rc;
+    if (bkv_filter_is_static(cfg->type)) {
+        rc = bkv_filter_build(&spec, pos, cfg->keys, &f);
+    } else {
+        rc = bkv_filter_new(&spec, cfg->keys, &f);
+        for (uint64_t i = 0; rc == BKV_OK && i < cfg->keys; i++) rc = bkv_filter_add(f, pos[i]);
+    }
     double build = bench_now_ns() - t0;
     if (rc != BKV_OK) {
         fprintf(stderr, "filter-bench: cannot build filter: %s\n", bkv_strerror(rc));
@@ -107,43 +116,119 @@ static int run_one(const bench_config *cfg, bench_result *r) {
     }
     r->fpr = cfg->queries ? (double)hits / (double)cfg->queries : 0;
     bkv_filter_get_info(f, &r->info);
+    r->delete_ns = -1;
+    if (bkv_filter_is_deletable(cfg->type)) {
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < cfg->keys; i++)
+            if (bkv_filter_delete(f, pos[i]) != BKV_OK) {
+                fprintf(stderr, "filter-bench: delete of an added key failed\n");
+                bkv_filter_free(f);
+                free(pos), free(neg), free(answers);
+                return 3;
+            }
+        r->delete_ns = cfg->keys ? (bench_now_ns() - t0) / (double)cfg->keys : 0;
+    }
     bkv_filter_free(f);
     free(pos), free(neg), free(answers);
     return 0;
 }
 
+static void print_json(const bench_config *cfg, const bench_result *r);
+
 static void print_json(const bench_config *cfg, const bench_result *r) {
-    printf("{\"type\":\"%s\",\"keys\":%llu,\"queries\":%llu,\"seed\":%llu,\"bits_per_key\":%.4f,"
+    printf("\"type\":\"%s\",\"keys\":%llu,\"queries\":%llu,\"seed\":%llu,\"bits_per_key\":%.4f,"
            "\"k\":%u,\"fpr\":%.6g,\"fpr_theory\":%.6g,\"hash_ns\":%.2f,\"build_ns_per_key\":%.2f,"
-           "\"query_pos_ns\":%.2f,\"query_neg_ns\":%.2f,\"query_neg_batch_ns\":%.2f,\"bytes\":%zu}\n",
+           "\"query_pos_ns\":%.2f,\"query_neg_ns\":%.2f,\"query_neg_batch_ns\":%.2f,\"bytes\":%zu",
            bkv_filter_type_name(cfg->type), (unsigned long long)cfg->keys,
            (unsigned long long)cfg->queries, (unsigned long long)cfg->seed, r->info.bits_per_key,
            r->info.k, r->fpr, r->info.expected_fpr, r->hash_ns, r->build_ns_per_key,
            r->query_pos_ns, r->query_neg_ns, r->query_neg_batch_ns, r->info.encoded_bytes);
+    if (r->delete_ns >= 0) printf(",\"delete_ns\":%.2f}\n", r->delete_ns);
+    else printf(",\"delete_ns\":null}\n");
 }
 
 static void print_header(void) {
-    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %12s\n", "type", "bits/key", "k", "fpr%",
-           "model%", "fpr/model", "build", "pos", "neg", "neg-batch", "bytes");
-    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %12s\n", "", "", "", "", "", "",
-           "ns/key", "ns", "ns", "ns", "");
+    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %8s %12s\n", "type", "bits/key", "k", "fpr%",
+           "model%", "fpr/model", "build", "pos", "neg", "neg-batch", "delete", "bytes");
+    printf("%-8s %9s %3s %9s %9s %9s %8s %8s %8s %9s %8s %12s\n", "", "", "", "", "", "",
+           "ns/key", "ns", "ns", "ns", "ns", "");
 }
 
 static void print_row(const bench_config *cfg, const bench_result *r) {
     double ratio = r->info.expected_fpr > 0 ? r->fpr / r->info.expected_fpr : 0;
-    printf("%-8s %9.2f %3u %9.4f %9.4f %9.3f %8.1f %8.1f %8.1f %9.1f %12zu\n",
+    char del[16] = "-";
+    if (r->delete_ns >= 0) snprintf(del, sizeof del, "%.1f", r->delete_ns);
+    printf("%-8s %9.2f %3u %9.4f %9.4f %9.3f %8.1f %8.1f %8.1f %9.1f %8s %12zu\n",
            bkv_filter_type_name(cfg->type), r->info.bits_per_key, r->info.k, 100 * r->fpr,
            100 * r->info.expected_fpr, ratio, r->build_ns_per_key, r->query_pos_ns, r->query_neg_ns,
-           r->query_neg_batch_ns, r->info.encoded_bytes);
+           r->query_neg_batch_ns, del, r->info.encoded_bytes);
+}
+
+/* The configuration of type that comes closest to the target rate; 0 when
+ * the type has no configuration near it (fixed-width fingerprints). */
+static int space_config(int type, double target, bench_config *c) {
+    c->type = type;
+    c->bits_per_key = 0;
+    c->fpr = target;
+    switch (type) {
+    case BKV_FILTER_FUSE8:
+    case BKV_FILTER_XOR8: return target >= 0.005;
+    case BKV_FILTER_FUSE16: return target < 0.005;
+    case BKV_FILTER_CUCKOO8: return 0;
+    case BKV_FILTER_CUCKOO12: return target >= 0.005;
+    case BKV_FILTER_CUCKOO16: return target < 0.005;
+    default: return 1;
+    }
+}
+
+static int space_table(const bench_config *base, int have_keys, int json) {
+    static const int types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM, BKV_FILTER_RIBBON, BKV_FILTER_FUSE8,
+                                BKV_FILTER_FUSE16, BKV_FILTER_XOR8, BKV_FILTER_CUCKOO12, BKV_FILTER_CUCKOO16,
+                                BKV_FILTER_COUNTING};
+    static const double targets[] = {0.01, 0.001, 0.0001};
+    const uint64_t sizes[] = {have_keys ? base->keys : 1000000, 10000000};
+    size_t nsizes = have_keys ? 1 : 2;
+    if (!json)
+        printf("%10s %8s %-9s %9s %9s %9s %9s %8s %8s %8s\n", "keys", "target%", "type", "bits/key", "fpr%",
+               "bound", "overhead", "build", "neg", "batch");
+    for (size_t si = 0; si < nsizes; si++)
+        for (size_t ti = 0; ti < 3; ti++)
+            for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) {
+                bench_config c = *base;
+                c.keys = sizes[si];
+                c.queries = 2000000;
+                if (!space_config(types[ty], targets[ti], &c)) continue;
+                bench_result r;
+                int rc = run_one(&c, &r);
+                if (rc) return rc;
+                double bound = -log2(targets[ti]);
+                /* Overhead against the bound of the rate actually reached. */
+                double reached = r.fpr > 0 ? -log2(r.fpr) : bound;
+                double overhead = 100.0 * (r.info.bits_per_key / reached - 1.0);
+                if (json) {
+                    printf("{\"space_table\":true,\"target_fpr\":%g,\"bound_bits\":%.3f,\"overhead_pct\":%.2f,", targets[ti],
+                           bound, overhead);
+                    print_json(&c, &r);
+                } else {
+                    printf("%10llu %8.2f %-9s %9.2f %9.4f %9.2f %8.1f%% %8.1f %8.1f %8.1f\n", (unsigned long long)c.keys,
+                           100 * targets[ti], bkv_filter_type_name(c.type), r.info.bits_per_key, 100 * r.fpr, bound,
+                           overhead, r.build_ns_per_key, r.query_neg_ns, r.query_neg_batch_ns);
+                }
+                fflush(stdout);
+            }
+    return 0;
 }
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: bloomkv filter-bench [--type bloom|blocked] [--keys N] [--bits-per-key B | --fpr E]\n"
-            "                            [--queries Q] [--seed S] [--json]\n"
+            "usage: bloomkv filter-bench [--type T] [--keys N] [--bits-per-key B | --fpr E]\n"
+            "                            [--queries Q] [--seed S] [--json] [--space-table]\n"
+            "types: bloom blocked ribbon fuse8 fuse16 xor8 cuckoo8 cuckoo12 cuckoo16 counting\n"
             "Builds a filter over N random distinct keys, checks it has no false negative, and\n"
             "measures build and probe cost and the false-positive rate over Q keys never inserted.\n"
-            "Without --type: both types at 4, 8, 10, 12, 16 and 20 bits per key.\n"
+            "Without --type: bloom and blocked at 4, 8, 10, 12, 16 and 20 bits per key.\n"
+            "--space-table: every type at false-positive rates near 1%%, 0.1%% and 0.01%%, for 1 M and\n"
+            "10 M keys (or --keys), beside the bound log2(1/fpr).\n"
             "Defaults: --keys 1000000 --queries = keys (at most 10000000) --bits-per-key 10 --seed 1\n");
 }
 
@@ -157,12 +242,13 @@ static int parse_u64(const char *s, uint64_t *out) {
 
 int bkv_filter_bench_main(int argc, char **argv) {
     bench_config cfg = {.type = -1, .keys = 1000000, .bits_per_key = 0, .seed = 1};
-    int have_queries = 0, have_bpk = 0;
+    int have_queries = 0, have_bpk = 0, have_keys = 0, space = 0;
     static const struct option opts[] = {
         {"type", required_argument, 0, 't'},  {"keys", required_argument, 0, 'n'},
         {"bits-per-key", required_argument, 0, 'b'}, {"fpr", required_argument, 0, 'f'},
         {"queries", required_argument, 0, 'q'}, {"seed", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+        {"space-table", no_argument, 0, 'S'},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -177,7 +263,9 @@ int bkv_filter_bench_main(int argc, char **argv) {
             break;
         case 'n':
             if (parse_u64(optarg, &cfg.keys) < 0) goto bad;
+            have_keys = 1;
             break;
+        case 'S': space = 1; break;
         case 'q':
             if (parse_u64(optarg, &cfg.queries) < 0) goto bad;
             have_queries = 1;
@@ -209,6 +297,7 @@ int bkv_filter_bench_main(int argc, char **argv) {
 
     const char *warn = bench_build_warning();
     if (warn) fprintf(stderr, "%s\n", warn);
+    if (space) return space_table(&cfg, have_keys, cfg.json);
 
     static const int all_types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
     static const double table_bpk[] = {4, 8, 10, 12, 16, 20};
@@ -229,7 +318,10 @@ int bkv_filter_bench_main(int argc, char **argv) {
             bench_result r;
             int rc = run_one(&one, &r);
             if (rc) return rc;
-            if (cfg.json) print_json(&one, &r);
+            if (cfg.json) {
+                printf("{");
+                print_json(&one, &r);
+            }
             else print_row(&one, &r);
             fflush(stdout);
         }

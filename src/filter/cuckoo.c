@@ -2,17 +2,19 @@
  * Cuckoo filter (Fan, Andersen, Kaminsky & Mitzenmacher, 2014): buckets of
  * four f-bit fingerprints (f = 8, 12 or 16, bit-packed). A key's
  * fingerprint lives in one of two buckets, i1 from the hash and
- * i2 = i1 XOR (mixed fingerprint) ("partial-key cuckoo hashing"), so
- * either bucket and the fingerprint give the other one and entries can be
- * moved without their keys. The bucket count is a power of two for that
- * XOR to stay in range.
+ * i2 = (H(fingerprint) - i1) mod buckets ("partial-key cuckoo hashing"):
+ * the map is its own inverse, so either bucket and the fingerprint give
+ * the other one and entries move without their keys. Unlike the usual
+ * XOR form it works for any bucket count, so the table is sized to the
+ * expected keys instead of the next power of two (which can waste half).
  *
  * Insertion evicts ("kicks") a random fingerprint to its other bucket when
  * both buckets are full, at most MAX_KICKS times. When that fails every
  * kick is undone, so the filter is exactly as before and BKV_FULL is
  * returned: no key already added is ever lost.
  *
- * params[0] = number of buckets; k = fingerprint bits; num_keys = count.
+ * params[0] = number of buckets (< 2^32); k = fingerprint bits;
+ * num_keys = count.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,9 @@
 
 #define SLOTS 4
 #define MAX_KICKS 500
-/* Sized so that the expected keys fill 95% of the slots. */
-#define TARGET_LOAD 0.95
+/* Sized so that the expected keys fill 90% of the slots: inserts first fail
+ * near 95-98%, so adding the expected number of keys succeeds. */
+#define TARGET_LOAD 0.90
 
 static inline unsigned bits_of(const bkv_filter *f) { return f->k; }
 
@@ -48,10 +51,12 @@ static inline uint32_t fingerprint(const bkv_filter *f, bkv_hash h) {
     return fp ? fp : 1; /* 0 marks an empty slot */
 }
 
-static inline uint64_t bucket1(const bkv_filter *f, bkv_hash h) { return h & (f->params[0] - 1); }
+static inline uint64_t bucket1(const bkv_filter *f, bkv_hash h) { return bkv_fastrange32((uint32_t)h, (uint32_t)f->params[0]); }
 
 static inline uint64_t alt_bucket(const bkv_filter *f, uint64_t b, uint32_t fp) {
-    return (b ^ (fp * 0x5bd1e995ULL)) & (f->params[0] - 1);
+    uint64_t nb = f->params[0];
+    uint64_t target = bkv_fastrange32((uint32_t)(fp * 0x9e3779b1u), (uint32_t)nb);
+    return target >= b ? target - b : target + nb - b;
 }
 
 static int bucket_has(const bkv_filter *f, uint64_t b, uint32_t fp) {
@@ -71,9 +76,8 @@ static int bucket_put(bkv_filter *f, uint64_t b, uint32_t fp) {
 
 static int cuckoo_size(bkv_filter *f, const bkv_filter_spec *spec, uint64_t n) {
     (void)spec;
-    uint64_t want = (uint64_t)((double)n / (SLOTS * TARGET_LOAD)) + 1, buckets = 1;
-    while (buckets < want) buckets <<= 1;
-    if (buckets > (UINT64_C(1) << 40)) return BKV_INVALID;
+    uint64_t buckets = (uint64_t)((double)n / (SLOTS * TARGET_LOAD)) + 1;
+    if (buckets > UINT32_MAX) return BKV_INVALID;
     f->params[0] = buckets;
     f->num_bits = buckets * SLOTS * bits_of(f);
     /* Two spare bytes so a slot read never runs past the end. */
@@ -155,8 +159,7 @@ static void cuckoo_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8
 static const char *cuckoo_check(bkv_filter *f, unsigned bits) {
     uint64_t b = f->params[0];
     if (f->k != bits) return "fingerprint bits do not match the type";
-    if (b == 0 || (b & (b - 1)) || b > (UINT64_C(1) << 40) || f->params[1] || f->params[2])
-        return "bucket count not a power of two";
+    if (b == 0 || b > UINT32_MAX || f->params[1] || f->params[2]) return "bad bucket count";
     if (f->num_bits != b * SLOTS * bits) return "bit count does not match buckets";
     if (f->payload_len != (f->num_bits + 7) / 8 + 2) return "payload length does not match buckets";
     if (f->filter_seed) return "nonzero seed";

@@ -101,7 +101,7 @@ static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, siz
  * rare (the band needs slack to absorb local crowding), more for small n
  * where crowding weighs more. */
 static uint64_t slots_for(size_t n) {
-    double overhead = n < 1000 ? 0.25 : n < 100000 ? 0.08 : 0.04;
+    double overhead = n < 1000 ? 0.25 : n < 100000 ? 0.08 : n < 2000000 ? 0.04 : n < 20000000 ? 0.05 : 0.06;
     uint64_t m = (uint64_t)ceil((double)n * (1.0 + overhead)) + 128;
     return (m + 63) / 64 * 64;
 }

@@ -18,144 +18,8 @@
 
 #include "bench_util.h"
 #include "bloomkv.h"
+#include "bench_engine.h"
 #include "db_bench.h"
-
-typedef struct bench_cfg {
-    const char *benchmarks;
-    uint64_t num, reads;
-    int key_size, value_size;
-    double bloom_bits;
-    int filter;
-    size_t cache_size, write_buffer_size;
-    int compression;
-    const char *db;
-    int use_existing_db;
-    uint64_t seed;
-    int histogram, json, sync;
-    int compaction_style;
-    int l0_trigger, l0_slowdown, l0_stop; /* 0: engine defaults */
-} bench_cfg;
-
-typedef struct bench_engine {
-    const char *name;
-    int (*open)(const bench_cfg *cfg, void **h);
-    int (*put)(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync);
-    int (*del)(void *h, const char *k, size_t kl);
-    /* 1 found (value checked against want when want is not NULL), 0 not
-     * found, < 0 error */
-    int (*get)(void *h, const char *k, size_t kl);
-    /* found count for n keys, < 0 on error */
-    long (*multi_get)(void *h, const char *const *keys, const size_t *klens, size_t n);
-    int (*compact)(void *h); /* settle: flush and finish due compactions */
-    void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
-    void (*close)(void *h);
-} bench_engine;
-
-/* ---- bloomkv adapter ---- */
-
-static int bkv_bench_open(const bench_cfg *cfg, void **h) {
-    bkv_options o;
-    bkv_options_init(&o);
-    o.write_buffer_size = cfg->write_buffer_size;
-    o.block_cache_size = cfg->cache_size;
-    o.filter_type = cfg->filter;
-    o.bits_per_key = cfg->bloom_bits;
-    o.compression = cfg->compression;
-    o.compaction_style = cfg->compaction_style;
-    if (cfg->l0_trigger) o.level0_compaction_trigger = cfg->l0_trigger;
-    if (cfg->l0_slowdown) o.level0_slowdown_trigger = cfg->l0_slowdown;
-    if (cfg->l0_stop) o.level0_stop_trigger = cfg->l0_stop;
-    o.error_if_exists = 0;
-    bkv_db *db;
-    int rc = bkv_open(cfg->db, &o, &db);
-    if (rc) {
-        fprintf(stderr, "bench: cannot open %s: %s\n", cfg->db, bkv_strerror(rc));
-        return rc;
-    }
-    *h = db;
-    return 0;
-}
-
-static int bkv_bench_put(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
-    bkv_write_options wo = {.sync = sync};
-    return bkv_put(h, &wo, k, kl, v, vl);
-}
-
-static int bkv_bench_del(void *h, const char *k, size_t kl) { return bkv_delete(h, NULL, k, kl); }
-
-static int bkv_bench_get(void *h, const char *k, size_t kl) {
-    void *v;
-    size_t n;
-    int rc = bkv_get(h, NULL, k, kl, &v, &n);
-    if (rc == BKV_OK) {
-        bkv_free(v);
-        return 1;
-    }
-    return rc == BKV_NOTFOUND ? 0 : rc;
-}
-
-static long bkv_bench_multi_get(void *h, const char *const *keys, const size_t *klens, size_t n) {
-    void *vals[64];
-    size_t vlens[64];
-    int st[64];
-    long found = 0;
-    for (size_t base = 0; base < n; base += 64) {
-        size_t m = n - base < 64 ? n - base : 64;
-        int rc = bkv_multi_get(h, NULL, m, (const void *const *)keys + base, klens + base, vals, vlens, st);
-        if (rc) return rc;
-        for (size_t i = 0; i < m; i++) {
-            if (st[i] == BKV_OK) {
-                found++;
-                bkv_free(vals[i]);
-            } else if (st[i] < 0) {
-                return st[i];
-            }
-        }
-    }
-    return found;
-}
-
-static int bkv_bench_compact(void *h) { return bkv_compact(h); }
-
-static void bkv_bench_report(void *h, FILE *out) {
-    static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
-                                  "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
-                                  "compactions", "compaction-bytes-read", "compaction-bytes-written"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char prop[64];
-        snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);
-        char *v = bkv_property(h, prop);
-        fprintf(out, ",\"%s\":%s", names[i], v ? v : "null");
-        bkv_free(v);
-    }
-    static const char *amps[] = {"write", "space", "read"};
-    for (int i = 0; i < 3; i++) {
-        char prop[64];
-        snprintf(prop, sizeof prop, "bloomkv.%s-amplification", amps[i]);
-        char *v = bkv_property(h, prop);
-        fprintf(out, ",\"%s_amp\":%s", amps[i], v ? v : "null");
-        bkv_free(v);
-    }
-    fprintf(out, ",\"levels\":[");
-    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
-        char prop[64];
-        snprintf(prop, sizeof prop, "bloomkv.num-files-at-level%d", l);
-        char *files = bkv_property(h, prop);
-        snprintf(prop, sizeof prop, "bloomkv.bytes-at-level%d", l);
-        char *bytes = bkv_property(h, prop);
-        fprintf(out, "%s{\"files\":%s,\"bytes\":%s}", l ? "," : "", files ? files : "null", bytes ? bytes : "null");
-        bkv_free(files);
-        bkv_free(bytes);
-    }
-    fprintf(out, "]");
-}
-
-static void bkv_bench_close(void *h) { bkv_close(h); }
-
-static const bench_engine bloomkv_engine = {
-    "bloomkv", bkv_bench_open, bkv_bench_put, bkv_bench_del, bkv_bench_get, bkv_bench_multi_get,
-    bkv_bench_compact, bkv_bench_report, bkv_bench_close,
-};
 
 /* ---- workload ---- */
 
@@ -283,6 +147,22 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             for (size_t j = 0; j < m; j++) s->lat_ns[s->nlat++] = (uint32_t)per;
             found += (uint64_t)r;
         }
+    } else if (strcmp(name, "readseq") == 0) {
+        double t0 = bench_now_ns();
+        long r = s->eng->scan(s->h, NULL, 0, (long)c->num);
+        if (r < 0) return -1;
+        record(s, t0);
+        ops = (uint64_t)r;
+        found = (uint64_t)r;
+    } else if (strcmp(name, "seekrandom") == 0) {
+        for (uint64_t i = 0; i < ops; i++) {
+            size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % c->num, 0);
+            double t0 = bench_now_ns();
+            long r = s->eng->scan(s->h, key, kl, 1);
+            record(s, t0);
+            if (r < 0) return -1;
+            found += (uint64_t)r;
+        }
     } else if (strcmp(name, "compact") == 0) {
         ops = 1;
         double t0 = bench_now_ns();
@@ -311,12 +191,111 @@ static void usage(FILE *out) {
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
             "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
             "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
-            "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot multireadrandom deleterandom\n"
-            "            compact (flush and finish due compactions)\n"
+            "                     [--engine bloomkv|leveldb|rocksdb] [--compare]\n"
+            "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
+            "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
+            "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
 
+#define MAX_BENCHMARKS 32
+
+/* Runs the configured benchmarks on one engine in a fresh (or the given)
+ * directory; fills ops_per_sec per benchmark. Returns an exit status. */
+static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec, size_t *nbench) {
+    char tmpdir[256] = "";
+    if (!c.db) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/bloomkv-bench-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("bench: mkdtemp");
+            return 3;
+        }
+        c.db = tmpdir;
+    } else if (!c.use_existing_db) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.db);
+        if (system(cmd) != 0) return 3;
+    }
+    const char *warn = bench_build_warning();
+    if (warn) fprintf(stderr, "%s\n", warn);
+
+    run_state s = {.cfg = &c, .eng = eng, .rng = c.seed};
+    s.pool = (1u << 20) + (size_t)c.value_size;
+    s.values = malloc(s.pool);
+    uint64_t max_ops = c.num > c.reads ? c.num : c.reads;
+    s.lat_ns = malloc((max_ops + 64) * sizeof *s.lat_ns);
+    if (!s.values || !s.lat_ns) return 3;
+    uint64_t vr = c.seed ^ 0xabcdef;
+    for (size_t i = 0; i < s.pool; i++) s.values[i] = (char)(i % 2 ? ' ' + next_rand(&vr) % 64 : 'a'); /* ~50% compressible */
+    if (s.eng->open(&c, &s.h)) return 3;
+    if (!c.json)
+        printf("engine %s, keys %d bytes, values %d bytes, %llu entries, filter %s %.1f bits/key, "
+               "write buffer %zu, cache %zu\n", s.eng->name, c.key_size, c.value_size, (unsigned long long)c.num,
+               bkv_filter_type_name(c.filter), c.bloom_bits, c.write_buffer_size, c.cache_size);
+
+    char *list = strdup(c.benchmarks);
+    int status = 0;
+    *nbench = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
+        uint64_t found = 0;
+        double t0 = bench_now_ns();
+        long ops = run_benchmark(&s, name, &found);
+        double secs = (bench_now_ns() - t0) / 1e9;
+        if (ops < 0) {
+            if (ops == -1) fprintf(stderr, "bench: %s failed\n", name);
+            status = ops == -2 ? 2 : 3;
+            break;
+        }
+        ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
+        qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
+        double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
+        double micros = ops ? secs * 1e6 / (double)ops : 0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        if (c.json) {
+            printf("{\"engine\":\"%s\",\"benchmark\":\"%s\",\"num\":%llu,\"ops\":%ld,\"seconds\":%.4f,"
+                   "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"found\":%llu,"
+                   "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu",
+                   s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
+                   p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
+                   (unsigned long long)ru.ru_maxrss * 1024);
+            s.eng->report(s.h, stdout);
+            printf("}\n");
+        } else {
+            printf("%-15s : %10.3f micros/op %9.0f ops/sec;", name, micros, ops / (secs > 0 ? secs : 1));
+            if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
+            if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom"))
+                printf(" (%llu of %ld found)", (unsigned long long)found, ops);
+            printf("\n");
+            if (c.histogram)
+                printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
+                       s.lat_ns[s.nlat * 9 / 10] / 1e3, p99, s.lat_ns[s.nlat * 999 / 1000] / 1e3,
+                       s.lat_ns[s.nlat - 1] / 1e3);
+        }
+        fflush(stdout);
+    }
+    if (!c.json && status == 0 && eng == &bkv_bench_engine_bloomkv && !c.quiet) {
+        char *st = bkv_property(s.h, "bloomkv.stats");
+        if (st) printf("\n%s", st);
+        bkv_free(st);
+    }
+    free(list);
+    s.eng->close(s.h);
+    free(s.values);
+    free(s.lat_ns);
+    if (tmpdir[0]) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) fprintf(stderr, "bench: could not remove %s\n", tmpdir);
+    }
+    return status;
+}
+
 int bkv_db_bench_main(int argc, char **argv) {
+    const char *engine_name = "bloomkv";
+    int compare = 0;
     bench_cfg c = {.benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301};
@@ -331,6 +310,8 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"seed", required_argument, 0, 's'},       {"histogram", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},             {"sync", no_argument, 0, 'S'},
         {"compaction_style", required_argument, 0, 'C'},
+        {"engine", required_argument, 0, 'E'},
+        {"compare", no_argument, 0, 'X'},
         {"level0_file_num_compaction_trigger", required_argument, 0, '0'},
         {"level0_slowdown_writes_trigger", required_argument, 0, '1'},
         {"level0_stop_writes_trigger", required_argument, 0, '2'},
@@ -368,6 +349,8 @@ int bkv_db_bench_main(int argc, char **argv) {
             else if (strcmp(optarg, "tiered") == 0) c.compaction_style = BKV_COMPACTION_TIERED;
             else goto bad;
             break;
+        case 'E': engine_name = optarg; break;
+        case 'X': compare = 1; break;
         case '0': c.l0_trigger = atoi(optarg); break;
         case '1': c.l0_slowdown = atoi(optarg); break;
         case '2': c.l0_stop = atoi(optarg); break;
@@ -380,91 +363,50 @@ int bkv_db_bench_main(int argc, char **argv) {
         goto bad;
     if (!have_reads) c.reads = c.num;
 
-    char tmpdir[256] = "";
-    if (!c.db) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/bloomkv-bench-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir)) {
-            perror("bench: mkdtemp");
-            return 3;
+    static const bench_engine *const engines[] = {&bkv_bench_engine_bloomkv, &bkv_bench_engine_leveldb,
+                                                  &bkv_bench_engine_rocksdb};
+    if (!compare) {
+        const bench_engine *eng = NULL;
+        for (size_t i = 0; i < 3; i++)
+            if (engines[i]->name && strcmp(engines[i]->name, engine_name) == 0) eng = engines[i];
+        if (!eng) {
+            fprintf(stderr, "bench: engine '%s' is not available in this build\n", engine_name);
+            return 2;
         }
-        c.db = tmpdir;
-    } else if (!c.use_existing_db) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.db);
-        if (system(cmd) != 0) return 3;
+        double ops[MAX_BENCHMARKS];
+        size_t nb;
+        return run_engine(c, eng, ops, &nb);
     }
-    const char *warn = bench_build_warning();
-    if (warn) fprintf(stderr, "%s\n", warn);
-
-    run_state s = {.cfg = &c, .eng = &bloomkv_engine, .rng = c.seed};
-    s.pool = (1u << 20) + (size_t)c.value_size;
-    s.values = malloc(s.pool);
-    uint64_t max_ops = c.num > c.reads ? c.num : c.reads;
-    s.lat_ns = malloc((max_ops + 64) * sizeof *s.lat_ns);
-    if (!s.values || !s.lat_ns) return 3;
-    uint64_t vr = c.seed ^ 0xabcdef;
-    for (size_t i = 0; i < s.pool; i++) s.values[i] = (char)(i % 2 ? ' ' + next_rand(&vr) % 64 : 'a'); /* ~50% compressible */
-    if (s.eng->open(&c, &s.h)) return 3;
-    if (!c.json)
-        printf("engine %s, keys %d bytes, values %d bytes, %llu entries, filter %s %.1f bits/key, "
-               "write buffer %zu, cache %zu\n", s.eng->name, c.key_size, c.value_size, (unsigned long long)c.num,
-               bkv_filter_type_name(c.filter), c.bloom_bits, c.write_buffer_size, c.cache_size);
-
-    char *list = strdup(c.benchmarks);
-    int status = 0;
-    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
-        uint64_t found = 0;
-        double t0 = bench_now_ns();
-        long ops = run_benchmark(&s, name, &found);
-        double secs = (bench_now_ns() - t0) / 1e9;
-        if (ops < 0) {
-            if (ops == -1) fprintf(stderr, "bench: %s failed\n", name);
-            status = ops == -2 ? 2 : 3;
-            break;
-        }
-        qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
-        double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
-        double micros = ops ? secs * 1e6 / (double)ops : 0;
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        if (c.json) {
-            printf("{\"engine\":\"%s\",\"benchmark\":\"%s\",\"num\":%llu,\"ops\":%ld,\"seconds\":%.4f,"
-                   "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"found\":%llu,"
-                   "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu",
-                   s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
-                   p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
-                   (unsigned long long)ru.ru_maxrss * 1024);
-            s.eng->report(s.h, stdout);
-            printf("}\n");
-        } else {
-            printf("%-15s : %10.3f micros/op %9.0f ops/sec;", name, micros, ops / (secs > 0 ? secs : 1));
-            if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
-            if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom"))
-                printf(" (%llu of %ld found)", (unsigned long long)found, ops);
-            printf("\n");
-            if (c.histogram)
-                printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
-                       s.lat_ns[s.nlat * 9 / 10] / 1e3, p99, s.lat_ns[s.nlat * 999 / 1000] / 1e3,
-                       s.lat_ns[s.nlat - 1] / 1e3);
-        }
-        fflush(stdout);
+    /* --compare: the same suite on every engine built in, then one table. */
+    double ops[3][MAX_BENCHMARKS] = {{0}};
+    size_t nb[3] = {0};
+    c.quiet = 1;
+    for (size_t i = 0; i < 3; i++) {
+        if (!engines[i]->name) continue;
+        if (!c.json) printf("--- %s\n", engines[i]->name);
+        bench_cfg one = c;
+        if (one.db) one.use_existing_db = 0;
+        int rc = run_engine(one, engines[i], ops[i], &nb[i]);
+        if (rc) return rc;
     }
-    if (!c.json && status == 0) {
-        char *st = bkv_property(s.h, "bloomkv.stats");
-        if (st) printf("\n%s", st);
-        bkv_free(st);
+    printf("\n%-16s", "ops/sec");
+    for (size_t i = 0; i < 3; i++)
+        if (engines[i]->name) printf(" %14s", engines[i]->name);
+    for (size_t i = 1; i < 3; i++)
+        if (engines[i]->name) printf(" %16s", i == 1 ? "bloomkv/leveldb" : "bloomkv/rocksdb");
+    printf("\n");
+    char *list = strdup(c.benchmarks), *save = NULL;
+    size_t b = 0;
+    for (char *name = strtok_r(list, ",", &save); name && b < nb[0]; name = strtok_r(NULL, ",", &save), b++) {
+        printf("%-16s", name);
+        for (size_t i = 0; i < 3; i++)
+            if (engines[i]->name) printf(" %14.0f", ops[i][b]);
+        for (size_t i = 1; i < 3; i++)
+            if (engines[i]->name) printf(" %15.2fx", ops[i][b] > 0 ? ops[0][b] / ops[i][b] : 0);
+        printf("\n");
     }
     free(list);
-    s.eng->close(s.h);
-    free(s.values);
-    free(s.lat_ns);
-    if (tmpdir[0]) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0) fprintf(stderr, "bench: could not remove %s\n", tmpdir);
-    }
-    return status;
+    return 0;
 bad:
     usage(stderr);
     return 2;

@@ -1,0 +1,49 @@
+/* The engine adapters of `bloomkv bench`: one struct of functions per
+ * engine, so one workload generator and timing loop drives them all. */
+#ifndef BKV_BENCH_ENGINE_H
+#define BKV_BENCH_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct bench_cfg {
+    const char *benchmarks;
+    uint64_t num, reads;
+    int key_size, value_size;
+    double bloom_bits;
+    int filter;
+    size_t cache_size, write_buffer_size;
+    int compression;
+    const char *db;
+    int use_existing_db;
+    uint64_t seed;
+    int histogram, json, sync;
+    int compaction_style;
+    int l0_trigger, l0_slowdown, l0_stop; /* 0: engine defaults */
+    int quiet;                            /* no engine report after the run */
+} bench_cfg;
+
+typedef struct bench_engine {
+    const char *name;
+    int (*open)(const bench_cfg *cfg, void **h);
+    int (*put)(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync);
+    int (*del)(void *h, const char *k, size_t kl);
+    /* 1 found, 0 not found, < 0 error */
+    int (*get)(void *h, const char *k, size_t kl);
+    /* found count for n keys, < 0 on error */
+    long (*multi_get)(void *h, const char *const *keys, const size_t *klens, size_t n);
+    int (*compact)(void *h); /* settle: flush and finish due compactions */
+    /* Iterators: visit n entries from the first (readseq), or seek to key
+     * and read up to n entries (seekrandom); entries visited, < 0 error. */
+    long (*scan)(void *h, const char *from, size_t fl, long n);
+    void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
+    void (*close)(void *h);
+} bench_engine;
+
+
+extern const bench_engine bkv_bench_engine_bloomkv;
+extern const bench_engine bkv_bench_engine_leveldb;   /* name NULL when not built */
+extern const bench_engine bkv_bench_engine_rocksdb;
+
+#endif

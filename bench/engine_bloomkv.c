@@ -1,0 +1,127 @@
+/* `bloomkv bench` adapter for bloomkv itself. */
+#include <stdlib.h>
+
+#include "bench_engine.h"
+#include "bloomkv.h"
+
+static int bkv_bench_open(const bench_cfg *cfg, void **h) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.write_buffer_size = cfg->write_buffer_size;
+    o.block_cache_size = cfg->cache_size;
+    o.filter_type = cfg->filter;
+    o.bits_per_key = cfg->bloom_bits;
+    o.compression = cfg->compression;
+    o.compaction_style = cfg->compaction_style;
+    if (cfg->l0_trigger) o.level0_compaction_trigger = cfg->l0_trigger;
+    if (cfg->l0_slowdown) o.level0_slowdown_trigger = cfg->l0_slowdown;
+    if (cfg->l0_stop) o.level0_stop_trigger = cfg->l0_stop;
+    o.error_if_exists = 0;
+    bkv_db *db;
+    int rc = bkv_open(cfg->db, &o, &db);
+    if (rc) {
+        fprintf(stderr, "bench: cannot open %s: %s\n", cfg->db, bkv_strerror(rc));
+        return rc;
+    }
+    *h = db;
+    return 0;
+}
+
+static int bkv_bench_put(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    bkv_write_options wo = {.sync = sync};
+    return bkv_put(h, &wo, k, kl, v, vl);
+}
+
+static int bkv_bench_del(void *h, const char *k, size_t kl) { return bkv_delete(h, NULL, k, kl); }
+
+static int bkv_bench_get(void *h, const char *k, size_t kl) {
+    void *v;
+    size_t n;
+    int rc = bkv_get(h, NULL, k, kl, &v, &n);
+    if (rc == BKV_OK) {
+        bkv_free(v);
+        return 1;
+    }
+    return rc == BKV_NOTFOUND ? 0 : rc;
+}
+
+static long bkv_bench_multi_get(void *h, const char *const *keys, const size_t *klens, size_t n) {
+    void *vals[64];
+    size_t vlens[64];
+    int st[64];
+    long found = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        size_t m = n - base < 64 ? n - base : 64;
+        int rc = bkv_multi_get(h, NULL, m, (const void *const *)keys + base, klens + base, vals, vlens, st);
+        if (rc) return rc;
+        for (size_t i = 0; i < m; i++) {
+            if (st[i] == BKV_OK) {
+                found++;
+                bkv_free(vals[i]);
+            } else if (st[i] < 0) {
+                return st[i];
+            }
+        }
+    }
+    return found;
+}
+
+static int bkv_bench_compact(void *h) { return bkv_compact(h); }
+
+static void bkv_bench_report(void *h, FILE *out) {
+    static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
+                                  "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
+                                  "compactions", "compaction-bytes-read", "compaction-bytes-written"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);
+        char *v = bkv_property(h, prop);
+        fprintf(out, ",\"%s\":%s", names[i], v ? v : "null");
+        bkv_free(v);
+    }
+    static const char *amps[] = {"write", "space", "read"};
+    for (int i = 0; i < 3; i++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.%s-amplification", amps[i]);
+        char *v = bkv_property(h, prop);
+        fprintf(out, ",\"%s_amp\":%s", amps[i], v ? v : "null");
+        bkv_free(v);
+    }
+    fprintf(out, ",\"levels\":[");
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
+        char prop[64];
+        snprintf(prop, sizeof prop, "bloomkv.num-files-at-level%d", l);
+        char *files = bkv_property(h, prop);
+        snprintf(prop, sizeof prop, "bloomkv.bytes-at-level%d", l);
+        char *bytes = bkv_property(h, prop);
+        fprintf(out, "%s{\"files\":%s,\"bytes\":%s}", l ? "," : "", files ? files : "null", bytes ? bytes : "null");
+        bkv_free(files);
+        bkv_free(bytes);
+    }
+    fprintf(out, "]");
+}
+
+static long bkv_bench_scan(void *h, const char *from, size_t fl, long n) {
+    bkv_iter *it;
+    if (bkv_iter_create(h, NULL, &it) != BKV_OK) return -1;
+    if (from) bkv_iter_seek(it, from, fl);
+    else bkv_iter_seek_to_first(it);
+    long seen = 0;
+    size_t kl, vl;
+    for (; seen < n && bkv_iter_valid(it); bkv_iter_next(it), seen++) {
+        bkv_iter_key(it, &kl);
+        bkv_iter_value(it, &vl);
+    }
+    int rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    return rc ? -1 : seen;
+}
+
+static void bkv_bench_close(void *h) { bkv_close(h); }
+
+const bench_engine bkv_bench_engine_bloomkv = {
+    .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
+    .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
+    .report = bkv_bench_report, .close = bkv_bench_close,
+};
+

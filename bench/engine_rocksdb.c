@@ -1,0 +1,171 @@
+/* `bloomkv bench` adapter for RocksDB, through its C API (Debian's
+ * librocksdb-dev). Settings mirror bloomkv's: write buffer, 4 KiB blocks,
+ * LRU block cache, full-filter Bloom at the same bits per key, the same
+ * compression, two background jobs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_engine.h"
+
+#ifdef BKV_HAVE_ROCKSDB
+#include <rocksdb/c.h>
+
+#include "bloomkv.h"
+
+typedef struct rdb {
+    rocksdb_t *db;
+    rocksdb_options_t *opts;
+    rocksdb_block_based_table_options_t *table;
+    rocksdb_cache_t *cache;
+    rocksdb_readoptions_t *ro;
+    rocksdb_writeoptions_t *wo, *wo_sync;
+    rocksdb_flushoptions_t *fo;
+} rdb;
+
+static void rdb_close(void *h) {
+    rdb *r = h;
+    if (r->db) rocksdb_close(r->db);
+    rocksdb_options_destroy(r->opts);
+    rocksdb_block_based_options_destroy(r->table);
+    if (r->cache) rocksdb_cache_destroy(r->cache);
+    rocksdb_readoptions_destroy(r->ro);
+    rocksdb_writeoptions_destroy(r->wo);
+    rocksdb_writeoptions_destroy(r->wo_sync);
+    rocksdb_flushoptions_destroy(r->fo);
+    free(r);
+}
+
+static int rdb_open(const bench_cfg *cfg, void **h) {
+    rdb *r = calloc(1, sizeof *r);
+    if (!r) return -1;
+    r->opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(r->opts, 1);
+    rocksdb_options_set_write_buffer_size(r->opts, cfg->write_buffer_size);
+    rocksdb_options_set_max_background_jobs(r->opts, 2);
+    rocksdb_options_set_max_open_files(r->opts, 1000);
+    int comp = cfg->compression == BKV_COMPRESSION_LZ4    ? rocksdb_lz4_compression
+               : cfg->compression == BKV_COMPRESSION_ZSTD ? rocksdb_zstd_compression
+                                                           : rocksdb_no_compression;
+    rocksdb_options_set_compression(r->opts, comp);
+    r->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_size(r->table, 4096);
+    if (cfg->cache_size) {
+        r->cache = rocksdb_cache_create_lru(cfg->cache_size);
+        rocksdb_block_based_options_set_block_cache(r->table, r->cache);
+    } else {
+        rocksdb_block_based_options_set_no_block_cache(r->table, 1);
+    }
+    if (cfg->filter != 0)
+        rocksdb_block_based_options_set_filter_policy(r->table, rocksdb_filterpolicy_create_bloom_full(cfg->bloom_bits));
+    rocksdb_options_set_block_based_table_factory(r->opts, r->table);
+    r->ro = rocksdb_readoptions_create();
+    r->wo = rocksdb_writeoptions_create();
+    r->wo_sync = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(r->wo_sync, 1);
+    r->fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(r->fo, 1);
+    char *err = NULL;
+    r->db = rocksdb_open(r->opts, cfg->db, &err);
+    if (err) {
+        fprintf(stderr, "bench: rocksdb: %s\n", err);
+        rocksdb_free(err);
+        rdb_close(r);
+        return -1;
+    }
+    *h = r;
+    return 0;
+}
+
+static int check(char *err) {
+    if (!err) return 0;
+    fprintf(stderr, "bench: rocksdb: %s\n", err);
+    rocksdb_free(err);
+    return -1;
+}
+
+static int rdb_put(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    rdb *r = h;
+    char *err = NULL;
+    rocksdb_put(r->db, sync ? r->wo_sync : r->wo, k, kl, v, vl, &err);
+    return check(err);
+}
+
+static int rdb_del(void *h, const char *k, size_t kl) {
+    rdb *r = h;
+    char *err = NULL;
+    rocksdb_delete(r->db, r->wo, k, kl, &err);
+    return check(err);
+}
+
+static int rdb_get(void *h, const char *k, size_t kl) {
+    rdb *r = h;
+    char *err = NULL;
+    size_t vl;
+    char *v = rocksdb_get(r->db, r->ro, k, kl, &vl, &err);
+    if (check(err)) return -1;
+    if (!v) return 0;
+    rocksdb_free(v);
+    return 1;
+}
+
+static long rdb_multi_get(void *h, const char *const *keys, const size_t *klens, size_t n) {
+    rdb *r = h;
+    char *vals[64];
+    size_t vls[64];
+    char *errs[64];
+    long found = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        size_t m = n - base < 64 ? n - base : 64;
+        rocksdb_multi_get(r->db, r->ro, m, keys + base, klens + base, vals, vls, errs);
+        for (size_t i = 0; i < m; i++) {
+            if (errs[i]) {
+                check(errs[i]);
+                return -1;
+            }
+            if (vals[i]) {
+                found++;
+                rocksdb_free(vals[i]);
+            }
+        }
+    }
+    return found;
+}
+
+static int rdb_compact(void *h) {
+    rdb *r = h;
+    char *err = NULL;
+    rocksdb_flush(r->db, r->fo, &err);
+    if (check(err)) return -1;
+    rocksdb_compact_range(r->db, NULL, 0, NULL, 0);
+    return 0;
+}
+
+static long rdb_scan(void *h, const char *from, size_t fl, long n) {
+    rdb *r = h;
+    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
+    if (from) rocksdb_iter_seek(it, from, fl);
+    else rocksdb_iter_seek_to_first(it);
+    long seen = 0;
+    size_t kl, vl;
+    for (; seen < n && rocksdb_iter_valid(it); rocksdb_iter_next(it), seen++) {
+        rocksdb_iter_key(it, &kl);
+        rocksdb_iter_value(it, &vl);
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_destroy(it);
+    return check(err) ? -1 : seen;
+}
+
+static void rdb_report(void *h, FILE *out) {
+    (void)h;
+    (void)out;
+}
+
+const bench_engine bkv_bench_engine_rocksdb = {
+    .name = "rocksdb", .open = rdb_open, .put = rdb_put, .del = rdb_del, .get = rdb_get,
+    .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan, .report = rdb_report, .close = rdb_close,
+};
+#else
+const bench_engine bkv_bench_engine_rocksdb = {.name = NULL};
+#endif

@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bloomkv_export.h"
 #include "bloomkv_filter.h" /* status codes, bkv_hash, filter types */
@@ -204,6 +205,21 @@ BKV_EXPORT int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen);
 BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);
 
 BKV_EXPORT int bkv_version(void);  /* BKV_VERSION_NUMBER of the library */
+
+/* Offline inspection (the database must not be open elsewhere).
+ *
+ * bkv_check verifies every file of the database in directory path: CURRENT,
+ * the manifest, every table it names (footer, index, properties, every
+ * data block's checksum and entries, the filter) and every WAL. Each
+ * problem is reported to fn as one line naming the file and offset.
+ * Returns BKV_OK when nothing was found, BKV_CORRUPTION when a problem was
+ * reported, or another error when the check itself could not run. */
+BKV_EXPORT int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg);
+
+/* Writes a readable description of one table file to out: properties,
+ * index, filter header and, with entries, every entry (keys and values
+ * printed with C escapes). */
+BKV_EXPORT int bkv_dump_table(const char *file, int entries, FILE *out);
 
 #ifdef __cplusplus
 }

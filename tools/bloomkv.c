@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bloomkv_filter.h"
+#include "cli.h"
 #include "db_bench.h"
 #include "filter_bench.h"
 
@@ -16,6 +17,15 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
+    {"put", bkv_cli_put, "store a value under a key"},
+    {"get", bkv_cli_get, "print a key's value"},
+    {"delete", bkv_cli_delete, "delete a key"},
+    {"scan", bkv_cli_scan, "print keys and values in order, optionally within a range"},
+    {"load", bkv_cli_load, "bulk load tab-separated key/value lines"},
+    {"stats", bkv_cli_stats, "levels, tables, filter memory, counters"},
+    {"compact", bkv_cli_compact, "flush and run every due compaction"},
+    {"check", bkv_cli_check, "verify every checksum and invariant of a database"},
+    {"dump-sst", bkv_cli_dump_sst, "describe one table file"},
     {"bench", bkv_db_bench_main, "db_bench-style engine benchmark (fillrandom, readrandom, readmissing, ...)"},
     {"filter-bench", bkv_filter_bench_main, "measure a filter type: build cost, probe cost, false positives"},
 };

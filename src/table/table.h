@@ -95,6 +95,8 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
 size_t bkv_table_filter_memory(const bkv_table *t);
+/* The key filter, NULL when absent or damaged. */
+const bkv_filter *bkv_table_filter(const bkv_table *t);
 
 /* An internal iterator over the table's entries (table/iterator.h). It
  * reads blocks through the block cache (adding them when fill_cache). The

@@ -169,6 +169,8 @@ const bkv_table_props *bkv_table_properties(const bkv_table *t) { return &t->pro
 
 size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter ? t->filter_len : 0; }
 
+const bkv_filter *bkv_table_filter(const bkv_table *t) { return t->filter; }
+
 static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_handle *h, bkv_err *e) {
     const uint8_t *p = bkv_get_varint64(v, v + n, &h->offset);
     if (!p || !bkv_get_varint64(p, v + n, &h->size) || h->size > (1u << 30))

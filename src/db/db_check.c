@@ -1,0 +1,214 @@
+/* Offline verification and dumping of database files (bkv_check,
+ * bkv_dump_table), for `bloomkv check` and `bloomkv dump-sst`. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_files.h"
+#include "db/version.h"
+#include "db/write_batch.h"
+#include "util/coding.h"
+#include "util/ikey.h"
+#include "util/iterator.h"
+
+typedef struct checker {
+    void (*fn)(void *arg, const char *problem);
+    void *arg;
+    int problems;
+} checker;
+
+static void report(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(checker *c, const char *fmt, ...) {
+    char line[BKV_ERR_LEN + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->problems++;
+    if (c->fn) c->fn(c->arg, line);
+}
+
+/* Reads every entry of a table in order, checking order and types. */
+static void check_table(checker *c, const char *path, uint64_t number) {
+    bkv_table_stats st = {0};
+    bkv_table *t;
+    bkv_err e = {{0}};
+    if (bkv_table_open(bkv_env_posix(), path, number, NULL, &st, &t, &e)) {
+        report(c, "%s", e.msg);
+        return;
+    }
+    if (st.filter_corrupt) report(c, "%s: filter block damaged (reads will treat it as \"maybe\")", path);
+    bkv_iiter *it;
+    if (bkv_table_iter_new(t, 0, NULL, &it)) {
+        bkv_table_close(t);
+        report(c, "%s: out of memory", path);
+        return;
+    }
+    bkv_buf prev;
+    bkv_buf_init(&prev);
+    uint64_t n = 0, dels = 0;
+    for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it), n++) {
+        size_t kl;
+        const uint8_t *k = bkv_iiter_key(it, &kl);
+        if (kl < BKV_IKEY_TRAILER) {
+            report(c, "%s: entry %llu has a key shorter than its trailer", path, (unsigned long long)n);
+            break;
+        }
+        unsigned type = (unsigned)(bkv_ikey_trailer(k, kl) & 0xff);
+        if (type != BKV_TYPE_VALUE && type != BKV_TYPE_DELETION)
+            report(c, "%s: entry %llu has unknown type %u", path, (unsigned long long)n, type);
+        dels += type == BKV_TYPE_DELETION;
+        if (prev.len && bkv_ikey_compare(prev.data, prev.len, k, kl) >= 0)
+            report(c, "%s: entry %llu is out of order", path, (unsigned long long)n);
+        bkv_buf_clear(&prev);
+        bkv_buf_append(&prev, k, kl);
+    }
+    if (bkv_iiter_status(it, &e)) report(c, "%s", e.msg);
+    const bkv_table_props *p = bkv_table_properties(t);
+    if (!bkv_iiter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
+        report(c, "%s: properties say %llu entries, %llu deletions; found %llu, %llu", path,
+               (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions, (unsigned long long)n,
+               (unsigned long long)dels);
+    bkv_buf_free(&prev);
+    bkv_iiter_destroy(it);
+    bkv_table_close(t);
+}
+
+static void check_log(checker *c, const char *path, int newest, int is_manifest) {
+    uint8_t *data;
+    size_t len;
+    bkv_err e = {{0}};
+    if (bkv_env_read_all(bkv_env_posix(), path, &data, &len, &e)) {
+        report(c, "%s", e.msg);
+        return;
+    }
+    bkv_log_reader r;
+    bkv_log_reader_init(&r, path, data, len, newest);
+    int rc;
+    while ((rc = bkv_log_read_record(&r, &e)) == BKV_OK) {
+        if (is_manifest) {
+            bkv_version_edit ed;
+            if (bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, &e) == BKV_OK) bkv_edit_free(&ed);
+            else report(c, "%s", e.msg);
+        } else if (bkv_batch_iterate(r.record.data, r.record.len, NULL, NULL, path, r.record_offset, &e)) {
+            report(c, "%s", e.msg);
+        }
+    }
+    if (rc != BKV_NOTFOUND) report(c, "%s", e.msg);
+    else if (r.dropped_bytes) report(c, "%s: torn tail of %llu bytes at the end (dropped at open)", path, (unsigned long long)r.dropped_bytes);
+    bkv_log_reader_free(&r);
+    free(data);
+}
+
+int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg) {
+    checker c = {fn, arg, 0};
+    const bkv_env *env = bkv_env_posix();
+    char p[BKV_PATH_MAX];
+    snprintf(p, sizeof p, "%s/CURRENT", path);
+    uint8_t *cur;
+    size_t len;
+    bkv_err e = {{0}};
+    if (bkv_env_read_all(env, p, &cur, &len, &e)) {
+        report(&c, "%s", e.msg);
+        return BKV_CORRUPTION;
+    }
+    char name[64] = "";
+    uint64_t manifest = 0;
+    if (len < 2 || len >= sizeof name || cur[len - 1] != '\n') report(&c, "%s: malformed (offset 0)", p);
+    else {
+        memcpy(name, cur, len - 1);
+        if (bkv_parse_file_name(name, &manifest) != BKV_FILE_MANIFEST) report(&c, "%s: does not name a manifest (offset 0)", p);
+    }
+    free(cur);
+    char **names;
+    size_t n;
+    if (env->list_dir(env, path, &names, &n, &e)) {
+        report(&c, "%s", e.msg);
+        return BKV_CORRUPTION;
+    }
+    uint64_t newest_log = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t num;
+        if (bkv_parse_file_name(names[i], &num) == BKV_FILE_LOG && num > newest_log) newest_log = num;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t num;
+        int kind = bkv_parse_file_name(names[i], &num);
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        if (kind == BKV_FILE_TABLE) check_table(&c, p, num);
+        else if (kind == BKV_FILE_LOG) check_log(&c, p, num == newest_log, 0);
+        else if (kind == BKV_FILE_MANIFEST && num == manifest) check_log(&c, p, 1, 1);
+    }
+    bkv_env_free_list(names, n);
+    return c.problems ? BKV_CORRUPTION : BKV_OK;
+}
+
+static void put_escaped(FILE *out, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') fputc(p[i], out);
+        else fprintf(out, "\\x%02x", p[i]);
+    }
+}
+
+int bkv_dump_table(const char *file, int entries, FILE *out) {
+    bkv_table_stats st = {0};
+    bkv_table *t;
+    bkv_err e = {{0}};
+    int rc = bkv_table_open(bkv_env_posix(), file, 1, NULL, &st, &t, &e);
+    if (rc) {
+        fprintf(stderr, "%s\n", e.msg);
+        return rc;
+    }
+    const bkv_table_props *p = bkv_table_properties(t);
+    fprintf(out, "table %s\n", file);
+    fprintf(out, "  entries %llu (deletions %llu), data blocks %llu, data bytes %llu\n",
+            (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions,
+            (unsigned long long)p->num_data_blocks, (unsigned long long)p->data_bytes);
+    fprintf(out, "  raw key bytes %llu, raw value bytes %llu, compression %d, created %llu\n",
+            (unsigned long long)p->raw_key_bytes, (unsigned long long)p->raw_value_bytes, p->compression,
+            (unsigned long long)p->creation_time);
+    if (p->smallest && p->largest) {
+        fprintf(out, "  smallest ");
+        put_escaped(out, p->smallest, p->smallest_len - BKV_IKEY_TRAILER);
+        fprintf(out, " @%llu\n  largest  ", (unsigned long long)(bkv_ikey_trailer(p->smallest, p->smallest_len) >> 8));
+        put_escaped(out, p->largest, p->largest_len - BKV_IKEY_TRAILER);
+        fprintf(out, " @%llu\n", (unsigned long long)(bkv_ikey_trailer(p->largest, p->largest_len) >> 8));
+    }
+    fprintf(out, "  filter: ");
+    if (st.filter_corrupt) fprintf(out, "DAMAGED (read as \"maybe\")\n");
+    else if (!p->filter_bytes) fprintf(out, "none\n");
+    else {
+        const bkv_filter *f = bkv_table_filter(t);
+        bkv_filter_info fi;
+        bkv_filter_get_info(f, &fi);
+        fprintf(out, "%s, k %u, %llu keys, %llu positions, %.2f bits/key, %zu bytes, model fpr %.4f%%\n",
+                bkv_filter_type_name(fi.type), fi.k, (unsigned long long)fi.num_keys, (unsigned long long)fi.num_bits,
+                fi.bits_per_key, fi.encoded_bytes, 100 * fi.expected_fpr);
+    }
+    if (entries) {
+        bkv_iiter *it;
+        if (bkv_table_iter_new(t, 0, NULL, &it) == BKV_OK) {
+            for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it)) {
+                size_t kl, vl;
+                const uint8_t *k = bkv_iiter_key(it, &kl), *v = bkv_iiter_value(it, &vl);
+                uint64_t tr = bkv_ikey_trailer(k, kl);
+                fprintf(out, "  '");
+                put_escaped(out, k, kl - BKV_IKEY_TRAILER);
+                fprintf(out, "' @%llu %s", (unsigned long long)(tr >> 8), (tr & 0xff) == BKV_TYPE_VALUE ? "=> '" : "deleted");
+                if ((tr & 0xff) == BKV_TYPE_VALUE) {
+                    put_escaped(out, v, vl);
+                    fputc('\'', out);
+                }
+                fputc('\n', out);
+            }
+            if (bkv_iiter_status(it, &e)) {
+                fprintf(stderr, "%s\n", e.msg);
+                rc = BKV_CORRUPTION;
+            }
+            bkv_iiter_destroy(it);
+        }
+    }
+    bkv_table_close(t);
+    return rc;
+}

@@ -1,0 +1,16 @@
+#ifndef BKV_TOOLS_CLI_H
+#define BKV_TOOLS_CLI_H
+
+/* The database subcommands of `bloomkv`; argv[0] is the subcommand.
+ * Exit status: 0 success, 1 not found, 2 usage error, 3 corruption or I/O. */
+int bkv_cli_put(int argc, char **argv);
+int bkv_cli_get(int argc, char **argv);
+int bkv_cli_delete(int argc, char **argv);
+int bkv_cli_scan(int argc, char **argv);
+int bkv_cli_load(int argc, char **argv);
+int bkv_cli_stats(int argc, char **argv);
+int bkv_cli_compact(int argc, char **argv);
+int bkv_cli_check(int argc, char **argv);
+int bkv_cli_dump_sst(int argc, char **argv);
+
+#endif

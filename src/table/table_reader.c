@@ -38,6 +38,16 @@ static void delete_block(uint64_t k1, uint64_t k2, void *v) {
     free(cb);
 }
 
+/* Where a block being read lives: in the block cache (entry), in a private
+ * copy (own), or, for an uncompressed block of a mapped file, in the map
+ * itself (view: no copy, no cache; the page cache is its cache). */
+typedef struct block_ref {
+    bkv_cache_entry *entry;
+    cached_block *own;
+    cached_block view;
+    const bkv_block *blk;
+} block_ref;
+
 static int ikey_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) {
     if (alen < BKV_IKEY_TRAILER || blen < BKV_IKEY_TRAILER) {
         /* Damaged keys sort bytewise so that a search still terminates. */
@@ -97,7 +107,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
     }
     t->number = file_number;
     t->cache = block_cache;
-    int rc = env->new_readable(env, path, &t->file, e);
+    int rc = env->new_readable(env, path, 1, &t->file, e);
     if (rc) goto fail;
     uint64_t size = bkv_file_size(t->file);
     if (size < BKV_FOOTER_LEN) {
@@ -178,14 +188,40 @@ static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_han
     return BKV_OK;
 }
 
-/* A referenced cached block (release with bkv_cache_release), or for an
- * uncached read a private one in *own. */
-static int load_block(bkv_table *t, bkv_handle h, int fill_cache, bkv_cache_entry **entry, cached_block **own,
-                      bkv_table_stats *stats, bkv_err *e) {
-    *entry = NULL;
-    *own = NULL;
-    if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
+static void release_block(bkv_table *t, block_ref *b) {
+    if (b->entry) bkv_cache_release(t->cache, b->entry);
+    if (b->own) delete_block(0, 0, b->own);
+    b->entry = NULL;
+    b->own = NULL;
+    b->blk = NULL;
+}
+
+static int load_block(bkv_table *t, bkv_handle h, int fill_cache, block_ref *b, bkv_table_stats *stats, bkv_err *e) {
+    b->entry = NULL;
+    b->own = NULL;
+    const uint8_t *map = bkv_file_mapped(t->file);
+    if (map) {
+        uint64_t size = bkv_file_size(t->file);
+        if (h.offset > size || size - h.offset < h.size + BKV_BLOCK_TRAILER)
+            return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu runs past the end of the file", t->name,
+                            (unsigned long long)h.offset);
+        const uint8_t *p = map + h.offset;
+        uint8_t type = p[h.size];
+        if (type == BKV_COMPRESS_NONE) {
+            if (stats) __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
+            if (bkv_get_u64(p + h.size + 1) != bkv_block_checksum(p, (size_t)h.size, type))
+                return bkv_fail(e, BKV_CORRUPTION, "%s: block checksum mismatch at offset %llu", t->name,
+                                (unsigned long long)h.offset);
+            if (bkv_block_parse(&b->view.blk, p, (size_t)h.size) < 0)
+                return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
+                                (unsigned long long)h.offset);
+            b->blk = &b->view.blk;
+            return BKV_OK;
+        }
+    }
+    if (t->cache && (b->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
         if (stats) __atomic_fetch_add(&stats->cache_hits, 1, __ATOMIC_RELAXED);
+        b->blk = &((cached_block *)bkv_cache_value(b->entry))->blk;
         return BKV_OK;
     }
     if (stats) {
@@ -205,9 +241,12 @@ static int load_block(bkv_table *t, bkv_handle h, int fill_cache, bkv_cache_entr
                         (unsigned long long)h.offset);
     }
     if (t->cache && fill_cache &&
-        (*entry = bkv_cache_insert(t->cache, t->number, h.offset, cb, cb->len + sizeof *cb, delete_block)))
+        (b->entry = bkv_cache_insert(t->cache, t->number, h.offset, cb, cb->len + sizeof *cb, delete_block))) {
+        b->blk = &cb->blk;
         return BKV_OK;
-    *own = cb;
+    }
+    b->own = cb;
+    b->blk = &cb->blk;
     return BKV_OK;
 }
 
@@ -234,12 +273,10 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     if (!ii.valid) goto out;
     bkv_handle h;
     if ((rc = decode_handle(t, ii.val, ii.vlen, &h, e))) goto out;
-    bkv_cache_entry *entry;
-    cached_block *own;
-    if ((rc = load_block(t, h, fill_cache, &entry, &own, stats, e))) goto out;
-    cached_block *cb = entry ? bkv_cache_value(entry) : own;
+    block_ref br;
+    if ((rc = load_block(t, h, fill_cache, &br, stats, e))) goto out;
     bkv_block_iter bi;
-    bkv_block_iter_init(&bi, &cb->blk);
+    bkv_block_iter_init(&bi, br.blk);
     bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
     if (bi.corrupt) {
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
@@ -265,8 +302,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
         }
     }
     bkv_block_iter_free(&bi);
-    if (entry) bkv_cache_release(t->cache, entry);
-    if (own) delete_block(0, 0, own);
+    release_block(t, &br);
 out:
     bkv_block_iter_free(&ii);
     if (lookup != stackbuf) free(lookup);
@@ -281,8 +317,7 @@ typedef struct table_iter {
     int fill_cache;
     bkv_table_stats *stats;
     bkv_block_iter index_it;
-    bkv_cache_entry *entry;   /* the current block, when cached */
-    cached_block *own;        /* the current block, when not */
+    block_ref cur;            /* the current block */
     bkv_block_iter it;
     int have_block;
     int rc;                   /* first error */
@@ -292,10 +327,7 @@ typedef struct table_iter {
 static void drop_block(table_iter *ti) {
     if (ti->have_block) bkv_block_iter_free(&ti->it);
     ti->have_block = 0;
-    if (ti->entry) bkv_cache_release(ti->t->cache, ti->entry);
-    if (ti->own) delete_block(0, 0, ti->own);
-    ti->entry = NULL;
-    ti->own = NULL;
+    release_block(ti->t, &ti->cur);
 }
 
 static void set_error(table_iter *ti, int rc, const bkv_err *e) {
@@ -320,13 +352,12 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
-    if (!rc) rc = load_block(ti->t, h, ti->fill_cache, &ti->entry, &ti->own, ti->stats, &e);
+    if (!rc) rc = load_block(ti->t, h, ti->fill_cache, &ti->cur, ti->stats, &e);
     if (rc) {
         set_error(ti, rc, &e);
         return 0;
     }
-    cached_block *cb = ti->entry ? bkv_cache_value(ti->entry) : ti->own;
-    bkv_block_iter_init(&ti->it, &cb->blk);
+    bkv_block_iter_init(&ti->it, ti->cur.blk);
     ti->have_block = 1;
     return 1;
 }

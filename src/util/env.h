@@ -35,10 +35,15 @@ struct bkv_env {
     /* Flushes and closes; the handle is gone even on error. */
     int (*close_writable)(bkv_wfile *f, bkv_err *e);
 
-    int (*new_readable)(const bkv_env *env, const char *path, bkv_rfile **out, bkv_err *e);
+    /* Opens for random reads. map: the caller would like the file mapped
+     * (immutable tables, read at random); the env may ignore it. */
+    int (*new_readable)(const bkv_env *env, const char *path, int map, bkv_rfile **out, bkv_err *e);
     /* Reads up to n bytes at off into dst; *got < n only at end of file. */
     int (*read_at)(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e);
     uint64_t (*size)(bkv_rfile *f);
+    /* The whole file mapped read-only in memory, or NULL when this env
+     * does not map (readers then use read_at). Valid until closed. */
+    const uint8_t *(*mapped)(bkv_rfile *f);
     void (*close_readable)(bkv_rfile *f);
 
     int (*file_exists)(const bkv_env *env, const char *path);
@@ -73,6 +78,7 @@ static inline int bkv_file_read_at(bkv_rfile *f, uint64_t off, size_t n, void *d
     return f->env->read_at(f, off, n, dst, got, e);
 }
 static inline uint64_t bkv_file_size(bkv_rfile *f) { return f->env->size(f); }
+static inline const uint8_t *bkv_file_mapped(bkv_rfile *f) { return f->env->mapped ? f->env->mapped(f) : NULL; }
 static inline void bkv_file_close_readable(bkv_rfile *f) { f->env->close_readable(f); }
 
 /* Reads a whole file into a malloc'd buffer. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@ typedef struct posix_rfile {
     int fd;
     char *path;
     uint64_t size;
+    uint8_t *map;   /* the whole file, or NULL */
 } posix_rfile;
 
 static int io_fail(bkv_err *e, const char *what, const char *path) {
@@ -111,7 +113,7 @@ static int posix_close_writable(bkv_wfile *wf, bkv_err *e) {
     return rc;
 }
 
-static int posix_new_readable(const bkv_env *env, const char *path, bkv_rfile **out, bkv_err *e) {
+static int posix_new_readable(const bkv_env *env, const char *path, int map, bkv_rfile **out, bkv_err *e) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return io_fail(e, "cannot open", path);
@@ -133,12 +135,25 @@ static int posix_new_readable(const bkv_env *env, const char *path, bkv_rfile **
     f->fd = fd;
     f->path = p;
     f->size = (uint64_t)st.st_size;
+    f->map = NULL;
+    /* A mapped table is read without a system call or a copy per block.
+     * Falling back to pread on failure costs speed only. */
+    if (map && f->size > 0 && f->size <= SIZE_MAX) {
+        void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) f->map = m;
+    }
     *out = &f->base;
     return BKV_OK;
 }
 
 static int posix_read_at(bkv_rfile *rf, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e) {
     posix_rfile *f = (posix_rfile *)rf;
+    if (f->map) {
+        size_t avail = off < f->size ? (size_t)(f->size - off) : 0;
+        *got = n < avail ? n : avail;
+        if (*got) memcpy(dst, f->map + off, *got);
+        return BKV_OK;
+    }
     size_t done = 0;
     while (done < n) {
         ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)(off + done));
@@ -156,8 +171,11 @@ static int posix_read_at(bkv_rfile *rf, uint64_t off, size_t n, void *dst, size_
 
 static uint64_t posix_size(bkv_rfile *rf) { return ((posix_rfile *)rf)->size; }
 
+static const uint8_t *posix_mapped(bkv_rfile *rf) { return ((posix_rfile *)rf)->map; }
+
 static void posix_close_readable(bkv_rfile *rf) {
     posix_rfile *f = (posix_rfile *)rf;
+    if (f->map) munmap(f->map, (size_t)f->size);
     close(f->fd);
     free(f->path);
     free(f);
@@ -266,6 +284,7 @@ static const bkv_env posix_env = {
     .new_readable = posix_new_readable,
     .read_at = posix_read_at,
     .size = posix_size,
+    .mapped = posix_mapped,
     .close_readable = posix_close_readable,
     .file_exists = posix_file_exists,
     .remove_file = posix_remove,
@@ -289,7 +308,7 @@ int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_
     *data = NULL;
     *len = 0;
     bkv_rfile *f;
-    int rc = env->new_readable(env, path, &f, e);
+    int rc = env->new_readable(env, path, 0, &f, e);
     if (rc) return rc;
     uint64_t size = bkv_file_size(f);
     uint8_t *buf = malloc(size ? size : 1);

@@ -109,13 +109,16 @@ static void point_reads_all_compressions(void **state) {
         assert_memory_equal(p->smallest, "key00000000", 11);
         assert_memory_equal(p->largest, "key00009998", 11);
         check_table(t, 5000, &st);
-        assert_true(st.cache_hits > 0);
+        /* Uncompressed blocks are read in place from the mapped file;
+         * compressed ones are decompressed once into the block cache. */
+        if (comps[c] == BKV_COMPRESS_NONE) assert_true(st.cache_hits == 0 && st.blocks_read > 0);
+        else assert_true(st.cache_hits > 0);
         /* The filter knows every key and few others. */
         int fp = 0;
         for (int i = 0; i < 10000; i++) {
             char k[40];
             make_key(k, 2 * i);
-            assert_int_equal(bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k))), i < 5000 ? 1 : bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k))));
+            if (i < 5000) assert_int_equal(bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k))), 1);
             make_key(k, 2 * i + 1);
             fp += bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k)));
         }

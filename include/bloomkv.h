@@ -79,7 +79,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    level0_compaction_trigger;   /* level-0 tables (tiered: runs) that start a compaction; default 4 */
     int    level0_slowdown_trigger;     /* ... that slow writes by 1 ms each; default 8 */
     int    level0_stop_trigger;         /* ... that stop writes until compaction catches up; default 12 */
-    uint64_t max_bytes_for_level_base;  /* level-1 target bytes; default 64 MiB */
+    uint64_t max_bytes_for_level_base;  /* level-1 target bytes; default 0: write_buffer_size x
+                                           level0_compaction_trigger (256 MiB by default) */
     double level_size_multiplier;       /* default 10 */
     int    level_compaction_dynamic_level_bytes; /* size the levels above the last from the last
                                            (RocksDB's option of that name): ~1.1 space

@@ -72,8 +72,15 @@ static uint64_t level_bytes(const bkv_tree_version *v, int level) {
     return total;
 }
 
+/* Level 1's target. By default (0) as large as a full level 0, so that an
+ * L0 -> L1 compaction rewrites about as much of level 1 as it brings in. */
+static double level_base(const bkv_options *o) {
+    if (o->max_bytes_for_level_base) return (double)o->max_bytes_for_level_base;
+    return (double)o->write_buffer_size * o->level0_compaction_trigger;
+}
+
 static double static_target(const bkv_options *o, int level) {
-    double t = (double)o->max_bytes_for_level_base;
+    double t = level_base(o);
     for (int l = 1; l < level; l++) t *= o->level_size_multiplier;
     return t;
 }
@@ -92,7 +99,7 @@ static double level_target(const bkv_options *o, const bkv_tree_version *v, int 
     if (level >= last) return static_target(o, level);
     double t = (double)level_bytes(v, last);
     for (int l = level; l < last; l++) t /= o->level_size_multiplier;
-    return t > (double)o->max_bytes_for_level_base ? t : (double)o->max_bytes_for_level_base;
+    return t > level_base(o) ? t : level_base(o);
 }
 
 static const uint8_t *ukey(const uint8_t *ikey, size_t len, size_t *ulen) {

@@ -38,7 +38,7 @@ void bkv_options_init(bkv_options *o) {
     o->level0_compaction_trigger = 4;
     o->level0_slowdown_trigger = 8;
     o->level0_stop_trigger = 12;
-    o->max_bytes_for_level_base = 64u << 20;
+    o->max_bytes_for_level_base = 0;
     o->level_size_multiplier = 10;
     o->level_compaction_dynamic_level_bytes = 1;
     o->target_file_size = 16u << 20;
@@ -422,7 +422,7 @@ static int options_valid(const bkv_options *o) {
     }
     return (o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED) &&
            o->level0_compaction_trigger >= 2 && o->level0_slowdown_trigger >= o->level0_compaction_trigger &&
-           o->level0_stop_trigger >= o->level0_slowdown_trigger && o->max_bytes_for_level_base >= 1024 &&
+           o->level0_stop_trigger >= o->level0_slowdown_trigger && (o->max_bytes_for_level_base == 0 || o->max_bytes_for_level_base >= 1024) &&
            o->level_size_multiplier >= 2 && o->target_file_size >= 1024 && o->tiered_size_ratio >= 0 &&
            o->tiered_max_size_amplification >= 0 && o->max_background_jobs >= 1 && o->max_background_jobs <= 16 &&
            o->write_buffer_size >= 1024 && o->block_size >= 64 && o->max_write_buffer_number >= 2 &&

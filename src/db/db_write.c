@@ -231,9 +231,9 @@ static int write_one(bkv_db *db, const bkv_write_options *wo, unsigned type, con
                      const void *val, size_t vlen) {
     if (!db) return BKV_INVALID;
     bkv_batch b;
-    bkv_buf_init(&b.rep);
+    uint8_t mem[512];
+    bkv_buf_init_with(&b.rep, mem, sizeof mem);
     uint8_t h[BKV_BATCH_HEADER] = {0};
-    bkv_buf_reserve(&b.rep, BKV_BATCH_HEADER + klen + vlen + 21);
     bkv_buf_append(&b.rep, h, sizeof h);
     int rc = type == BKV_TYPE_VALUE ? bkv_batch_put(&b, key, klen, val, vlen) : bkv_batch_delete(&b, key, klen);
     if (!rc) rc = write_internal(db, wo, &b.rep);

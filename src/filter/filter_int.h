@@ -84,10 +84,17 @@ static inline unsigned bkv_payload_bit(const uint8_t *p, uint64_t bit) {
     return (unsigned)(__atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED) >> (bit & 7)) & 1u;
 }
 
+/* atomic: concurrent readers may load the byte. Adders are serialized
+ * (one writer), so a relaxed load and store suffice: no read-modify-write
+ * instruction, which would cost a locked bus cycle per probe. */
 static inline void bkv_payload_set(uint8_t *p, uint64_t bit, bool atomic) {
     uint8_t mask = (uint8_t)(1u << (bit & 7));
-    if (atomic) __atomic_fetch_or(&p[bit >> 3], mask, __ATOMIC_RELAXED);
-    else p[bit >> 3] |= mask;
+    if (atomic) {
+        uint8_t v = __atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED);
+        if (!(v & mask)) __atomic_store_n(&p[bit >> 3], (uint8_t)(v | mask), __ATOMIC_RELAXED);
+    } else {
+        p[bit >> 3] |= mask;
+    }
 }
 
 extern const bkv_filter_ops bkv_bloom_ops;

@@ -7,8 +7,15 @@
 
 void bkv_buf_init(bkv_buf *b) { memset(b, 0, sizeof *b); }
 
+void bkv_buf_init_with(bkv_buf *b, void *mem, size_t cap) {
+    memset(b, 0, sizeof *b);
+    b->data = mem;
+    b->cap = cap;
+    b->borrowed = 1;
+}
+
 void bkv_buf_free(bkv_buf *b) {
-    free(b->data);
+    if (!b->borrowed) free(b->data);
     memset(b, 0, sizeof *b);
 }
 
@@ -19,11 +26,13 @@ int bkv_buf_reserve(bkv_buf *b, size_t n) {
     if (b->cap - b->len >= n) return 0;
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->len < n) cap *= 2;
-    uint8_t *d = realloc(b->data, cap);
+    uint8_t *d = b->borrowed ? malloc(cap) : realloc(b->data, cap);
     if (!d) {
         b->oom = 1;
         return -1;
     }
+    if (b->borrowed && b->len) memcpy(d, b->data, b->len);
+    b->borrowed = 0;
     b->data = d;
     b->cap = cap;
     return 0;

@@ -9,10 +9,14 @@ typedef struct bkv_buf {
     uint8_t *data;
     size_t len;
     size_t cap;
-    int oom; /* set once an allocation failed; later appends do nothing */
+    int oom;      /* set once an allocation failed; later appends do nothing */
+    int borrowed; /* data is the caller's memory (never freed or resized) */
 } bkv_buf;
 
 void bkv_buf_init(bkv_buf *b);
+/* Starts in the caller's memory (e.g. a stack array) and moves to the heap
+ * only if it outgrows it: small buffers cost no allocation. */
+void bkv_buf_init_with(bkv_buf *b, void *mem, size_t cap);
 void bkv_buf_free(bkv_buf *b);
 void bkv_buf_clear(bkv_buf *b);
 /* Makes room for n more bytes; 0 on success, -1 (and oom set) on failure. */

@@ -22,6 +22,7 @@ typedef struct bench_cfg {
     int compaction_style;
     int l0_trigger, l0_slowdown, l0_stop; /* 0: engine defaults */
     int quiet;                            /* no engine report after the run */
+    int threads;                          /* client threads; default 1 */
 } bench_cfg;
 
 typedef struct bench_engine {

@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ typedef struct run_state {
     uint32_t *lat_ns;      /* per-op latency */
     uint64_t nlat;
     uint64_t bytes;
+    int tid, nthreads;     /* this thread's share of the work */
+    const char *progress;  /* benchmark name while a bar is drawn (a terminal), else NULL */
+    uint64_t expected;     /* ops this thread will record */
 } run_state;
 
 static uint64_t next_rand(uint64_t *s) {
@@ -64,6 +68,16 @@ static const char *value_for(run_state *s, uint64_t i) {
 static void record(run_state *s, double t0) {
     double dt = bench_now_ns() - t0;
     s->lat_ns[s->nlat++] = dt > 4e9 ? UINT32_MAX : (uint32_t)dt;
+    /* A progress bar, on a terminal only, from one thread. */
+    if (s->progress && s->tid == 0 && s->nlat % 4096 == 0 && s->expected) {
+        int pct = (int)(100 * s->nlat / s->expected);
+        fprintf(stderr, "\r%-16s [%-40.*s] %3d%%", s->progress, pct * 40 / 100,
+                "########################################", pct > 100 ? 100 : pct);
+    }
+}
+
+static void end_progress(run_state *s) {
+    if (s->progress) fprintf(stderr, "\r%*s\r", 66, "");
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -93,14 +107,20 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     uint64_t found = 0;
     int write = strncmp(name, "fill", 4) == 0 || strcmp(name, "overwrite") == 0;
     uint64_t ops = write || strcmp(name, "deleterandom") == 0 ? c->num : c->reads;
+    /* This thread's share: every nthreads-th key for fills, an equal part
+     * of the operations otherwise. */
+    uint64_t share = ops / (uint64_t)s->nthreads + ((uint64_t)s->tid < ops % (uint64_t)s->nthreads);
     s->nlat = 0;
     s->bytes = 0;
+    s->expected = share;
+    s->progress = isatty(STDERR_FILENO) && !c->json ? name : NULL;
     if (strcmp(name, "fillseq") == 0 || strcmp(name, "fillrandom") == 0 || strcmp(name, "overwrite") == 0) {
         /* fillrandom writes every key once, in random order, so a later
          * readrandom finds each key it asks for. */
-        uint64_t *order = malloc(ops * sizeof *order);
+        ops = share;
+        uint64_t *order = malloc((ops ? ops : 1) * sizeof *order);
         if (!order) return -1;
-        for (uint64_t i = 0; i < ops; i++) order[i] = i;
+        for (uint64_t i = 0; i < ops; i++) order[i] = i * (uint64_t)s->nthreads + (uint64_t)s->tid;
         if (strcmp(name, "fillseq") != 0)
             for (uint64_t i = ops; i > 1; i--) {
                 uint64_t j = next_rand(&s->rng) % i, t = order[i - 1];
@@ -119,6 +139,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         }
         free(order);
     } else if (strcmp(name, "readrandom") == 0 || strcmp(name, "readmissing") == 0 || strcmp(name, "readhot") == 0) {
+        ops = share;
         int missing = name[4] == 'm';
         uint64_t range = strcmp(name, "readhot") == 0 ? (c->num / 100 ? c->num / 100 : 1) : c->num;
         for (uint64_t i = 0; i < ops; i++) {
@@ -130,6 +151,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             found += (uint64_t)r;
         }
     } else if (strcmp(name, "multireadrandom") == 0) {
+        ops = share;
         enum { BATCH = 64 };
         char kbuf[BATCH][64];
         const char *keys[BATCH];
@@ -147,6 +169,8 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             for (size_t j = 0; j < m; j++) s->lat_ns[s->nlat++] = (uint32_t)per;
             found += (uint64_t)r;
         }
+    } else if (s->tid > 0 && (strcmp(name, "readseq") == 0 || strcmp(name, "compact") == 0)) {
+        ops = 0; /* one thread does these */
     } else if (strcmp(name, "readseq") == 0) {
         double t0 = bench_now_ns();
         long r = s->eng->scan(s->h, NULL, 0, (long)c->num);
@@ -155,6 +179,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         ops = (uint64_t)r;
         found = (uint64_t)r;
     } else if (strcmp(name, "seekrandom") == 0) {
+        ops = share;
         for (uint64_t i = 0; i < ops; i++) {
             size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % c->num, 0);
             double t0 = bench_now_ns();
@@ -169,6 +194,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         if (s->eng->compact(s->h)) return -1;
         record(s, t0);
     } else if (strcmp(name, "deleterandom") == 0) {
+        ops = share;
         for (uint64_t i = 0; i < ops; i++) {
             size_t kl = make_key(key, c->key_size, next_rand(&s->rng) % c->num, 0);
             double t0 = bench_now_ns();
@@ -183,6 +209,55 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     return (long)ops;
 }
 
+typedef struct thread_job {
+    run_state s;
+    const char *name;
+    long ops;
+    uint64_t found;
+    pthread_t thread;
+} thread_job;
+
+static void *thread_main(void *arg) {
+    thread_job *j = arg;
+    j->ops = run_benchmark(&j->s, j->name, &j->found);
+    return NULL;
+}
+
+/* Runs a benchmark on cfg->threads threads, each with its own random
+ * stream and latency slice; merges their counts and latencies into s. */
+static long run_threads(run_state *s, const char *name, uint64_t *found, uint64_t max_ops) {
+    int n = s->cfg->threads;
+    if (n <= 1) return run_benchmark(s, name, found);
+    thread_job *jobs = calloc((size_t)n, sizeof *jobs);
+    if (!jobs) return -1;
+    uint64_t slice = max_ops / (uint64_t)n + 1 + 64;
+    for (int t = 0; t < n; t++) {
+        jobs[t].s = *s;
+        jobs[t].s.tid = t;
+        jobs[t].s.nthreads = n;
+        jobs[t].s.rng = s->rng + 0x9e3779b97f4a7c15ULL * (uint64_t)(t + 1);
+        jobs[t].s.lat_ns = s->lat_ns + slice * (uint64_t)t;
+        jobs[t].name = name;
+        pthread_create(&jobs[t].thread, NULL, thread_main, &jobs[t]);
+    }
+    long ops = 0;
+    *found = 0;
+    s->nlat = 0;
+    s->bytes = 0;
+    for (int t = 0; t < n; t++) {
+        pthread_join(jobs[t].thread, NULL);
+        if (jobs[t].ops < 0) ops = jobs[t].ops;
+        if (ops >= 0) ops += jobs[t].ops;
+        *found += jobs[t].found;
+        s->bytes += jobs[t].s.bytes;
+        memmove(s->lat_ns + s->nlat, jobs[t].s.lat_ns, jobs[t].s.nlat * sizeof *s->lat_ns);
+        s->nlat += jobs[t].s.nlat;
+    }
+    s->rng += 0x632be59bd9b4e019ULL;
+    free(jobs);
+    return ops;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: bloomkv bench [--benchmarks LIST] [--num N] [--reads N] [--key_size 16] [--value_size 100]\n"
@@ -191,7 +266,7 @@ static void usage(FILE *out) {
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
             "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
             "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
-            "                     [--engine bloomkv|leveldb|rocksdb] [--compare]\n"
+            "                     [--engine bloomkv|leveldb|rocksdb] [--compare [--plot DIR]] [--threads N]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
@@ -199,6 +274,50 @@ static void usage(FILE *out) {
 }
 
 #define MAX_BENCHMARKS 32
+
+/* --plot DIR: the comparison as a bar chart (log scale), DIR/compare.png,
+ * with its data and gnuplot script beside it. */
+static int plot(const char *dir, const bench_cfg *c, const bench_engine *const *engines, double ops[][MAX_BENCHMARKS],
+                size_t nb) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/compare.dat", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench: cannot write %s\n", path);
+        return 3;
+    }
+    fprintf(f, "benchmark");
+    for (int e = 0; e < 3; e++)
+        if (engines[e]->name) fprintf(f, " %s", engines[e]->name);
+    fprintf(f, "\n");
+    char *list = strdup(c->benchmarks), *save = NULL;
+    size_t b = 0;
+    for (char *name = strtok_r(list, ",", &save); name && b < nb; name = strtok_r(NULL, ",", &save), b++) {
+        fprintf(f, "%s", name);
+        for (int e = 0; e < 3; e++)
+            if (engines[e]->name) fprintf(f, " %.1f", ops[e][b]);
+        fprintf(f, "\n");
+    }
+    free(list);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/compare.gp", dir);
+    if (!(f = fopen(path, "w"))) return 3;
+    fprintf(f, "set terminal png size 1000,500\nset output '%s/compare.png'\n"
+               "set title 'ops/sec, %llu keys x %d B values (higher is better)'\nset logscale y\n"
+               "set style data histograms\nset style histogram clustered\nset style fill solid border -1\n"
+               "set key top right\nset xtics rotate by -30\nset grid ytics\n"
+               "plot for [i=2:*] '%s/compare.dat' using i:xtic(1) title columnheader\n",
+            dir, (unsigned long long)c->num, c->value_size, dir);
+    fclose(f);
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s/compare.gp'", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench: gnuplot failed (is it installed?); data in %s/compare.dat\n", dir);
+        return 3;
+    }
+    printf("chart: %s/compare.png\n", dir);
+    return 0;
+}
 
 /* Runs the configured benchmarks on one engine in a fresh (or the given)
  * directory; fills ops_per_sec per benchmark. Returns an exit status. */
@@ -220,11 +339,11 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     const char *warn = bench_build_warning();
     if (warn) fprintf(stderr, "%s\n", warn);
 
-    run_state s = {.cfg = &c, .eng = eng, .rng = c.seed};
+    run_state s = {.cfg = &c, .eng = eng, .rng = c.seed, .tid = 0, .nthreads = 1};
     s.pool = (1u << 20) + (size_t)c.value_size;
     s.values = malloc(s.pool);
     uint64_t max_ops = c.num > c.reads ? c.num : c.reads;
-    s.lat_ns = malloc((max_ops + 64) * sizeof *s.lat_ns);
+    s.lat_ns = malloc((max_ops + 128) * (size_t)(c.threads > 1 ? 2 : 1) * sizeof *s.lat_ns);
     if (!s.values || !s.lat_ns) return 3;
     uint64_t vr = c.seed ^ 0xabcdef;
     for (size_t i = 0; i < s.pool; i++) s.values[i] = (char)(i % 2 ? ' ' + next_rand(&vr) % 64 : 'a'); /* ~50% compressible */
@@ -241,7 +360,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
         uint64_t found = 0;
         double t0 = bench_now_ns();
-        long ops = run_benchmark(&s, name, &found);
+        long ops = run_threads(&s, name, &found, max_ops);
+        end_progress(&s);
         double secs = (bench_now_ns() - t0) / 1e9;
         if (ops < 0) {
             if (ops == -1) fprintf(stderr, "bench: %s failed\n", name);
@@ -294,9 +414,9 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
 }
 
 int bkv_db_bench_main(int argc, char **argv) {
-    const char *engine_name = "bloomkv";
+    const char *engine_name = "bloomkv", *plot_dir = NULL;
     int compare = 0;
-    bench_cfg c = {.benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
+    bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301};
     int have_reads = 0;
@@ -311,6 +431,8 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"json", no_argument, 0, 'j'},             {"sync", no_argument, 0, 'S'},
         {"compaction_style", required_argument, 0, 'C'},
         {"engine", required_argument, 0, 'E'},
+        {"threads", required_argument, 0, 'T'},
+        {"plot", required_argument, 0, 'P'},
         {"compare", no_argument, 0, 'X'},
         {"level0_file_num_compaction_trigger", required_argument, 0, '0'},
         {"level0_slowdown_writes_trigger", required_argument, 0, '1'},
@@ -350,7 +472,12 @@ int bkv_db_bench_main(int argc, char **argv) {
             else goto bad;
             break;
         case 'E': engine_name = optarg; break;
+        case 'T':
+            c.threads = atoi(optarg);
+            if (c.threads < 1 || c.threads > 64) goto bad;
+            break;
         case 'X': compare = 1; break;
+        case 'P': plot_dir = optarg; break;
         case '0': c.l0_trigger = atoi(optarg); break;
         case '1': c.l0_slowdown = atoi(optarg); break;
         case '2': c.l0_stop = atoi(optarg); break;
@@ -406,6 +533,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         printf("\n");
     }
     free(list);
+    if (plot_dir) return plot(plot_dir, &c, engines, ops, nb[0]);
     return 0;
 bad:
     usage(stderr);

@@ -467,6 +467,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     bkv_edit_init(&edit);
     bkv_err e = {{0}};
     int rc = BKV_OK;
+    int outputs_unrecorded = 1; /* until the edit may have reached the manifest */
     if (c->trivial_move) {
         rc = bkv_edit_delete_file(&edit, c->level, c->inputs[0][0]->number);
         if (!rc) rc = bkv_edit_add_file(&edit, c->output_level, c->inputs[0][0]);
@@ -489,6 +490,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
                     c->inputs[w][i]->owner = &db->owner;
                     c->inputs[w][i]->obsolete = 1;
                 }
+        outputs_unrecorded = 0;
         rc = bkv_log_and_apply(db, &edit, &e);
         if (rc)
             for (int w = 0; w < 2; w++)
@@ -498,9 +500,12 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
      * its cause, a full disk or damaged input, would fail the next one. */
     if (rc && rc != BKV_BUSY) bkv_db_set_bg_error(db, rc, &e);
     if (rc) {
-        /* Outputs written but never installed. */
+        /* Outputs written but never recorded can go. Once the edit may have
+         * been appended to the manifest (its sync failed, but the bytes may
+         * be read at the next open) they must stay: the next open keeps
+         * them if the edit is there and deletes them if it is not. */
         for (size_t i = 0; i < edit.nadded; i++)
-            if (!c->trivial_move) bkv_db_table_obsolete(db, edit.added[i].meta->number);
+            if (!c->trivial_move && outputs_unrecorded) bkv_db_table_obsolete(db, edit.added[i].meta->number);
     } else {
         atomic_fetch_add_explicit(&db->c.compactions, 1, memory_order_relaxed);
     }

@@ -293,6 +293,79 @@ static void failed_syncs_make_the_database_read_only(void **state) {
     sweep(BKV_FAULT_SYNC, "sync");
 }
 
+/* Regression: a read error while replaying the WAL at open must fail the
+ * open, not be taken for the end of the log (which would silently drop
+ * acknowledged writes). */
+static void wal_read_error_at_open_is_not_ignored(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/readerr", dir);
+    bkv_options o = small_options();
+    o.write_buffer_size = 1 << 20; /* everything stays in the WAL */
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    bkv_write_options wo = {.sync = 1};
+    for (int i = 0; i < 50; i++) assert_int_equal(bkv_put(db, &wo, "k", 1, "v", 1), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    int failed_opens = 0;
+    for (uint64_t n = 1; n <= 4; n++) {
+        bkv_fault_env *fe = bkv_fault_env_new();
+        bkv_fault_env_fail_at(fe, BKV_FAULT_READ, n, BKV_FAULT_EIO, 0);
+        int rc = bkv_open_env(path, &o, bkv_fault_env_get(fe), &db);
+        if (bkv_fault_env_faults_injected(fe)) {
+            assert_int_equal(rc, BKV_IOERROR);
+            failed_opens++;
+        } else if (rc == BKV_OK) {
+            bkv_close(db);
+        }
+        bkv_fault_env_free(fe);
+    }
+    assert_true(failed_opens >= 2); /* CURRENT, the manifest, the WAL */
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    void *v;
+    size_t n;
+    assert_int_equal(bkv_get(db, NULL, "k", 1, &v, &n), BKV_OK);
+    bkv_free(v);
+    bkv_close(db);
+}
+
+/* Regression: junk at the end of the WAL after a power loss (a tail that
+ * was allocated but never written) is dropped, never read as a value. */
+static void junk_wal_tail_never_yields_a_damaged_value(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/junk", dir);
+    bkv_options o = small_options();
+    o.write_buffer_size = 1 << 20;
+    for (int pattern = 0; pattern < 3; pattern++) {
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        bkv_write_options wo = {.sync = 1};
+        char val[64];
+        for (int i = 0; i < 20; i++) {
+            val_of(val, i + 100 * pattern);
+            assert_int_equal(bkv_put(db, &wo, "key", 3, val, strlen(val)), BKV_OK);
+        }
+        assert_int_equal(bkv_close(db), BKV_OK);
+        /* Append junk to the newest log: zeros, 0xff, or a copy of a
+         * valid-looking header with a wrong checksum. */
+        char cmd[700];
+        const char *junk = pattern == 0 ? "head -c 300 /dev/zero" : pattern == 1 ? "head -c 300 /dev/zero | tr '\\0' '\\377'"
+                                                                   : "printf '\\x01\\x02\\x03\\x04\\x40\\x00\\x01'";
+        snprintf(cmd, sizeof cmd, "f=$(ls %s/*.log | tail -1) && %s >> \"$f\"", path, junk);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, "key", 3, &v, &n), BKV_OK);
+        val_of(val, 19 + 100 * pattern);
+        assert_int_equal(n, strlen(val));
+        assert_memory_equal(v, val, n);
+        bkv_free(v);
+        assert_int_equal(bkv_close(db), BKV_OK);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     test_make_dir(dir, sizeof dir, "power");
@@ -310,6 +383,8 @@ int main(void) {
         cmocka_unit_test(every_durability_point_survives_power_loss),
         cmocka_unit_test(failed_writes_make_the_database_read_only),
         cmocka_unit_test(failed_syncs_make_the_database_read_only),
+        cmocka_unit_test(wal_read_error_at_open_is_not_ignored),
+        cmocka_unit_test(junk_wal_tail_never_yields_a_damaged_value),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -23,4 +23,19 @@ static inline void test_remove_dir(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The scratch directory of a test program: `dir`, made by setup and
+ * removed by teardown (pass them to cmocka_run_group_tests). */
+#define TEST_DIR_FIXTURE(tag)                         \
+    static char dir[256];                             \
+    static int setup(void **state) {                  \
+        (void)state;                                  \
+        test_make_dir(dir, sizeof dir, tag);          \
+        return 0;                                     \
+    }                                                 \
+    static int teardown(void **state) {               \
+        (void)state;                                  \
+        test_remove_dir(dir);                         \
+        return 0;                                     \
+    }
+
 #endif

@@ -90,6 +90,15 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     return BKV_OK;
 }
 
+/* Gives the background 1 ms of this writer's time now, rather than stop
+ * every writer later. REQUIRES: db->mu held; drops it while sleeping. */
+static void slow_down(bkv_db *db) {
+    atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&db->mu);
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+    pthread_mutex_lock(&db->mu);
+}
+
 /* REQUIRES: db->mu held, by the write leader. */
 static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
     int allow_delay = !force;
@@ -99,12 +108,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         if (force && bkv_memtable_entries(db->mem) == 0) return BKV_OK;
         size_t l0 = db->current->nfiles[0];
         if (!force && allow_delay && l0 >= (size_t)db->opts.level0_slowdown_trigger) {
-            /* Level 0 is piling up: give compaction 1 ms of this writer's
-             * time now rather than stop every writer later. */
-            atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
-            pthread_mutex_unlock(&db->mu);
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-            pthread_mutex_lock(&db->mu);
+            slow_down(db); /* level 0 is piling up */
             allow_delay = 0;
             continue;
         }
@@ -116,12 +120,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         }
         if (!force && used < db->opts.write_buffer_size) {
             if (allow_delay && db->nimm >= max_imm(db) && used >= db->opts.write_buffer_size / 4 * 3) {
-                /* Nearly full with no room to switch: give the flush 1 ms
-                 * of this writer's time rather than stall it later. */
-                atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
-                pthread_mutex_unlock(&db->mu);
-                nanosleep(&(struct timespec){0, 1000000}, NULL);
-                pthread_mutex_lock(&db->mu);
+                slow_down(db); /* nearly full with no room to switch */
                 allow_delay = 0;
                 continue;
             }

@@ -114,17 +114,9 @@ static node *find_ge(const bkv_memtable *m, const uint8_t *ikey, size_t ilen, no
 }
 
 static node *find_lt(const bkv_memtable *m, const uint8_t *ikey, size_t ilen) {
-    node *x = m->head;
-    int level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
-    for (;;) {
-        node *next = atomic_load_explicit(&x->next[level], memory_order_acquire);
-        if (next && node_cmp(next, ikey, ilen) < 0) {
-            x = next;
-            continue;
-        }
-        if (level == 0) return x == m->head ? NULL : x;
-        level--;
-    }
+    node *prev[MAX_HEIGHT];
+    find_ge(m, ikey, ilen, prev);
+    return prev[0] == m->head ? NULL : prev[0];
 }
 
 static node *find_last(const bkv_memtable *m) {

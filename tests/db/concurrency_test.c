@@ -18,7 +18,7 @@
 #define READERS 2
 #define PER_WRITER 4000
 
-static char dir[256];
+TEST_DIR_FIXTURE("conc")
 static bkv_db *db;
 static int stop_readers;
 
@@ -97,18 +97,6 @@ static void writers_readers_and_flushes(void **state) {
     assert_true(strtoull(s, NULL, 10) > 5);
     bkv_free(s);
     assert_int_equal(bkv_close(db), BKV_OK);
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "conc");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

@@ -19,7 +19,7 @@
 #define NKEYS 800
 #define MAX_OPS 400000
 
-static char dir[256];
+TEST_DIR_FIXTURE("crash")
 
 typedef struct op {
     int key;
@@ -166,18 +166,6 @@ static void kill_during_tiered_compaction(void **state) {
     (void)state;
     make_ops(2);
     crash_loop(BKV_COMPACTION_TIERED, "tiered", 12);
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "crash");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

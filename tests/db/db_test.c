@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "bloomkv.h"
+#include "test_db.h"
 #include "test_dir.h"
 
 static uint64_t rng_next(uint64_t *s) {
@@ -23,7 +24,7 @@ static uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static char dir[256];
+TEST_DIR_FIXTURE("db")
 
 static bkv_options small_options(void) {
     bkv_options o;
@@ -39,15 +40,6 @@ static void no_compaction(bkv_options *o) {
     o->level0_compaction_trigger = o->level0_slowdown_trigger = o->level0_stop_trigger = 1 << 20;
 }
 
-static uint64_t counter(bkv_db *db, const char *name) {
-    char prop[64];
-    snprintf(prop, sizeof prop, "bloomkv.counter.%s", name);
-    char *v = bkv_property(db, prop);
-    assert_non_null(v);
-    uint64_t n = strtoull(v, NULL, 10);
-    bkv_free(v);
-    return n;
-}
 
 static size_t files_at_level0(bkv_db *db) {
     char *v = bkv_property(db, "bloomkv.num-files-at-level0");
@@ -193,7 +185,7 @@ static void run_model(const char *name, bkv_options o, size_t min_tables) {
         }
     }
     assert_true(files_at_level0(db) >= min_tables);
-    if (o.compaction_style == BKV_COMPACTION_LEVELED && min_tables == 0) assert_true(counter(db, "compactions") > 0);
+    if (o.compaction_style == BKV_COMPACTION_LEVELED && min_tables == 0) assert_true(test_counter(db, "compactions") > 0);
     for (int k = 0; k < MODEL_KEYS; k++) {
         char key[32];
         snprintf(key, sizeof key, "key%06d", k);
@@ -278,17 +270,17 @@ static void one_hash_per_get_with_200_tables(void **state) {
         assert_int_equal(bkv_flush(db), BKV_OK);
     }
     assert_int_equal(files_at_level0(db), 200);
-    uint64_t hashes = counter(db, "key-hashes"), probes = counter(db, "filter-probes");
-    uint64_t negatives = counter(db, "filter-negatives");
+    uint64_t hashes = test_counter(db, "key-hashes"), probes = test_counter(db, "filter-probes");
+    uint64_t negatives = test_counter(db, "filter-negatives");
     void *v;
     size_t n;
     assert_int_equal(bkv_get(db, NULL, "m-absent", 8, &v, &n), BKV_NOTFOUND);
-    assert_int_equal(counter(db, "key-hashes") - hashes, 1);
-    assert_int_equal(counter(db, "filter-probes") - probes, 200);
-    assert_true(counter(db, "filter-negatives") - negatives >= 190);
+    assert_int_equal(test_counter(db, "key-hashes") - hashes, 1);
+    assert_int_equal(test_counter(db, "filter-probes") - probes, 200);
+    assert_true(test_counter(db, "filter-negatives") - negatives >= 190);
     assert_int_equal(bkv_get(db, NULL, "t000-3", 6, &v, &n), BKV_OK);
     bkv_free(v);
-    assert_int_equal(counter(db, "key-hashes") - hashes, 2);
+    assert_int_equal(test_counter(db, "key-hashes") - hashes, 2);
     char *report = bkv_property(db, "bloomkv.stats");
     assert_non_null(report);
     assert_non_null(strstr(report, "L0"));
@@ -402,18 +394,6 @@ static void damaged_wal_middle_is_corruption(void **state) {
              "f=$(ls %s/*.log | tail -1) && printf '\\x55' | dd of=\"$f\" bs=1 seek=5000 conv=notrunc status=none", path);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(bkv_open(path, &o, &db), BKV_CORRUPTION);
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "db");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

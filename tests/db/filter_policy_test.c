@@ -11,7 +11,7 @@
 #include "db/db_int.h"
 #include "test_dir.h"
 
-static char dir[256];
+TEST_DIR_FIXTURE("policy")
 
 typedef struct level_filters {
     size_t tables;
@@ -106,18 +106,6 @@ static void filters_follow_the_level_policy(void **state) {
         bkv_free(v);
     }
     assert_int_equal(bkv_close(db), BKV_OK);
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "policy");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

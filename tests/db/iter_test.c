@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "bloomkv.h"
+#include "test_db.h"
 #include "test_dir.h"
 
 #define NKEYS 1500
@@ -190,15 +191,6 @@ static void check_prefix_scan(bkv_db *db, const model *m, int prefix) {
     bkv_iter_destroy(it);
 }
 
-static uint64_t counter(bkv_db *db, const char *name) {
-    char prop[64];
-    snprintf(prop, sizeof prop, "bloomkv.counter.%s", name);
-    char *v = bkv_property(db, prop);
-    assert_non_null(v);
-    uint64_t n = strtoull(v, NULL, 10);
-    bkv_free(v);
-    return n;
-}
 
 static void run_model(bkv_options *o, const char *name, int ops, uint64_t seed) {
     char path[300];
@@ -329,13 +321,13 @@ static void prefix_iteration_skips_tables(void **state) {
     ro.prefix_same_as_start = 1;
     bkv_iter *it;
     assert_int_equal(bkv_iter_create(db, &ro, &it), BKV_OK);
-    uint64_t probes = counter(db, "filter-probes"), negatives = counter(db, "filter-negatives");
+    uint64_t probes = test_counter(db, "filter-probes"), negatives = test_counter(db, "filter-negatives");
     int n = 0;
     for (bkv_iter_seek(it, "p17", 3); bkv_iter_valid(it); bkv_iter_next(it)) n++;
     assert_int_equal(n, 50);
     /* One probe per table for the whole scan, and nearly all say no. */
-    assert_int_equal(counter(db, "filter-probes") - probes, 40);
-    assert_true(counter(db, "filter-negatives") - negatives >= 37);
+    assert_int_equal(test_counter(db, "filter-probes") - probes, 40);
+    assert_true(test_counter(db, "filter-negatives") - negatives >= 37);
     bkv_iter_destroy(it);
     assert_int_equal(bkv_close(db), BKV_OK);
 }

@@ -31,7 +31,7 @@
 #define NKEYS 40
 #define MAX_OPS 400
 
-static char dir[256];
+TEST_DIR_FIXTURE("power")
 
 typedef struct op {
     int key;
@@ -364,18 +364,6 @@ static void junk_wal_tail_never_yields_a_damaged_value(void **state) {
         bkv_free(v);
         assert_int_equal(bkv_close(db), BKV_OK);
     }
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "power");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

@@ -15,7 +15,7 @@
 #include "util/coding.h"
 #include "util/ikey.h"
 
-static char dir[256];
+TEST_DIR_FIXTURE("table")
 
 static void make_key(char *k, int i) { snprintf(k, 32, "key%08d", i); }
 static void make_val(char *v, int i, int ver) { snprintf(v, 64, "value-%d-v%d-padpadpadpadpadpad", i, ver); }
@@ -232,18 +232,6 @@ static void damage_never_yields_wrong_values(void **state) {
     if (detected + filter_maybe < (int)len)
         fail_msg("%d detected + %d filter maybe of %zu bytes", detected, filter_maybe, len);
     free(data);
-}
-
-static int setup(void **state) {
-    (void)state;
-    test_make_dir(dir, sizeof dir, "table");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_remove_dir(dir);
-    return 0;
 }
 
 int main(void) {

@@ -180,8 +180,20 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
         v = nv;
     }
     if (rc == BKV_NOTFOUND) rc = BKV_OK;
+    uint64_t dropped = r.dropped_bytes, dropped_at = len - dropped;
     bkv_log_reader_free(&r);
     free(data);
+    /* A damaged last record is dropped like a torn write only if it can
+     * have been one: an edit is committed (and the WAL it retires deleted)
+     * only after its sync returned, so while the WAL named by the surviving
+     * log number is still there, nothing committed is being dropped. */
+    if (rc == BKV_OK && dropped && have_log) {
+        char log[BKV_PATH_MAX];
+        bkv_log_name(log, db->path, rec->log_number);
+        if (!db->env->file_exists(db->env, log))
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: damaged record at offset %llu was committed (%06llu.log is gone)",
+                          path, (unsigned long long)dropped_at, (unsigned long long)rec->log_number);
+    }
     if (rc == BKV_OK && !(have_next && have_log && have_seq))
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
     if (rc) {
@@ -380,6 +392,15 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
         }
     }
     bkv_edit_free(&rec.edit);
+    /* Every table the version names must exist: a missing one is damage
+     * (reported now, naming it), not an empty key range. */
+    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
+            char t[BKV_PATH_MAX];
+            bkv_table_name(t, db->path, db->current->files[l][i]->number);
+            if (!db->env->file_exists(db->env, t))
+                rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
+        }
     if (!rc) rc = open_new_log(db, e);
     if (!rc) rc = install_new_manifest(db, e);
     if (!rc) {

@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-asan test-tsan run install clean
+.PHONY: all deps build test test-asan test-tsan fuzz run install clean
 
 all: build
 
@@ -35,6 +35,17 @@ test-tsan: deps
 
 # The default report: the filter library's table, then bloomkv beside
 # LevelDB and RocksDB (those built in) on 1 M keys, on a temporary database.
+# libFuzzer (clang) over each target for FUZZ_SECONDS, growing fuzz/corpus.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON -DBKV_FUZZ=ON \
+		-DBKV_BUILD_TESTS=OFF -DBKV_BUILD_TOOLS=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@for t in filter table log; do \
+		$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 fuzz/corpus/$$t 2>&1 | tail -n 2; \
+	done
+
 run: build
 	@$(BUILD)/bloomkv filter-bench --keys 1000000
 	@echo
@@ -45,4 +56,4 @@ install: build
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -18,7 +18,10 @@ double bkv_bloom_model_fpr(unsigned k, uint64_t m, uint64_t n) {
  * cost more than empty lines save, which is why blocking needs a little
  * more memory (or one probe less) for the same rate. */
 double bkv_blocked_model_fpr(unsigned k, double bits_per_key) {
-    if (bits_per_key <= 0) return 1.0;
+    /* Below a tenth of a bit per key a line holds thousands of keys and is
+     * all ones; the sum below would also take as many terms (a header
+     * claiming billions of keys must not stall its reader). */
+    if (bits_per_key < 0.1) return 1.0;
     double lambda = LINE_BITS / bits_per_key;
     double hi = lambda + 12.0 * sqrt(lambda) + 40.0;
     double sum = 0.0;

@@ -177,9 +177,26 @@ static void header_matches_format_doc(void **state) {
     bkv_filter_free(f);
 }
 
+/* Regression (found by fuzz_filter): a header claiming billions of keys
+ * for a tiny filter made the rate model sum billions of terms. */
+static void absurd_key_count_does_not_stall_info(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *buf = encode_filter(BKV_FILTER_BLOCKED_BLOOM, 10, 10, &len);
+    for (int i = 0; i < 8; i++) buf[16 + i] = i == 7 ? 0x10 : 0; /* num_keys = 2^60 */
+    bkv_filter *g;
+    assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, NULL, 0), BKV_OK);
+    bkv_filter_info info;
+    bkv_filter_get_info(g, &info);
+    assert_true(info.expected_fpr == 1.0);
+    bkv_filter_free(g);
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(header_matches_format_doc),
+        cmocka_unit_test(absurd_key_count_does_not_stall_info),
         cmocka_unit_test(round_trip_probes_in_place),
         cmocka_unit_test(every_truncation_is_rejected),
         cmocka_unit_test(every_single_byte_change_is_rejected),

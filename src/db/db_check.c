@@ -105,22 +105,13 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
     checker c = {fn, arg, 0};
     const bkv_env *env = bkv_env_posix();
     char p[BKV_PATH_MAX];
-    snprintf(p, sizeof p, "%s/CURRENT", path);
-    uint8_t *cur;
-    size_t len;
     bkv_err e = {{0}};
-    if (bkv_env_read_all(env, p, &cur, &len, &e)) {
-        report(&c, "%s", e.msg);
-        return BKV_CORRUPTION;
-    }
-    char name[64] = "";
     uint64_t manifest = 0;
-    if (len < 2 || len >= sizeof name || cur[len - 1] != '\n') report(&c, "%s: malformed (offset 0)", p);
-    else {
-        memcpy(name, cur, len - 1);
-        if (bkv_parse_file_name(name, &manifest) != BKV_FILE_MANIFEST) report(&c, "%s: does not name a manifest (offset 0)", p);
+    int rc = bkv_read_current(env, path, &manifest, &e);
+    if (rc) {
+        report(&c, "%s", e.msg);
+        if (rc != BKV_CORRUPTION) return BKV_CORRUPTION; /* unreadable: nothing more to check */
     }
-    free(cur);
     char **names;
     size_t n;
     if (env->list_dir(env, path, &names, &n, &e)) {

@@ -23,6 +23,10 @@ static inline void bkv_manifest_name(char *buf, const char *dir, uint64_t n) {
     snprintf(buf, BKV_PATH_MAX, "%s/MANIFEST-%06llu", dir, (unsigned long long)n);
 }
 
+/* The manifest number CURRENT names in dir; BKV_CORRUPTION (naming the
+ * file and offset) when CURRENT is malformed. */
+int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e);
+
 /* Classifies a directory entry; *number is set for numbered files. */
 int bkv_parse_file_name(const char *name, uint64_t *number);
 

@@ -138,15 +138,14 @@ typedef struct recovery {
     uint64_t max_sequence;
 } recovery;
 
-static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
+int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e) {
     char path[BKV_PATH_MAX];
-    snprintf(path, sizeof path, "%s/CURRENT", db->path);
+    snprintf(path, sizeof path, "%s/CURRENT", dir);
     uint8_t *data;
     size_t len;
-    int rc = bkv_env_read_all(db->env, path, &data, &len, e);
+    int rc = bkv_env_read_all(env, path, &data, &len, e);
     if (rc) return rc;
     char name[64];
-    uint64_t number;
     if (len < 2 || len >= sizeof name || data[len - 1] != '\n') {
         free(data);
         return bkv_fail(e, BKV_CORRUPTION, "%s: malformed (offset 0)", path);
@@ -154,8 +153,18 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
     memcpy(name, data, len - 1);
     name[len - 1] = 0;
     free(data);
-    if (strlen(name) != len - 1 || bkv_parse_file_name(name, &number) != BKV_FILE_MANIFEST)
+    if (strlen(name) != len - 1 || bkv_parse_file_name(name, manifest) != BKV_FILE_MANIFEST)
         return bkv_fail(e, BKV_CORRUPTION, "%s: does not name a manifest (offset 0)", path);
+    return BKV_OK;
+}
+
+static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
+    char path[BKV_PATH_MAX];
+    uint64_t number;
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_read_current(db->env, db->path, &number, e);
+    if (rc) return rc;
     bkv_manifest_name(path, db->path, number);
     rc = bkv_env_read_all(db->env, path, &data, &len, e);
     if (rc) return rc;

@@ -72,6 +72,14 @@ int bkv_block_compress(int type, const uint8_t *raw, size_t len, bkv_buf *out) {
     return type;
 }
 
+int bkv_block_verify(const uint8_t *stored, bkv_handle h, const char *name, bkv_err *e) {
+    uint8_t type = stored[h.size];
+    if (bkv_get_u64(stored + h.size + 1) != bkv_block_checksum(stored, (size_t)h.size, type))
+        return bkv_fail(e, BKV_CORRUPTION, "%s: block checksum mismatch at offset %llu", name,
+                        (unsigned long long)h.offset);
+    return BKV_OK;
+}
+
 int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e) {
     *data = NULL;
     *len = 0;
@@ -90,10 +98,9 @@ int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **da
                         (unsigned long long)h.offset, got, total);
     }
     uint8_t type = buf[h.size];
-    if (bkv_get_u64(buf + h.size + 1) != bkv_block_checksum(buf, (size_t)h.size, type)) {
+    if ((rc = bkv_block_verify(buf, h, name, e))) {
         free(buf);
-        return bkv_fail(e, BKV_CORRUPTION, "%s: block checksum mismatch at offset %llu", name,
-                        (unsigned long long)h.offset);
+        return rc;
     }
     if (type == BKV_COMPRESS_NONE) {
         *data = buf;

@@ -27,6 +27,10 @@ int bkv_footer_decode(bkv_footer *f, const uint8_t *src, uint64_t file_size, con
  * type byte folded in as the seed. */
 uint64_t bkv_block_checksum(const uint8_t *data, size_t len, uint8_t type);
 
+/* Checks the trailer checksum of a stored block (contents + trailer,
+ * h.size + BKV_BLOCK_TRAILER bytes at stored). */
+int bkv_block_verify(const uint8_t *stored, bkv_handle h, const char *name, bkv_err *e);
+
 /* Compresses raw into out (prefixed with the raw length) when that saves at
  * least an eighth; otherwise leaves out empty and returns NONE. */
 int bkv_block_compress(int type, const uint8_t *raw, size_t len, bkv_buf *out);

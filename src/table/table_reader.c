@@ -209,9 +209,8 @@ static int load_block(bkv_table *t, bkv_handle h, int fill_cache, block_ref *b, 
         uint8_t type = p[h.size];
         if (type == BKV_COMPRESS_NONE) {
             if (stats) __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
-            if (bkv_get_u64(p + h.size + 1) != bkv_block_checksum(p, (size_t)h.size, type))
-                return bkv_fail(e, BKV_CORRUPTION, "%s: block checksum mismatch at offset %llu", t->name,
-                                (unsigned long long)h.offset);
+            int rc = bkv_block_verify(p, h, t->name, e);
+            if (rc) return rc;
             if (bkv_block_parse(&b->view.blk, p, (size_t)h.size) < 0)
                 return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
                                 (unsigned long long)h.offset);

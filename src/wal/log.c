@@ -66,16 +66,20 @@ void bkv_log_reader_init(bkv_log_reader *r, const char *name, const uint8_t *dat
 
 void bkv_log_reader_free(bkv_log_reader *r) { bkv_buf_free(&r->record); }
 
-/* 1 if a well-formed fragment with a valid checksum starts at off. */
-static int fragment_ok_at(const bkv_log_reader *r, size_t off) {
+/* NULL if a well-formed fragment with a valid checksum starts at off
+ * (which must be at least a header's length before its block's end), else
+ * what is wrong with it. */
+static const char *fragment_problem(const bkv_log_reader *r, size_t off) {
     size_t block_left = BKV_LOG_BLOCK - off % BKV_LOG_BLOCK;
-    if (block_left < BKV_LOG_HEADER || r->len - off < BKV_LOG_HEADER) return 0;
+    if (r->len - off < BKV_LOG_HEADER) return "truncated fragment header";
     const uint8_t *h = r->data + off;
     size_t n = bkv_get_u16(h + 4);
     unsigned type = h[6];
-    if (type < BKV_LOG_FULL || type > BKV_LOG_LAST) return 0;
-    if (BKV_LOG_HEADER + n > block_left || r->len - off - BKV_LOG_HEADER < n) return 0;
-    return bkv_get_u32(h) == fragment_checksum(type, h + BKV_LOG_HEADER, n);
+    if (BKV_LOG_HEADER + n > block_left) return "fragment length crosses its block";
+    if (r->len - off - BKV_LOG_HEADER < n) return "fragment cut short by end of file";
+    if (type < BKV_LOG_FULL || type > BKV_LOG_LAST) return "bad fragment type";
+    if (bkv_get_u32(h) != fragment_checksum(type, h + BKV_LOG_HEADER, n)) return "fragment checksum mismatch";
+    return NULL;
 }
 
 /* Damage at off is a torn tail when nothing valid follows it: a crash can
@@ -84,7 +88,7 @@ static int fragment_ok_at(const bkv_log_reader *r, size_t off) {
 static int damage(bkv_log_reader *r, size_t off, const char *what, bkv_err *e) {
     int later_valid = 0;
     for (size_t b = (off / BKV_LOG_BLOCK + 1) * BKV_LOG_BLOCK; b < r->len; b += BKV_LOG_BLOCK)
-        if (fragment_ok_at(r, b)) {
+        if (!fragment_problem(r, b)) {
             later_valid = 1;
             break;
         }
@@ -110,15 +114,11 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
             return BKV_NOTFOUND;
         }
         size_t off = r->pos;
-        if (r->len - off < BKV_LOG_HEADER) return damage(r, off, "truncated fragment header", e);
+        const char *why = fragment_problem(r, off);
+        if (why) return damage(r, off, why, e);
         const uint8_t *h = r->data + off;
         size_t n = bkv_get_u16(h + 4);
         unsigned type = h[6];
-        if (BKV_LOG_HEADER + n > block_left) return damage(r, off, "fragment length crosses its block", e);
-        if (r->len - off - BKV_LOG_HEADER < n) return damage(r, off, "fragment cut short by end of file", e);
-        if (type < BKV_LOG_FULL || type > BKV_LOG_LAST) return damage(r, off, "bad fragment type", e);
-        if (bkv_get_u32(h) != fragment_checksum(type, h + BKV_LOG_HEADER, n))
-            return damage(r, off, "fragment checksum mismatch", e);
         r->pos = off + BKV_LOG_HEADER + n;
         const uint8_t *payload = h + BKV_LOG_HEADER;
         switch (type) {

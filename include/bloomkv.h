@@ -42,6 +42,13 @@ extern "C" {
 
 enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD = 2 };
 enum { BKV_COMPACTION_LEVELED = 0, BKV_COMPACTION_TIERED = 1 };
+/* Value index shapes (bkv_options.value_index). */
+enum {
+    BKV_VALUE_INDEX_NONE = 0,      /* no value index (or, at an open, whatever the database has) */
+    BKV_VALUE_INDEX_FLAT = 1,      /* every partition's filter is probed in turn (the baseline) */
+    BKV_VALUE_INDEX_HIERARCHY = 2, /* a tree of order d whose inner nodes OR their children */
+    BKV_VALUE_INDEX_BITSLICED = 3  /* filters stored transposed: k row reads test them all */
+};
 
 #define BKV_MAX_LEVELS 7
 
@@ -54,6 +61,13 @@ typedef struct bkv_iter bkv_iter;
  * the key has no prefix. Must be a pure function of the key bytes and stay
  * the same for the life of a database. */
 typedef size_t (*bkv_prefix_fn)(const void *key, size_t klen);
+
+/* Maps a value to the terms a value search can find it by (for example the
+ * fields of a record), calling emit(ctx, term, len) once per term; the
+ * bytes need only live until emit returns. Must be a pure function of the
+ * value bytes and stay the same for the life of a database. */
+typedef void (*bkv_term_emit_fn)(void *ctx, const void *term, size_t tlen);
+typedef void (*bkv_terms_fn)(void *arg, const void *val, size_t vlen, bkv_term_emit_fn emit, void *ctx);
 
 typedef struct bkv_options {            /* bkv_options_init() fills the defaults */
     int    create_if_missing;           /* create the directory and database; default 1 */
@@ -96,6 +110,22 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     double bits_per_key_per_level[BKV_MAX_LEVELS];  /* default all -1 */
     int    optimize_filters_for_hits;   /* no key filter on the bottommost level (saves ~90% of
                                            filter memory; misses then cost one block read); default 0 */
+
+    /* Search by value (bkv_find_value). Every table gets Bloom filters
+     * over the terms of its values, one per partition of at most
+     * value_partition_entries entries, indexed in memory by the chosen
+     * shape. m, k, P and the terms extractor are fixed when the index is
+     * created and recorded in the manifest: a later open with different
+     * ones fails with BKV_INVALID. Opening with value_index NONE keeps the
+     * index a database has (an extractor must still be passed). */
+    int      value_index;               /* BKV_VALUE_INDEX_*; default NONE */
+    uint32_t value_filter_bits;         /* m: bits per partition filter, a multiple of 64; default 16384 */
+    int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ~ ln 2 x m / P (4 when P = 0) */
+    uint32_t value_partition_entries;   /* P; default 1024; 0: one filter per table (the paper's layout) */
+    int      value_index_order;         /* d of the hierarchy (fan-out d..2d), >= 2; default 4 */
+    bkv_terms_fn value_terms;           /* default NULL: a value's one term is the whole value */
+    void    *value_terms_arg;
+    const char *value_terms_name;       /* names the extractor (required with value_terms) */
 } bkv_options;
 
 typedef struct bkv_write_options {
@@ -149,6 +179,31 @@ BKV_EXPORT int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, c
 
 BKV_EXPORT void bkv_free(void *p);
 
+/* What one bkv_find_value did (all counts for that call). */
+typedef struct bkv_find_stats {
+    uint64_t leaves;             /* partition filters in the index */
+    uint64_t nodes_probed;       /* inner nodes tested (hierarchy), rows read (bit-sliced) */
+    uint64_t nodes_positive;     /* inner nodes that answered "maybe" (hierarchy) */
+    uint64_t leaves_probed;      /* partition filters tested (bit-sliced: all, at once) */
+    uint64_t leaves_positive;    /* ... that answered "maybe" (or could not be read) */
+    uint64_t partitions_scanned;
+    uint64_t partitions_matched; /* scanned partitions holding a real match: the rest were false positives */
+    uint64_t entries_scanned;
+    uint64_t memtable_candidates;
+    uint64_t candidates;         /* distinct keys validated with a point read */
+    uint64_t results;
+} bkv_find_stats;
+
+/* Calls fn(arg, key, klen, val, vlen) once for each key whose visible
+ * value at the read snapshot holds val: equals it, or, with a value_terms
+ * extractor, has it among its terms. Keys come in key order, each once;
+ * the pointers are valid during the call only. fn returns non-zero to stop
+ * early (bkv_find_value then returns BKV_OK). Needs a value index
+ * (BKV_INVALID otherwise). stats may be NULL. */
+BKV_EXPORT int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
+                              int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
+                              void *arg, bkv_find_stats *stats);
+
 /* Snapshots: a consistent view of the database at the moment of creation,
  * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
  * every version a live snapshot can see. NULL when out of memory. */
@@ -191,7 +246,10 @@ BKV_EXPORT int bkv_compact(bkv_db *db);
  *       filter-corrupt, memtable-filter-negatives, blocks-read, cache-hits,
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
- *       trivial-moves, compaction-bytes-read, compaction-bytes-written
+ *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
+ *       value-searches, value-index-updates, value-index-nodes-recomputed,
+ *       value-filters-unusable
+ *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 

@@ -62,6 +62,11 @@ bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommo
     /* Gets that reach the bottom mostly find their key there (the
      * workload has few misses), so its filter would rarely say no. */
     if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;
+    if (db->has_vrec) {
+        to.value_filter = &db->vparams;
+        to.value_terms = o->value_terms;
+        to.value_terms_arg = o->value_terms_arg;
+    }
     return to;
 }
 
@@ -335,6 +340,7 @@ static int finish_output(bkv_db *db, output *out, bkv_version_edit *edit, int le
     uint64_t size = bkv_table_builder_file_size(out->builder), entries = bkv_table_builder_entries(out->builder);
     uint64_t lo, hi;
     bkv_table_builder_seq_range(out->builder, &lo, &hi);
+    bkv_vf_set *vf = bkv_db_take_value_filters(out->builder);
     bkv_table_builder_free(out->builder);
     out->builder = NULL;
     if (!rc) rc = bkv_file_sync(out->file, e);
@@ -348,12 +354,15 @@ static int finish_output(bkv_db *db, output *out, bkv_version_edit *edit, int le
         else {
             f->smallest_seq = lo;
             f->largest_seq = hi;
+            f->vf = vf;
+            vf = NULL;
             rc = bkv_edit_add_file(edit, level, f);
             bkv_file_meta_unref(f);
             atomic_fetch_add_explicit(&db->c.compaction_bytes_written, size, memory_order_relaxed);
         }
     }
     if (rc) db->env->remove_file(db->env, out->path, NULL);
+    bkv_db_free_value_filters(vf);
     bkv_buf_free(&out->smallest);
     bkv_buf_free(&out->largest);
     return rc;

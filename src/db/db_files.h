@@ -46,7 +46,7 @@ int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e);
 /* Records err as this thread's last error on db; returns rc. */
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 
-bkv_memtable *bkv_db_new_memtable(const bkv_options *o);
+bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
 
 /* Background thread entry. */
 void *bkv_db_background(void *arg);

@@ -13,6 +13,7 @@
 #include "table/cache.h"
 #include "table/table.h"
 #include "util/env.h"
+#include "valueindex/vindex.h"
 #include "wal/log.h"
 
 #define BKV_MAX_IMM 16
@@ -30,7 +31,8 @@ typedef struct bkv_db_counters {
     atomic_uint_fast64_t gets, key_hashes, filter_probes, filter_negatives, filter_false_positives,
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
-        compaction_bytes_written;
+        compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
+        value_filters_unusable;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -81,6 +83,16 @@ struct bkv_db {
 
     bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
 
+    /* The value index (db_value.c); vindex is NULL when there is none. It
+     * always describes exactly the tables of current: installs change both
+     * under mu, holding vindex_lock for writing; a search takes vindex_lock
+     * for reading before it lets go of mu. */
+    int has_vrec;                  /* the database has a value index */
+    bkv_value_index_rec vrec;      /* its parameters (manifest tag 6) */
+    bkv_vf_params vparams;
+    bkv_vindex *vindex;
+    pthread_rwlock_t vindex_lock;
+
     pthread_mutex_t err_mu;        /* per-thread last error messages */
     struct {
         pthread_t tid;
@@ -102,10 +114,28 @@ typedef struct bkv_read_state {
 /* Takes references to the memtables and current version, and fixes the
  * sequence to read at (ro's snapshot, or everything written so far). */
 void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs);
+/* The same with db->mu already held. */
+void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs);
 void bkv_read_state_release(bkv_read_state *rs);
 /* The open table for f through the table cache (release the entry with
  * bkv_cache_release(db->table_cache, ...)). */
 int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e);
+
+/* A point read at rs (its memtables, version and snapshot): BKV_OK with a
+ * malloc'd *val, BKV_NOTFOUND, or an error described in e. */
+int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                  void **val, size_t *vlen, bkv_err *e);
+
+/* Value index (db_value.c). setup fixes the parameters (after the manifest
+ * is read, before any table is written); open builds the index over the
+ * current tables; apply follows an installed edit (REQUIRES: db->mu). */
+int bkv_db_value_index_setup(bkv_db *db, bkv_err *e);
+int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
+void bkv_db_value_index_apply(bkv_db *db, const bkv_version_edit *edit);
+/* The filters a finished builder made, malloc'd for a file meta (NULL when
+ * none or out of memory: the index then scans that table). */
+bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
+void bkv_db_free_value_filters(bkv_vf_set *vf);
 
 /* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);

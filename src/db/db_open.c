@@ -45,6 +45,9 @@ void bkv_options_init(bkv_options *o) {
     o->tiered_size_ratio = 20;
     o->tiered_max_size_amplification = 200;
     o->max_background_jobs = 2;
+    o->value_filter_bits = 16384;
+    o->value_partition_entries = 1024;
+    o->value_index_order = 4;
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
         o->filter_type_per_level[i] = -1;
         o->bits_per_key_per_level[i] = -1;
@@ -124,11 +127,18 @@ static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t
     return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
 }
 
-/* The memtable's key filter is sized for entries of about 64 bytes; more
- * (smaller) entries only raise its false-positive rate. */
-bkv_memtable *bkv_db_new_memtable(const bkv_options *o) {
+/* The memtable's key filter and term index are sized for entries of about
+ * 64 bytes; more (smaller) entries only raise the filter's false-positive
+ * rate and lengthen the term chains. */
+bkv_memtable *bkv_db_new_memtable(const bkv_db *db) {
+    const bkv_options *o = &db->opts;
     uint64_t n = o->write_buffer_size / 64;
-    return bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0);
+    bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0);
+    if (m && db->has_vrec && bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, n)) {
+        bkv_memtable_unref(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* State gathered while recovering. */
@@ -181,6 +191,7 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
         if (ed.has_log_number) rec->log_number = ed.log_number, have_log = 1;
         if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
+        if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
         bkv_tree_version *nv;
         rc = bkv_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);
@@ -224,7 +235,7 @@ static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_er
     bkv_file_meta_unref(meta);
     if (rc) return bkv_fail(e, rc, "out of memory");
     bkv_memtable_unref(*mem);
-    if (!(*mem = bkv_db_new_memtable(&db->opts))) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    if (!(*mem = bkv_db_new_memtable(db))) return bkv_fail(e, BKV_NOMEM, "out of memory");
     return BKV_OK;
 }
 
@@ -254,7 +265,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     bkv_env_free_list(names, n);
     qsort(logs, nlogs, sizeof *logs, cmp_u64);
 
-    bkv_memtable *mem = bkv_db_new_memtable(&db->opts);
+    bkv_memtable *mem = bkv_db_new_memtable(db);
     if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
         char path[BKV_PATH_MAX];
@@ -312,6 +323,8 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     edit.last_sequence = db->last_sequence;
     bkv_buf rec;
     bkv_buf_init(&rec);
+    edit.has_value_index = db->has_vrec;
+    edit.value_index = db->vrec;
     rc = bkv_version_snapshot_edit(db->current, &edit);
     if (!rc) {
         bkv_edit_encode(&edit, &rec);
@@ -390,6 +403,8 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     if (!db->current) return bkv_fail(e, BKV_NOMEM, "out of memory");
     db->next_file = 2;
     if (exists) rc = read_manifest(db, &rec, e);
+    /* Before replay: tables it writes carry value filters. */
+    if (!rc) rc = bkv_db_value_index_setup(db, e);
     if (!rc) rc = replay_logs(db, &rec, e);
     if (!rc && rec.max_sequence > db->last_sequence) db->last_sequence = rec.max_sequence;
     if (!rc && rec.edit.nadded) {
@@ -412,6 +427,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
         }
     if (!rc) rc = open_new_log(db, e);
     if (!rc) rc = install_new_manifest(db, e);
+    if (!rc) rc = bkv_db_value_index_open(db, e);
     if (!rc) {
         atomic_store(&db->visible_sequence, db->last_sequence);
         delete_obsolete_files(db);
@@ -431,6 +447,8 @@ static void free_db(bkv_db *db) {
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
     bkv_version_unref(db->current);
+    bkv_vindex_free(db->vindex);
+    pthread_rwlock_destroy(&db->vindex_lock);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_file(db->env, db->lock);
@@ -442,6 +460,16 @@ static void free_db(bkv_db *db) {
     pthread_cond_destroy(&db->work_cv);
     free(db->path);
     free(db);
+}
+
+static int value_options_valid(const bkv_options *o) {
+    bkv_vf_params p = {.m_bits = o->value_filter_bits, .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes : 1};
+    if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return 1;
+    return o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED &&
+           o->value_filter_hashes >= 0 && bkv_vf_params_valid(&p) && o->value_index_order >= 2 &&
+           o->value_index_order <= 1024 &&
+           (!o->value_terms || (o->value_terms_name && *o->value_terms_name &&
+                                strlen(o->value_terms_name) <= BKV_TERMS_NAME_MAX));
 }
 
 static int options_valid(const bkv_options *o) {
@@ -459,7 +487,8 @@ static int options_valid(const bkv_options *o) {
            o->max_write_buffer_number <= BKV_MAX_IMM + 1 && o->max_open_files >= 1 &&
            (o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type)) &&
            (o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100)) &&
-           o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD;
+           o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD &&
+           value_options_valid(o);
 }
 
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
@@ -479,6 +508,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     db->opts = *opts;
     pthread_mutex_init(&db->mu, NULL);
     pthread_mutex_init(&db->err_mu, NULL);
+    pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);
@@ -507,7 +537,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
             rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     }
     if (!rc) rc = recover(db, exists, &e);
-    if (!rc && !(db->mem = bkv_db_new_memtable(opts))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc && !(db->mem = bkv_db_new_memtable(db))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     for (int i = 0; !rc && i < opts->max_background_jobs; i++) {
         if (pthread_create(&db->bg_threads[i], NULL, bkv_db_background, db) != 0)
             rc = bkv_fail(&e, BKV_NOMEM, "cannot start a background thread");

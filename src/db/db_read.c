@@ -15,6 +15,11 @@
 
 void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
     pthread_mutex_lock(&db->mu);
+    bkv_read_state_acquire_locked(db, ro, rs);
+    pthread_mutex_unlock(&db->mu);
+}
+
+void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
     rs->mem = db->mem;
     bkv_memtable_ref(rs->mem);
     rs->nimm = db->nimm;
@@ -26,7 +31,6 @@ void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_sta
     __atomic_add_fetch(&rs->version->refs, 1, __ATOMIC_RELAXED);
     rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
                                       : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
-    pthread_mutex_unlock(&db->mu);
 }
 
 void bkv_read_state_release(bkv_read_state *rs) {
@@ -135,29 +139,32 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     if (!db || (!key && klen) || !val || !vlen) return BKV_INVALID;
     *val = NULL;
     *vlen = 0;
-    atomic_fetch_add_explicit(&db->c.gets, 1, memory_order_relaxed);
     bkv_read_state rs;
     bkv_read_state_acquire(db, ro, &rs);
-    bkv_hash h = bkv_hash_bytes(key, klen);
-    atomic_fetch_add_explicit(&db->c.key_hashes, 1, memory_order_relaxed);
     bkv_err e = {{0}};
-    int rc = BKV_NOTFOUND;
-    if (!memtables_get(db, &rs, key, klen, h, &rc, val, vlen)) {
-        rc = BKV_NOTFOUND;
-        int decided = 0;
-        for (size_t i = 0; !decided && i < rs.version->nfiles[0]; i++) {
-            const bkv_file_meta *f = rs.version->files[0][i];
-            if (in_range(f, key, klen))
-                decided = table_get(db, ro, f, key, klen, h, 0, rs.snapshot, &rc, val, vlen, &e);
-        }
-        for (int l = 1; !decided && l < BKV_NUM_LEVELS; l++) {
-            const bkv_file_meta *f = level_candidate(rs.version, l, key, klen);
-            if (f) decided = table_get(db, ro, f, key, klen, h, 0, rs.snapshot, &rc, val, vlen, &e);
-        }
-        if (!decided) rc = BKV_NOTFOUND;
-    }
+    int rc = bkv_db_get_at(db, ro, &rs, key, klen, val, vlen, &e);
     bkv_read_state_release(&rs);
     return bkv_db_error(db, rc, &e);
+}
+
+int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                  void **val, size_t *vlen, bkv_err *e) {
+    atomic_fetch_add_explicit(&db->c.gets, 1, memory_order_relaxed);
+    bkv_hash h = bkv_hash_bytes(key, klen);
+    atomic_fetch_add_explicit(&db->c.key_hashes, 1, memory_order_relaxed);
+    int rc = BKV_NOTFOUND;
+    if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
+    const bkv_tree_version *v = rs->version;
+    for (size_t i = 0; i < v->nfiles[0]; i++) {
+        const bkv_file_meta *f = v->files[0][i];
+        if (in_range(f, key, klen) && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e))
+            return rc;
+    }
+    for (int l = 1; l < BKV_NUM_LEVELS; l++) {
+        const bkv_file_meta *f = level_candidate(v, l, key, klen);
+        if (f && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+    }
+    return BKV_NOTFOUND;
 }
 
 int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,

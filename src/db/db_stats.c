@@ -32,6 +32,10 @@ static const counter_name db_counters[] = {
     DB_COUNTER("trivial-moves", trivial_moves),
     DB_COUNTER("compaction-bytes-read", compaction_bytes_read),
     DB_COUNTER("compaction-bytes-written", compaction_bytes_written),
+    DB_COUNTER("value-searches", value_searches),
+    DB_COUNTER("value-index-updates", value_index_updates),
+    DB_COUNTER("value-index-nodes-recomputed", value_index_nodes_recomputed),
+    DB_COUNTER("value-filters-unusable", value_filters_unusable),
 };
 
 #define TABLE_COUNTER(n, f) {n, offsetof(bkv_table_stats, f)}
@@ -123,6 +127,26 @@ static amplification amplifications(bkv_db *db, const bkv_tree_version *v) {
     return a;
 }
 
+/* One line describing the value index ("" without one). */
+static void value_index_report(bkv_db *db, bkv_buf *b) {
+    if (!db->vindex) return;
+    bkv_vindex_info in;
+    pthread_rwlock_rdlock(&db->vindex_lock);
+    bkv_vindex_get_info(db->vindex, &in);
+    pthread_rwlock_unlock(&db->vindex_lock);
+    const bkv_value_index_rec *r = &db->vrec;
+    append(b, "value index: %s", bkv_vindex_shape_name(in.shape));
+    if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
+    append(b, ", m=%llu k=%llu P=%llu%s%s%s, %llu tables, %llu leaves (%llu bytes)", (unsigned long long)r->m_bits,
+           (unsigned long long)r->k, (unsigned long long)r->partition_entries, *r->terms_name ? ", terms \"" : "",
+           r->terms_name, *r->terms_name ? "\"" : "", (unsigned long long)in.tables, (unsigned long long)in.leaves,
+           (unsigned long long)in.leaf_bytes);
+    if (in.shape == BKV_VALUE_INDEX_HIERARCHY)
+        append(b, ", %llu inner nodes (%llu bytes, %.1f%% of bits set)", (unsigned long long)in.inner_nodes,
+               (unsigned long long)in.inner_bytes, in.inner_ones_permille / 10.0);
+    append(b, "\n");
+}
+
 static char *stats_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
@@ -149,6 +173,7 @@ static char *stats_report(bkv_db *db) {
     append(&b, "filter memory (open tables): %llu bytes\n", (unsigned long long)filter_memory(db, v));
     amplification a = amplifications(db, v);
     append(&b, "amplification: write %.2f, space %.2f, read %.2f tables per get\n", a.write, a.space, a.read);
+    value_index_report(db, &b);
     bkv_version_unref(v);
     uint64_t probes = 0, negatives = 0, fps = 0;
     counter_value(db, "filter-probes", &probes);
@@ -209,6 +234,14 @@ char *bkv_property(bkv_db *db, const char *name) {
         for (size_t i = 0; i < db->current->nfiles[level]; i++) bytes += db->current->files[level][i]->size;
         pthread_mutex_unlock(&db->mu);
         return format("%llu", (unsigned long long)bytes);
+    }
+    if (strcmp(name, "bloomkv.value-index") == 0) {
+        bkv_buf b;
+        bkv_buf_init(&b);
+        value_index_report(db, &b);
+        bkv_buf_put_u8(&b, 0);
+        if (b.oom) bkv_buf_free(&b);
+        return b.oom ? NULL : (char *)b.data;
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
         pthread_mutex_lock(&db->mu);

@@ -57,7 +57,7 @@ static int bg_error(bkv_db *db, bkv_err *e) {
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. */
 static int switch_memtable(bkv_db *db, bkv_err *e) {
-    bkv_memtable *fresh = bkv_db_new_memtable(&db->opts);
+    bkv_memtable *fresh = bkv_db_new_memtable(db);
     if (!fresh) return bkv_fail(e, BKV_NOMEM, "out of memory for a new memtable");
     uint64_t number = db->next_file++;
     char path[BKV_PATH_MAX];
@@ -290,6 +290,7 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     uint64_t size = b ? bkv_table_builder_file_size(b) : 0, entries = b ? bkv_table_builder_entries(b) : 0;
     uint64_t lo = 0, hi = 0;
     if (b) bkv_table_builder_seq_range(b, &lo, &hi);
+    bkv_vf_set *vf = b && !rc ? bkv_db_take_value_filters(b) : NULL;
     bkv_table_builder_free(b);
     if (!rc) rc = bkv_file_sync(f, e);
     int crc = bkv_file_close(f, rc ? NULL : e);
@@ -301,9 +302,12 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     if (!rc) {
         (*out)->smallest_seq = lo;
         (*out)->largest_seq = hi;
+        (*out)->vf = vf;
+        vf = NULL;
         atomic_fetch_add_explicit(&db->c.flush_bytes_written, size, memory_order_relaxed);
     }
     if (rc) db->env->remove_file(db->env, path, NULL);
+    bkv_db_free_value_filters(vf);
     return rc;
 }
 
@@ -329,6 +333,7 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     }
     bkv_version_unref(db->current);
     db->current = nv;
+    bkv_db_value_index_apply(db, edit);
     return BKV_OK;
 }
 

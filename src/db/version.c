@@ -6,7 +6,8 @@
 #include "util/coding.h"
 #include "util/ikey.h"
 
-enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5 };
+enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5,
+       TAG_VALUE_INDEX = 6 };
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen) {
@@ -34,6 +35,10 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
 void bkv_file_meta_unref(bkv_file_meta *f) {
     if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (f->obsolete && f->owner) f->owner->on_obsolete(f->owner->ctx, f->number);
+    if (f->vf) {
+        bkv_vf_set_free(f->vf);
+        free(f->vf);
+    }
     free(f->smallest);
     free(f->largest);
     free(f);
@@ -87,6 +92,17 @@ void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
     if (e->has_last_sequence) {
         bkv_buf_put_varint(out, TAG_LAST_SEQUENCE);
         bkv_buf_put_varint(out, e->last_sequence);
+    }
+    if (e->has_value_index) {
+        const bkv_value_index_rec *r = &e->value_index;
+        bkv_buf_put_varint(out, TAG_VALUE_INDEX);
+        bkv_buf_put_varint(out, r->m_bits);
+        bkv_buf_put_varint(out, r->k);
+        bkv_buf_put_varint(out, r->seed);
+        bkv_buf_put_varint(out, r->partition_entries);
+        bkv_buf_put_varint(out, r->shape);
+        bkv_buf_put_varint(out, r->order);
+        bkv_buf_put_slice(out, r->terms_name, strlen(r->terms_name));
     }
     for (size_t i = 0; i < e->ndeleted; i++) {
         bkv_buf_put_varint(out, TAG_DELETED_FILE);
@@ -150,6 +166,24 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             int rc = bkv_edit_add_file(e, (int)a, f);
             bkv_file_meta_unref(f);
             if (rc) goto nomem;
+            break;
+        }
+        case TAG_VALUE_INDEX: {
+            bkv_value_index_rec *r = &e->value_index;
+            if (!(p = bkv_get_varint64(p, end, &r->m_bits)) || !(p = bkv_get_varint64(p, end, &r->k)) ||
+                !(p = bkv_get_varint64(p, end, &r->seed)) || !(p = bkv_get_varint64(p, end, &r->partition_entries)) ||
+                !(p = bkv_get_varint64(p, end, &r->shape)) || !(p = bkv_get_varint64(p, end, &r->order)) ||
+                !(p = bkv_get_varint64(p, end, &slen)) || slen > (uint64_t)(end - p) || slen > BKV_TERMS_NAME_MAX ||
+                memchr(p, 0, (size_t)slen))
+                goto bad;
+            bkv_vf_params vp = {.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k};
+            if (r->m_bits > UINT32_MAX || r->k > BKV_VF_MAX_K || !bkv_vf_params_valid(&vp) ||
+                r->partition_entries > UINT32_MAX || r->shape < 1 || r->shape > 3 || r->order < 2 || r->order > 1024)
+                goto bad;
+            memcpy(r->terms_name, p, (size_t)slen);
+            r->terms_name[slen] = 0;
+            p += slen;
+            e->has_value_index = 1;
             break;
         }
         default:

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter/value_filter.h"
 #include "util/buf.h"
 #include "util/status.h"
 
@@ -35,7 +36,15 @@ typedef struct bkv_file_meta {
     int being_compacted;      /* under the db mutex */
     int obsolete;             /* set when an installed edit removed it */
     const bkv_file_owner *owner;
+    bkv_vf_set *vf;           /* value filters built with the table, until the value index takes them */
 } bkv_file_meta;
+
+/* The value index parameters a database was created with (manifest tag 6). */
+#define BKV_TERMS_NAME_MAX 255
+typedef struct bkv_value_index_rec {
+    uint64_t m_bits, k, seed, partition_entries, shape, order;
+    char terms_name[BKV_TERMS_NAME_MAX + 1];
+} bkv_value_index_rec;
 
 typedef struct bkv_tree_version {
     int refs;                      /* changed under the db mutex */
@@ -62,6 +71,8 @@ typedef struct bkv_version_edit {
     size_t nadded, cap_added;
     bkv_deleted_file *deleted;
     size_t ndeleted, cap_deleted;
+    int has_value_index;
+    bkv_value_index_rec value_index;
 } bkv_version_edit;
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,

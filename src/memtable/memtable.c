@@ -19,6 +19,12 @@ typedef struct node {
     _Atomic(struct node *) next[]; /* height links */
 } node;
 
+typedef struct term_node {
+    uint64_t h;
+    const uint8_t *entry;
+    struct term_node *next;
+} term_node;
+
 struct bkv_memtable {
     atomic_int refs;
     bkv_arena arena;
@@ -28,6 +34,12 @@ struct bkv_memtable {
     atomic_size_t memory;
     bkv_filter *filter; /* NULL if it could not be allocated: always "maybe" */
     uint64_t rng;
+    /* Term index: published like skiplist links (release stores). */
+    _Atomic(term_node *) *term_buckets;
+    size_t term_mask;
+    bkv_vf_params term_params;
+    bkv_terms_fn terms;
+    void *terms_arg;
 };
 
 static inline const uint8_t *entry_ikey(const uint8_t *e, size_t *len) {
@@ -75,6 +87,7 @@ void bkv_memtable_ref(bkv_memtable *m) { atomic_fetch_add(&m->refs, 1); }
 void bkv_memtable_unref(bkv_memtable *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
     bkv_filter_free(m->filter);
+    free(m->term_buckets);
     bkv_arena_destroy(&m->arena);
     free(m);
 }
@@ -133,6 +146,54 @@ static node *find_last(const bkv_memtable *m) {
     }
 }
 
+int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_fn terms, void *terms_arg,
+                             uint64_t expected) {
+    size_t n = 1024;
+    while (n < expected && n < (SIZE_MAX >> 4)) n <<= 1;
+    if (!(m->term_buckets = calloc(n, sizeof *m->term_buckets))) return BKV_NOMEM;
+    m->term_mask = n - 1;
+    m->term_params = *p;
+    m->terms = terms;
+    m->terms_arg = terms_arg;
+    return BKV_OK;
+}
+
+int bkv_memtable_has_term_index(const bkv_memtable *m) { return m->term_buckets != NULL; }
+
+typedef struct term_sink {
+    bkv_memtable *m;
+    const uint8_t *entry;
+    int rc;
+} term_sink;
+
+static void index_term(void *ctx, const void *term, size_t len) {
+    term_sink *ts = ctx;
+    bkv_memtable *m = ts->m;
+    term_node *tn = bkv_arena_alloc(&m->arena, sizeof *tn);
+    if (!tn) {
+        ts->rc = BKV_NOMEM;
+        return;
+    }
+    tn->h = bkv_vf_term_hash(&m->term_params, term, len);
+    tn->entry = ts->entry;
+    _Atomic(term_node *) *b = &m->term_buckets[tn->h & m->term_mask];
+    tn->next = atomic_load_explicit(b, memory_order_relaxed);
+    atomic_store_explicit(b, tn, memory_order_release);
+}
+
+int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry_fn fn, void *arg) {
+    if (!m->term_buckets) return 0;
+    for (const term_node *tn = atomic_load_explicit(&m->term_buckets[h & m->term_mask], memory_order_acquire); tn;
+         tn = tn->next) {
+        if (tn->h != h) continue;
+        size_t ilen, vlen;
+        const uint8_t *ikey = entry_ikey(tn->entry, &ilen), *val = entry_value(tn->entry, &vlen);
+        int rc = fn(arg, ikey, ilen, val, vlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
                      const void *val, size_t vlen, bkv_hash h) {
     size_t ilen = klen + BKV_IKEY_TRAILER;
@@ -146,6 +207,14 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
     n32 = (uint32_t)vlen;
     memcpy(e + 4 + ilen, &n32, 4);
     if (vlen) memcpy(e + 8 + ilen, val, vlen);
+    if (m->term_buckets && type == BKV_TYPE_VALUE) {
+        /* Indexed before the entry is reachable, and both before the
+         * sequence becomes visible: a search never misses a visible entry. */
+        term_sink ts = {m, e, BKV_OK};
+        if (m->terms) m->terms(m->terms_arg, e + 8 + ilen, vlen, index_term, &ts);
+        else index_term(&ts, e + 8 + ilen, vlen);
+        if (ts.rc) return ts.rc;
+    }
 
     node *prev[MAX_HEIGHT];
     find_ge(m, e + 4, ilen, prev);

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bloomkv_filter.h"
+#include "bloomkv.h"
+#include "filter/value_filter.h"
 
 typedef struct bkv_memtable bkv_memtable;
 
@@ -26,6 +27,20 @@ typedef struct bkv_memtable bkv_memtable;
 bkv_memtable *bkv_memtable_new(uint64_t expected_keys);
 void bkv_memtable_ref(bkv_memtable *m);
 void bkv_memtable_unref(bkv_memtable *m);
+
+/* Makes the memtable index the terms of the values added from now on
+ * (call before the first add), so a value search finds its entries by the
+ * term's hash instead of scanning: a chained hash table of term hash ->
+ * entry in the arena, sized for expected entries. */
+int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_fn terms, void *terms_arg,
+                             uint64_t expected);
+/* Calls fn on every entry with a term whose bkv_vf_term_hash is h, newest
+ * addition first; collisions and repeats are possible: the caller checks
+ * the value. Stops when fn returns non-zero (returned). 0 entries, or an
+ * index-less memtable, call nothing. REQUIRES: indexed. */
+typedef int (*bkv_memtable_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen);
+int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry_fn fn, void *arg);
+int bkv_memtable_has_term_index(const bkv_memtable *m);
 
 /* Adds one entry. h is the bkv_hash of the user key. BKV_NOMEM on failure
  * (nothing added). */

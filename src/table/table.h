@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bloomkv_filter.h"
+#include "bloomkv.h"
+#include "filter/value_filter.h"
 #include "table/cache.h"
 #include "util/env.h"
 
@@ -33,12 +34,18 @@ typedef struct bkv_table_options {
     /* When set, the filter also holds every key's prefix (hashed with
      * BKV_PREFIX_SEED); returns SIZE_MAX for keys without one. */
     size_t (*prefix_extractor)(const void *key, size_t klen);
+    /* When set, the table carries value filters with these parameters
+     * over the terms of its values (docs/format.md "Value filter block"). */
+    const bkv_vf_params *value_filter;
+    bkv_terms_fn value_terms;    /* NULL: the whole value is the term */
+    void *value_terms_arg;
 } bkv_table_options;
 
 typedef struct bkv_table_props {
     uint64_t num_entries, num_deletions, num_data_blocks;
     uint64_t raw_key_bytes, raw_value_bytes, data_bytes;
     uint64_t index_bytes, filter_bytes;
+    uint64_t value_filter_offset, value_filter_bytes; /* 0 bytes: none */
     int filter_type;
     int compression;
     uint64_t creation_time;
@@ -59,6 +66,9 @@ uint64_t bkv_table_builder_file_size(const bkv_table_builder *b);
 uint64_t bkv_table_builder_entries(const bkv_table_builder *b);
 /* Smallest and largest sequence numbers added. */
 void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi);
+/* Hands the value filters built (after finish) to the caller, who frees
+ * them with bkv_vf_set_free; an empty set when the table has none. */
+void bkv_table_builder_take_value_filters(bkv_table_builder *b, bkv_vf_set *out);
 /* Size of the file if finished now (for cutting outputs). */
 uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b);
 void bkv_table_builder_free(bkv_table_builder *b);
@@ -94,6 +104,17 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
                   bkv_table_stats *stats, bkv_err *e);
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
+
+/* Reads and validates the table's value filter block: BKV_OK, BKV_NOTFOUND
+ * when the table has none, or the error (naming file and offset). */
+int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
+
+/* Calls fn on every entry of data blocks first..last (ordinals, inclusive;
+ * last is clamped to the table's last block). Stops early, returning fn's
+ * value, when fn returns non-zero. */
+typedef int (*bkv_table_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen);
+int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_cache, bkv_table_stats *stats,
+                          bkv_table_entry_fn fn, void *arg, bkv_err *e);
 size_t bkv_table_filter_memory(const bkv_table *t);
 /* The key filter, NULL when absent or damaged. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);

@@ -26,6 +26,8 @@ struct bkv_table_builder {
     bkv_table_props props;
     uint64_t min_seq, max_seq;
     int failed;
+    bkv_vf_set vf;             /* value filters (opts.value_filter) */
+    uint32_t part_entries;     /* entries in the open partition */
 };
 
 bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name) {
@@ -42,6 +44,7 @@ bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfil
     bkv_buf_init(&b->compressed);
     b->props.filter_type = opts->filter_type;
     b->props.compression = opts->compression;
+    if (opts->value_filter) b->vf.params = *opts->value_filter;
     return b;
 }
 
@@ -54,6 +57,7 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     bkv_buf_free(&b->last_ikey);
     bkv_buf_free(&b->compressed);
     free(b->hashes);
+    bkv_vf_set_free(&b->vf);
     free(b);
 }
 
@@ -84,6 +88,7 @@ static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     int rc = write_raw_block(b, b->data.buf.data, b->data.buf.len, b->opts.compression, &h, e);
     if (rc) return rc;
     b->props.num_data_blocks++;
+    if (b->vf.nparts) b->vf.parts[b->vf.nparts - 1].last_block = (uint32_t)(b->props.num_data_blocks - 1);
     uint8_t hv[20];
     size_t hl = (size_t)(bkv_put_varint64(bkv_put_varint64(hv, h.offset), h.size) - hv);
     /* The index key is the block's last key: the block holds every key in
@@ -108,9 +113,50 @@ static int add_hash(bkv_table_builder *b, bkv_hash h, bkv_err *e) {
     return BKV_OK;
 }
 
+typedef struct term_sink {
+    bkv_table_builder *b;
+    uint64_t *bits;
+} term_sink;
+
+static void add_term(void *ctx, const void *term, size_t len) {
+    term_sink *ts = ctx;
+    bkv_vf_probe pr;
+    bkv_vf_probe_init(&pr, &ts->b->vf.params, term, len);
+    bkv_vf_insert(ts->bits, &pr);
+    ts->b->vf.parts[ts->b->vf.nparts - 1].terms++;
+}
+
+/* Partitions end on a block boundary: a full partition ends its block
+ * early, so a search scans exactly the blocks of the partitions that may
+ * hold the value. */
+static int add_value_terms(bkv_table_builder *b, unsigned type, const uint8_t *val, size_t vlen, bkv_err *e) {
+    uint32_t limit = b->vf.params.partition_entries;
+    if (b->vf.nparts == 0 || (limit && b->part_entries >= limit)) {
+        int rc = flush_data_block(b, e);
+        if (!rc && bkv_vf_set_add_part(&b->vf, (uint32_t)b->props.num_data_blocks))
+            rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory building value filters", b->name);
+        if (rc) return rc;
+        b->part_entries = 0;
+    }
+    b->part_entries++;
+    b->vf.parts[b->vf.nparts - 1].entries++;
+    if (type != BKV_TYPE_VALUE) return BKV_OK;
+    term_sink ts = {b, bkv_vf_part_bits(&b->vf, b->vf.nparts - 1)};
+    if (b->opts.value_terms) b->opts.value_terms(b->opts.value_terms_arg, val, vlen, add_term, &ts);
+    else add_term(&ts, val, vlen);
+    return BKV_OK;
+}
+
 int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
                           size_t vlen, bkv_err *e) {
     if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
+    if (b->opts.value_filter) {
+        int rc = add_value_terms(b, (unsigned)(bkv_ikey_trailer(ikey, ilen) & 0xff), val, vlen, e);
+        if (rc) {
+            b->failed = 1;
+            return rc;
+        }
+    }
     size_t ulen = ilen - BKV_IKEY_TRAILER;
     int new_user_key = b->last_ikey.len == 0 ||
         bkv_user_key_compare(b->last_ikey.data, b->last_ikey.len - BKV_IKEY_TRAILER, ikey, ulen) != 0;
@@ -176,6 +222,19 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         b->props.filter_bytes = n;
     }
 
+    if (b->opts.value_filter) {
+        bkv_buf enc;
+        bkv_buf_init(&enc);
+        bkv_vf_encode(&b->vf, &enc);
+        bkv_handle vh;
+        rc = enc.oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+                     : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &vh, e);
+        bkv_buf_free(&enc);
+        if (rc) return rc;
+        b->props.value_filter_offset = vh.offset;
+        b->props.value_filter_bytes = vh.size;
+    }
+
     /* Properties, in sorted name order (it is an ordinary block). */
     b->props.creation_time = (uint64_t)time(NULL);
     bkv_block_builder props;
@@ -192,6 +251,10 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     put_prop(&props, "num.entries", b->props.num_entries);
     put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes);
     put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes);
+    if (b->opts.value_filter) {
+        put_prop(&props, "value.filter.offset", b->props.value_filter_offset);
+        put_prop(&props, "value.filter.size", b->props.value_filter_bytes);
+    }
     bkv_block_builder_finish(&props);
     rc = write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
     bkv_block_builder_free(&props);
@@ -218,5 +281,13 @@ void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint6
 }
 
 uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b) {
-    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8;
+    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8 +
+           (uint64_t)b->vf.nparts * (BKV_VF_DIR_ENTRY + b->vf.params.m_bits / 8);
+}
+
+void bkv_table_builder_take_value_filters(bkv_table_builder *b, bkv_vf_set *out) {
+    *out = b->vf;
+    b->vf.nparts = 0;
+    b->vf.parts = NULL;
+    b->vf.bits = NULL;
 }

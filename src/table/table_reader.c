@@ -75,6 +75,8 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"raw.key.bytes", offsetof(bkv_table_props, raw_key_bytes)},
         {"raw.value.bytes", offsetof(bkv_table_props, raw_value_bytes)},
         {"creation.time", offsetof(bkv_table_props, creation_time)},
+        {"value.filter.offset", offsetof(bkv_table_props, value_filter_offset)},
+        {"value.filter.size", offsetof(bkv_table_props, value_filter_bytes)},
     };
     for (bkv_block_iter_first(&it); it.valid; bkv_block_iter_next(&it)) {
         uint8_t **key_prop = NULL;
@@ -186,6 +188,38 @@ static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_han
     if (!p || !bkv_get_varint64(p, v + n, &h->size) || h->size > (1u << 30))
         return bkv_fail(e, BKV_CORRUPTION, "%s: malformed block handle in the index", t->name);
     return BKV_OK;
+}
+
+int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
+    memset(out, 0, sizeof *out);
+    bkv_handle h = {t->props.value_filter_offset, t->props.value_filter_bytes};
+    if (h.size == 0) return BKV_NOTFOUND;
+    uint64_t size = bkv_file_size(t->file);
+    if (h.offset > size || size - h.offset < h.size + BKV_BLOCK_TRAILER)
+        return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block at offset %llu runs past the end of the file",
+                        t->name, (unsigned long long)h.offset);
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_read_block(t->file, t->name, h, &data, &len, e);
+    if (rc) return rc;
+    rc = bkv_vf_decode(data, len, t->props.num_data_blocks, t->props.num_entries, out, t->name, h.offset, e);
+    free(data);
+    return rc;
+}
+
+/* Data block i's handle: the index has a restart point at every entry, so
+ * entry i starts at restart i. */
+static int index_handle_at(const bkv_table *t, uint32_t i, bkv_handle *h, bkv_err *e) {
+    const bkv_block *ix = &t->index;
+    if (i < ix->num_restarts) {
+        uint32_t off = bkv_get_u32(ix->restarts + 4 * (size_t)i);
+        const uint8_t *p = ix->data + off, *end = ix->data + ix->len;
+        uint32_t shared, unshared, vlen;
+        if (off < ix->len && (p = bkv_get_varint32(p, end, &shared)) && (p = bkv_get_varint32(p, end, &unshared)) &&
+            (p = bkv_get_varint32(p, end, &vlen)) && shared == 0 && (size_t)(end - p) >= (size_t)unshared + vlen)
+            return decode_handle(t, p + unshared, vlen, h, e);
+    }
+    return bkv_fail(e, BKV_CORRUPTION, "%s: index has no well-formed entry for data block %u", t->name, i);
 }
 
 static void release_block(bkv_table *t, block_ref *b) {
@@ -306,6 +340,32 @@ out:
     bkv_block_iter_free(&ii);
     if (lookup != stackbuf) free(lookup);
     return rc;
+}
+
+int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_cache, bkv_table_stats *stats,
+                          bkv_table_entry_fn fn, void *arg, bkv_err *e) {
+    uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks
+                                                                        : t->index.num_restarts;
+    if (nblocks == 0) return BKV_OK;
+    if (last >= nblocks) last = (uint32_t)(nblocks - 1);
+    for (uint32_t i = first; i <= last; i++) {
+        bkv_handle h;
+        block_ref br;
+        int rc = index_handle_at(t, i, &h, e);
+        if (!rc) rc = load_block(t, h, fill_cache, &br, stats, e);
+        if (rc) return rc;
+        bkv_block_iter bi;
+        bkv_block_iter_init(&bi, br.blk);
+        for (bkv_block_iter_first(&bi); !rc && bi.valid; bkv_block_iter_next(&bi))
+            rc = fn(arg, bi.key.data, bi.key.len, bi.val, bi.vlen);
+        if (!rc && bi.corrupt)
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
+                          (unsigned long long)h.offset);
+        bkv_block_iter_free(&bi);
+        release_block(t, &br);
+        if (rc) return rc;
+    }
+    return BKV_OK;
 }
 
 /* Two-level iterator: the pinned index block, and one data block at a

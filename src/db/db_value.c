@@ -1,0 +1,329 @@
+/*
+ * Search by value (docs/design.md, "Value index").
+ *
+ * A search hashes its term once. The value index names the table
+ * partitions whose filters may hold it; the memtables' term indexes name
+ * their entries directly. Every entry found that holds the term at a
+ * sequence the snapshot can see makes its key a candidate; each distinct
+ * candidate is then validated with a point read at the same snapshot
+ * (its newest visible version must hold the term), so results are exact
+ * whatever the filters say.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_files.h"
+#include "util/ikey.h"
+
+/* Value filters are hashed with this seed ("value_v1"), recorded in the
+ * manifest so it can change for new databases without breaking old ones. */
+#define BKV_VALUE_SEED UINT64_C(0x76616c75655f7631)
+
+static uint32_t auto_hashes(uint32_t m, uint32_t p) {
+    if (p == 0) return 4;
+    double k = 0.6931 * m / p;
+    return k < 1 ? 1 : k > 16 ? 16 : (uint32_t)(k + 0.5);
+}
+
+int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
+    const bkv_options *o = &db->opts;
+    const char *name = o->value_terms ? o->value_terms_name : "";
+    bkv_value_index_rec *r = &db->vrec;
+    if (db->has_vrec) {
+        if (strcmp(r->terms_name, name) != 0)
+            return bkv_fail(e, BKV_INVALID, "%s: the value index was built with terms extractor \"%s\", not \"%s\"",
+                            db->path, r->terms_name, name);
+        if (o->value_index != BKV_VALUE_INDEX_NONE) {
+            if (o->value_filter_bits != r->m_bits || o->value_partition_entries != r->partition_entries ||
+                (o->value_filter_hashes && (uint64_t)o->value_filter_hashes != r->k))
+                return bkv_fail(e, BKV_INVALID,
+                                "%s: the value index was built with m=%llu, k=%llu, P=%llu; opened with m=%u, k=%d, P=%u",
+                                db->path, (unsigned long long)r->m_bits, (unsigned long long)r->k,
+                                (unsigned long long)r->partition_entries, o->value_filter_bits, o->value_filter_hashes,
+                                o->value_partition_entries);
+            /* Shape and order only describe memory: they may change. */
+            r->shape = (uint64_t)o->value_index;
+            r->order = (uint64_t)o->value_index_order;
+        }
+    } else {
+        if (o->value_index == BKV_VALUE_INDEX_NONE) return BKV_OK;
+        r->m_bits = o->value_filter_bits;
+        r->k = o->value_filter_hashes ? (uint64_t)o->value_filter_hashes
+                                      : auto_hashes(o->value_filter_bits, o->value_partition_entries);
+        r->seed = BKV_VALUE_SEED;
+        r->partition_entries = o->value_partition_entries;
+        r->shape = (uint64_t)o->value_index;
+        r->order = (uint64_t)o->value_index_order;
+        snprintf(r->terms_name, sizeof r->terms_name, "%s", name);
+        db->has_vrec = 1;
+    }
+    db->vparams = (bkv_vf_params){.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k, .seed = r->seed,
+                                  .partition_entries = (uint32_t)r->partition_entries};
+    return BKV_OK;
+}
+
+/* Adds table f to the index: from the filters its builder handed over, or
+ * (may_read) from its file. Filters that are missing, damaged or built with
+ * other parameters become one "maybe" leaf: the whole table is scanned. */
+static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
+    bkv_vf_set loaded = {0}, *vf = f->vf;
+    if (!vf && may_read) {
+        bkv_cache_entry *entry;
+        bkv_err e;
+        if (bkv_db_get_table(db, f, &entry, &e) == BKV_OK) {
+            if (bkv_table_value_filters(bkv_cache_value(entry), &loaded, &e) == BKV_OK) vf = &loaded;
+            bkv_cache_release(db->table_cache, entry);
+        }
+    }
+    if (bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf)
+        atomic_fetch_add_explicit(&db->c.value_filters_unusable, 1, memory_order_relaxed);
+    bkv_vf_set_free(&loaded);
+    if (f->vf) {
+        bkv_vf_set_free(f->vf);
+        free(f->vf);
+        f->vf = NULL;
+    }
+}
+
+bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b) {
+    bkv_vf_set *vf = malloc(sizeof *vf);
+    if (vf) bkv_table_builder_take_value_filters(b, vf);
+    if (vf && vf->nparts == 0) {
+        bkv_db_free_value_filters(vf);
+        vf = NULL;
+    }
+    return vf;
+}
+
+void bkv_db_free_value_filters(bkv_vf_set *vf) {
+    if (!vf) return;
+    bkv_vf_set_free(vf);
+    free(vf);
+}
+
+int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
+    if (!db->has_vrec) return BKV_OK;
+    if (!(db->vindex = bkv_vindex_new((int)db->vrec.shape, &db->vparams, (int)db->vrec.order)))
+        return bkv_fail(e, BKV_NOMEM, "out of memory creating the value index");
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < db->current->nfiles[l]; i++) index_table(db, db->current->files[l][i], 1);
+    bkv_vindex_commit(db->vindex);
+    return BKV_OK;
+}
+
+static int edit_adds(const bkv_version_edit *edit, uint64_t number) {
+    for (size_t i = 0; i < edit->nadded; i++)
+        if (edit->added[i].meta->number == number) return 1;
+    return 0;
+}
+
+void bkv_db_value_index_apply(bkv_db *db, const bkv_version_edit *edit) {
+    if (!db->vindex) return;
+    pthread_rwlock_wrlock(&db->vindex_lock);
+    /* A trivial move deletes and adds the same table: it stays. */
+    for (size_t i = 0; i < edit->ndeleted; i++)
+        if (!edit_adds(edit, edit->deleted[i].number)) bkv_vindex_remove_table(db->vindex, edit->deleted[i].number);
+    for (size_t i = 0; i < edit->nadded; i++)
+        if (!bkv_vindex_has_table(db->vindex, edit->added[i].meta->number)) index_table(db, edit->added[i].meta, 0);
+    uint64_t n = bkv_vindex_commit(db->vindex);
+    pthread_rwlock_unlock(&db->vindex_lock);
+    atomic_fetch_add_explicit(&db->c.value_index_updates, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&db->c.value_index_nodes_recomputed, n, memory_order_relaxed);
+}
+
+/* ---- search ---- */
+
+typedef struct term_match {
+    const uint8_t *term;
+    size_t len;
+    int found;
+} term_match;
+
+static void match_term(void *ctx, const void *t, size_t len) {
+    term_match *m = ctx;
+    if (!m->found && len == m->len && (len == 0 || memcmp(t, m->term, len) == 0)) m->found = 1;
+}
+
+static int holds_term(const bkv_db *db, const uint8_t *val, size_t vlen, const uint8_t *term, size_t tlen) {
+    if (!db->opts.value_terms) return vlen == tlen && (tlen == 0 || memcmp(val, term, tlen) == 0);
+    term_match m = {term, tlen, 0};
+    db->opts.value_terms(db->opts.value_terms_arg, val, vlen, match_term, &m);
+    return m.found;
+}
+
+typedef struct finder {
+    bkv_db *db;
+    const uint8_t *term;
+    size_t tlen;
+    uint64_t snapshot;
+    bkv_find_stats *st;
+    bkv_vleaf_ref *leaves;      /* candidate partitions */
+    size_t nleaves, cap_leaves;
+    bkv_buf keys;               /* candidate keys: u32 length + bytes each */
+    size_t nkeys;
+    int matched;                /* the partition being scanned held the term */
+} finder;
+
+static int add_leaf(void *arg, const bkv_vleaf_ref *leaf) {
+    finder *fd = arg;
+    if (fd->nleaves == fd->cap_leaves) {
+        size_t cap = fd->cap_leaves ? fd->cap_leaves * 2 : 64;
+        bkv_vleaf_ref *g = realloc(fd->leaves, cap * sizeof *g);
+        if (!g) return BKV_NOMEM;
+        fd->leaves = g;
+        fd->cap_leaves = cap;
+    }
+    fd->leaves[fd->nleaves++] = *leaf;
+    return 0;
+}
+
+/* An entry of a memtable or table: its key is a candidate when this
+ * version holds the term and the snapshot can see it. */
+static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
+    finder *fd = arg;
+    fd->st->entries_scanned++;
+    if (ilen < BKV_IKEY_TRAILER) return 0;
+    uint64_t trailer = bkv_ikey_trailer(ikey, ilen);
+    if ((trailer & 0xff) != BKV_TYPE_VALUE || !holds_term(fd->db, val, vlen, fd->term, fd->tlen)) return 0;
+    fd->matched = 1;
+    if ((trailer >> 8) > fd->snapshot) return 0;
+    uint8_t len[4];
+    bkv_put_u32(len, (uint32_t)(ilen - BKV_IKEY_TRAILER));
+    bkv_buf_append(&fd->keys, len, 4);
+    bkv_buf_append(&fd->keys, ikey, ilen - BKV_IKEY_TRAILER);
+    fd->nkeys++;
+    return fd->keys.oom ? BKV_NOMEM : 0;
+}
+
+static int scan_memtable(finder *fd, const bkv_memtable *m, uint64_t h) {
+    if (bkv_memtable_has_term_index(m)) return bkv_memtable_find_term(m, h, consider, fd);
+    bkv_memtable_iter it;
+    bkv_memtable_iter_init(&it, m);
+    for (bkv_memtable_iter_first(&it); bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
+        size_t ilen, vlen;
+        const uint8_t *k = bkv_memtable_iter_ikey(&it, &ilen), *v = bkv_memtable_iter_value(&it, &vlen);
+        int rc = consider(fd, k, ilen, v, vlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number) {
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (v->files[l][i]->number == number) return v->files[l][i];
+    return NULL;
+}
+
+static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read_state *rs, const bkv_vleaf_ref *lf,
+                          bkv_err *e) {
+    const bkv_file_meta *f = find_file(rs->version, lf->file);
+    if (!f) return bkv_fail(e, BKV_CORRUPTION, "value index names table %06llu, which is not live",
+                            (unsigned long long)lf->file);
+    bkv_cache_entry *entry;
+    int rc = bkv_db_get_table(fd->db, f, &entry, e);
+    if (rc) return rc;
+    fd->matched = 0;
+    rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? ro->fill_cache : 0,
+                               &fd->db->tstats, consider, fd, e);
+    bkv_cache_release(fd->db->table_cache, entry);
+    if (rc == BKV_NOMEM) bkv_fail(e, rc, "out of memory collecting candidates");
+    fd->st->partitions_scanned++;
+    fd->st->partitions_matched += (uint64_t)fd->matched;
+    return rc;
+}
+
+typedef struct key_ref {
+    const uint8_t *p;
+    uint32_t len;
+} key_ref;
+
+static int cmp_key_ref(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    return bkv_user_key_compare(x->p, x->len, y->p, y->len);
+}
+
+/* Collects the candidate keys of every source, in key order and each once. */
+static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, uint64_t h, key_ref **out,
+                   size_t *nout, bkv_err *e) {
+    bkv_db *db = fd->db;
+    bkv_vf_probe probe;
+    bkv_vf_probe_from_hash(&probe, &db->vparams, h);
+    pthread_mutex_lock(&db->mu);
+    bkv_read_state_acquire_locked(db, ro, rs);
+    pthread_rwlock_rdlock(&db->vindex_lock);
+    pthread_mutex_unlock(&db->mu);
+    int rc = 0;
+    if (!bkv_vindex_broken(db->vindex)) {
+        rc = bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
+    } else {
+        for (int l = 0; l < BKV_NUM_LEVELS; l++)
+            for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
+                rc = add_leaf(fd, &(bkv_vleaf_ref){rs->version->files[l][i]->number, 0, 0, UINT32_MAX});
+    }
+    pthread_rwlock_unlock(&db->vindex_lock);
+    fd->snapshot = rs->snapshot;
+    if (rc) return bkv_fail(e, BKV_NOMEM, "out of memory collecting partitions");
+
+    uint64_t before = fd->nkeys;
+    for (int i = -1; !rc && i < rs->nimm; i++) rc = scan_memtable(fd, i < 0 ? rs->mem : rs->imm[i], h);
+    if (rc) return bkv_fail(e, rc, "out of memory collecting candidates");
+    fd->st->memtable_candidates += fd->nkeys - before;
+    for (size_t i = 0; !rc && i < fd->nleaves; i++) rc = scan_partition(fd, ro, rs, &fd->leaves[i], e);
+    if (rc) return rc;
+
+    key_ref *refs = malloc((fd->nkeys ? fd->nkeys : 1) * sizeof *refs);
+    if (!refs) return bkv_fail(e, BKV_NOMEM, "out of memory sorting candidates");
+    const uint8_t *p = fd->keys.data;
+    for (size_t i = 0; i < fd->nkeys; i++) {
+        refs[i] = (key_ref){p + 4, bkv_get_u32(p)};
+        p += 4 + refs[i].len;
+    }
+    qsort(refs, fd->nkeys, sizeof *refs, cmp_key_ref);
+    size_t n = 0;
+    for (size_t i = 0; i < fd->nkeys; i++)
+        if (n == 0 || cmp_key_ref(&refs[n - 1], &refs[i]) != 0) refs[n++] = refs[i];
+    *out = refs;
+    *nout = n;
+    return BKV_OK;
+}
+
+int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
+                   int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
+                   bkv_find_stats *stats) {
+    if (!db || !fn || (!val && vlen)) return BKV_INVALID;
+    bkv_err e = {{0}};
+    if (!db->vindex)
+        return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: the database has no value index", db->path), &e);
+    bkv_find_stats local;
+    bkv_find_stats *st = stats ? stats : &local;
+    memset(st, 0, sizeof *st);
+    atomic_fetch_add_explicit(&db->c.value_searches, 1, memory_order_relaxed);
+    finder fd = {.db = db, .term = val, .tlen = vlen, .st = st};
+    bkv_buf_init(&fd.keys);
+    bkv_read_state rs;
+    key_ref *keys = NULL;
+    size_t nkeys = 0;
+    int rc = collect(&fd, ro, &rs, bkv_vf_term_hash(&db->vparams, val, vlen), &keys, &nkeys, &e);
+    st->candidates = nkeys;
+    for (size_t i = 0; !rc && i < nkeys; i++) {
+        void *v;
+        size_t n;
+        rc = bkv_db_get_at(db, ro, &rs, keys[i].p, keys[i].len, &v, &n, &e);
+        if (rc == BKV_NOTFOUND) {
+            rc = BKV_OK;
+            continue;
+        }
+        if (rc) break;
+        if (holds_term(db, v, n, val, vlen)) {
+            st->results++;
+            if (fn(arg, keys[i].p, keys[i].len, v, n)) nkeys = 0; /* stop */
+        }
+        free(v);
+    }
+    free(keys);
+    free(fd.leaves);
+    bkv_buf_free(&fd.keys);
+    bkv_read_state_release(&rs);
+    return bkv_db_error(db, rc, &e);
+}

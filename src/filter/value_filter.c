@@ -1,0 +1,129 @@
+#include "filter/value_filter.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "util/coding.h"
+#include "util/hash.h"
+
+uint64_t *bkv_vf_alloc_bits(size_t words) {
+    size_t bytes = (words * 8 + 63) & ~(size_t)63;
+    uint64_t *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+int bkv_vf_params_valid(const bkv_vf_params *p) {
+    return p->m_bits >= 64 && p->m_bits % 64 == 0 && p->m_bits <= (UINT32_C(1) << 31) && p->k >= 1 &&
+           p->k <= BKV_VF_MAX_K;
+}
+
+uint64_t bkv_vf_term_hash(const bkv_vf_params *p, const void *term, size_t len) {
+    return XXH3_64bits_withSeed(term, len, p->seed);
+}
+
+void bkv_vf_probe_from_hash(bkv_vf_probe *probe, const bkv_vf_params *p, uint64_t h) {
+    uint64_t state = h;
+    uint64_t g = bkv_splitmix64(&state) | 1;
+    probe->k = p->k;
+    for (uint32_t i = 0; i < p->k; i++) probe->pos[i] = (uint32_t)bkv_fastrange64(h + i * g, p->m_bits);
+}
+
+void bkv_vf_set_free(bkv_vf_set *s) {
+    free(s->parts);
+    free(s->bits);
+    s->parts = NULL;
+    s->bits = NULL;
+    s->nparts = 0;
+}
+
+/* Grows by doubling; bits stay 64-byte aligned so a filter never straddles
+ * more cache lines than it must. */
+int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block) {
+    size_t words = bkv_vf_words(&s->params), n = s->nparts;
+    if ((n & (n - 1)) == 0) { /* 0, 1, 2, 4, ...: capacity is full */
+        size_t cap = n ? n * 2 : 1;
+        bkv_vf_part *parts = realloc(s->parts, cap * sizeof *parts);
+        if (!parts) return BKV_NOMEM;
+        s->parts = parts;
+        uint64_t *bits = bkv_vf_alloc_bits(cap * words);
+        if (!bits) return BKV_NOMEM;
+        if (n) memcpy(bits, s->bits, n * words * 8);
+        free(s->bits);
+        s->bits = bits;
+    }
+    memset(s->bits + n * words, 0, words * 8);
+    s->parts[n] = (bkv_vf_part){.first_block = first_block, .last_block = first_block};
+    s->nparts++;
+    return BKV_OK;
+}
+
+void bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
+    bkv_buf_put_u32(out, BKV_VF_MAGIC);
+    uint8_t v[4] = {BKV_VF_VERSION, 0, (uint8_t)s->params.k, 0};
+    bkv_buf_append(out, v, 4);
+    bkv_buf_put_u32(out, s->params.m_bits);
+    bkv_buf_put_u32(out, s->nparts);
+    bkv_buf_put_u64(out, s->params.seed);
+    bkv_buf_put_u32(out, s->params.partition_entries);
+    bkv_buf_put_u32(out, 0);
+    for (uint32_t i = 0; i < s->nparts; i++) {
+        bkv_buf_put_u32(out, s->parts[i].first_block);
+        bkv_buf_put_u32(out, s->parts[i].last_block);
+        bkv_buf_put_u32(out, s->parts[i].entries);
+        bkv_buf_put_u32(out, s->parts[i].terms);
+    }
+    size_t words = bkv_vf_words(&s->params) * s->nparts;
+    for (size_t i = 0; i < words; i++) bkv_buf_put_u64(out, s->bits[i]);
+}
+
+int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,
+                  bkv_vf_set *out, const char *name, uint64_t offset, bkv_err *e) {
+    memset(out, 0, sizeof *out);
+#define BAD(at, what) \
+    return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block: %s at offset %llu", name, what, \
+                    (unsigned long long)(offset + (at)))
+    if (len < BKV_VF_HEADER) BAD(0, "truncated header");
+    if (bkv_get_u32(p) != BKV_VF_MAGIC) BAD(0, "bad magic");
+    if (bkv_get_u16(p + 4) != BKV_VF_VERSION) BAD(4, "unsupported version");
+    bkv_vf_params params = {.k = p[6], .m_bits = bkv_get_u32(p + 8), .seed = bkv_get_u64(p + 16),
+                            .partition_entries = bkv_get_u32(p + 24)};
+    uint32_t n = bkv_get_u32(p + 12);
+    if (p[7] != 0 || bkv_get_u32(p + 28) != 0) BAD(7, "reserved bytes not zero");
+    if (!bkv_vf_params_valid(&params)) BAD(6, "bad m or k");
+    uint64_t words = params.m_bits / 64;
+    if ((uint64_t)len != BKV_VF_HEADER + (uint64_t)n * BKV_VF_DIR_ENTRY + (uint64_t)n * words * 8)
+        BAD(12, "length does not match the partition count");
+    if ((n == 0) != (num_data_blocks == 0)) BAD(12, "partition count does not match the table");
+    out->params = params;
+    out->nparts = n;
+    out->parts = malloc((n ? n : 1) * sizeof *out->parts);
+    out->bits = bkv_vf_alloc_bits((n ? n : 1) * words);
+    if (!out->parts || !out->bits) {
+        bkv_vf_set_free(out);
+        return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading value filters", name);
+    }
+    uint64_t next = 0, entries = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *d = p + BKV_VF_HEADER + (size_t)i * BKV_VF_DIR_ENTRY;
+        bkv_vf_part *pt = &out->parts[i];
+        *pt = (bkv_vf_part){bkv_get_u32(d), bkv_get_u32(d + 4), bkv_get_u32(d + 8), bkv_get_u32(d + 12)};
+        entries += pt->entries;
+        if (pt->first_block != next || pt->last_block < pt->first_block || pt->last_block >= num_data_blocks) {
+            bkv_vf_set_free(out);
+            BAD((size_t)(d - p), "partition does not follow the previous one");
+        }
+        next = (uint64_t)pt->last_block + 1;
+    }
+    if (next != num_data_blocks || entries != num_entries) {
+        bkv_vf_set_free(out);
+        BAD(12, "partitions do not cover the table");
+    }
+    const uint8_t *b = p + BKV_VF_HEADER + (size_t)n * BKV_VF_DIR_ENTRY;
+    for (size_t i = 0; i < n * words; i++) out->bits[i] = bkv_get_u64(b + 8 * i);
+#undef BAD
+    return BKV_OK;
+}

@@ -1,0 +1,82 @@
+/*
+ * Value filters: plain Bloom bit arrays over the terms of a table
+ * partition's values, all of one database sharing m, k and seed so that
+ * any two can be OR-ed (the value index builds inner nodes that way).
+ * Byte layout of the block holding them: docs/format.md, "Value filter
+ * block".
+ */
+#ifndef BKV_FILTER_VALUE_FILTER_H
+#define BKV_FILTER_VALUE_FILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/status.h"
+
+#define BKV_VF_MAGIC 0x76564B42u /* "BKVv" */
+#define BKV_VF_VERSION 1
+#define BKV_VF_MAX_K 30
+#define BKV_VF_HEADER 32
+#define BKV_VF_DIR_ENTRY 16
+
+typedef struct bkv_vf_params {
+    uint32_t m_bits;            /* multiple of 64 */
+    uint32_t k;
+    uint64_t seed;
+    uint32_t partition_entries; /* P; 0 = whole table */
+} bkv_vf_params;
+
+int bkv_vf_params_valid(const bkv_vf_params *p);
+/* Zeroed, 64-byte aligned words (free with free()); NULL when out of memory. */
+uint64_t *bkv_vf_alloc_bits(size_t words);
+static inline size_t bkv_vf_words(const bkv_vf_params *p) { return p->m_bits / 64; }
+
+/* A term's k bit positions, computed once per term and reused for every
+ * filter probed (one hash per search, however many filters). */
+typedef struct bkv_vf_probe {
+    uint32_t k;
+    uint32_t pos[BKV_VF_MAX_K];
+} bkv_vf_probe;
+
+uint64_t bkv_vf_term_hash(const bkv_vf_params *p, const void *term, size_t len);
+void bkv_vf_probe_from_hash(bkv_vf_probe *probe, const bkv_vf_params *p, uint64_t h);
+static inline void bkv_vf_probe_init(bkv_vf_probe *probe, const bkv_vf_params *p, const void *term, size_t len) {
+    bkv_vf_probe_from_hash(probe, p, bkv_vf_term_hash(p, term, len));
+}
+static inline void bkv_vf_insert(uint64_t *bits, const bkv_vf_probe *pr) {
+    for (uint32_t i = 0; i < pr->k; i++) bits[pr->pos[i] >> 6] |= UINT64_C(1) << (pr->pos[i] & 63);
+}
+static inline int bkv_vf_test(const uint64_t *bits, const bkv_vf_probe *pr) {
+    for (uint32_t i = 0; i < pr->k; i++)
+        if (!(bits[pr->pos[i] >> 6] >> (pr->pos[i] & 63) & 1)) return 0;
+    return 1;
+}
+
+typedef struct bkv_vf_part {
+    uint32_t first_block, last_block; /* data block ordinals, inclusive */
+    uint32_t entries, terms;
+} bkv_vf_part;
+
+/* The value filters of one table, decoded or being built. */
+typedef struct bkv_vf_set {
+    bkv_vf_params params;
+    uint32_t nparts;
+    bkv_vf_part *parts;         /* malloc'd */
+    uint64_t *bits;             /* malloc'd, nparts x words, 64-byte aligned */
+} bkv_vf_set;
+
+void bkv_vf_set_free(bkv_vf_set *s);
+/* Appends a zeroed partition starting at data block first. */
+int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block);
+static inline uint64_t *bkv_vf_part_bits(const bkv_vf_set *s, uint32_t i) {
+    return s->bits + (size_t)i * bkv_vf_words(&s->params);
+}
+
+void bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out);
+/* Decodes and validates (docs/format.md) block contents of a table with
+ * num_data_blocks data blocks and num_entries entries into a fresh set. */
+int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,
+                  bkv_vf_set *out, const char *name, uint64_t offset, bkv_err *e);
+
+#endif

@@ -1,0 +1,452 @@
+/* bkv_find_value against a brute-force oracle: random puts, overwrites,
+ * deletes, batches, snapshots, flushes, compactions (both styles) and
+ * reopens, for every index shape, whole values and terms, partitioned and
+ * whole-table filters. Every search must return exactly the keys whose
+ * visible value holds the term, in key order. Also: memtable values found
+ * without a scan, damaged value filters degrade to scanning, and the
+ * parameters are fixed per database. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bloomkv.h"
+#include "table/table.h"
+#include "test_db.h"
+#include "test_dir.h"
+#include "util/hash.h"
+
+TEST_DIR_FIXTURE("vsearch")
+
+#define NKEYS 2000
+#define NSNAP 3
+
+typedef struct state {
+    char *val[NKEYS]; /* NULL: absent */
+} state;
+
+static void state_free(state *s) {
+    for (int i = 0; i < NKEYS; i++) free(s->val[i]);
+    memset(s, 0, sizeof *s);
+}
+
+static void state_copy(state *dst, const state *src) {
+    for (int i = 0; i < NKEYS; i++) dst->val[i] = src->val[i] ? strdup(src->val[i]) : NULL;
+}
+
+/* Records "a=<x>;b=<y>": the terms extractor yields "a=<x>" and "b=<y>". */
+static void split_terms(void *arg, const void *val, size_t vlen, bkv_term_emit_fn emit, void *ctx) {
+    (void)arg;
+    const char *v = val, *end = v + vlen;
+    while (v < end) {
+        const char *semi = memchr(v, ';', (size_t)(end - v));
+        size_t n = semi ? (size_t)(semi - v) : (size_t)(end - v);
+        emit(ctx, v, n);
+        v += n + (semi != NULL);
+    }
+}
+
+static int holds(const char *val, const char *term, int terms) {
+    if (!terms) return strcmp(val, term) == 0;
+    size_t tl = strlen(term);
+    for (const char *p = val; p;) {
+        const char *semi = strchr(p, ';');
+        size_t n = semi ? (size_t)(semi - p) : strlen(p);
+        if (n == tl && memcmp(p, term, n) == 0) return 1;
+        p = semi ? semi + 1 : NULL;
+    }
+    return 0;
+}
+
+typedef struct found {
+    char keys[NKEYS][16];
+    int n;
+    int order_ok;
+} found;
+
+static int on_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)val, (void)vlen;
+    found *f = arg;
+    assert_true(klen < 16 && f->n < NKEYS);
+    memcpy(f->keys[f->n], key, klen);
+    f->keys[f->n][klen] = 0;
+    if (f->n > 0 && strcmp(f->keys[f->n - 1], f->keys[f->n]) >= 0) f->order_ok = 0;
+    f->n++;
+    return 0;
+}
+
+static void check_search(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *term, int terms,
+                         const char *ctx) {
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.snapshot = snap;
+    static found f;
+    f.n = 0;
+    f.order_ok = 1;
+    bkv_find_stats st;
+    int rc = bkv_find_value(db, &ro, term, strlen(term), on_result, &f, &st);
+    if (rc) fail_msg("%s: find_value(%s) = %d: %s", ctx, term, rc, bkv_errmsg(db));
+    assert_true(f.order_ok);
+    int want = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        if (!s->val[i] || !holds(s->val[i], term, terms)) continue;
+        char key[16];
+        snprintf(key, sizeof key, "k%05d", i);
+        if (want >= f.n || strcmp(f.keys[want], key) != 0)
+            fail_msg("%s: term %s: expected key %s at result %d (got %d results)", ctx, term, key, want, f.n);
+        want++;
+    }
+    if (want != f.n) fail_msg("%s: term %s: %d results, expected %d", ctx, term, f.n, want);
+    assert_int_equal(st.results, (uint64_t)want);
+    assert_true(st.candidates >= st.results && st.leaves_positive <= st.leaves_probed + st.leaves);
+}
+
+static char *make_value(uint64_t *rng, int terms) {
+    char buf[64];
+    if (terms) snprintf(buf, sizeof buf, "a=%u;b=%u", (unsigned)(bkv_splitmix64(rng) % 40),
+                        (unsigned)(bkv_splitmix64(rng) % 25));
+    else snprintf(buf, sizeof buf, "val%03u", (unsigned)(bkv_splitmix64(rng) % 60));
+    return strdup(buf);
+}
+
+static void random_term(uint64_t *rng, int terms, char *out, size_t n) {
+    if (!terms) snprintf(out, n, "val%03u", (unsigned)(bkv_splitmix64(rng) % 64));
+    else if (bkv_splitmix64(rng) & 1) snprintf(out, n, "a=%u", (unsigned)(bkv_splitmix64(rng) % 42));
+    else snprintf(out, n, "b=%u", (unsigned)(bkv_splitmix64(rng) % 27));
+}
+
+typedef struct config {
+    const char *name;
+    int shape, style, terms;
+    uint32_t m, partition;
+    int order;
+} config;
+
+static void options_for(const config *c, bkv_options *o) {
+    bkv_options_init(o);
+    o->write_buffer_size = 4 << 10;
+    o->target_file_size = 8 << 10;
+    o->max_bytes_for_level_base = 32 << 10;
+    o->block_size = 256;
+    o->compaction_style = c->style;
+    o->value_index = c->shape;
+    o->value_filter_bits = c->m;
+    o->value_partition_entries = c->partition;
+    o->value_index_order = c->order;
+    if (c->terms) {
+        o->value_terms = split_terms;
+        o->value_terms_name = "split-semicolon";
+    }
+}
+
+static void run_config(const config *c) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", dir, c->name);
+    bkv_options o;
+    options_for(c, &o);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    uint64_t rng = 0x5eed ^ (uint64_t)c->shape * 31 ^ (uint64_t)c->terms * 7 ^ c->partition;
+    static state model, snaps[NSNAP];
+    const bkv_snapshot *snap_handles[NSNAP] = {0};
+    memset(&model, 0, sizeof model);
+    memset(snaps, 0, sizeof snaps);
+    bkv_batch *batch = bkv_batch_create();
+    char ctx[128];
+    for (int step = 0; step < 12000; step++) {
+        uint64_t r = bkv_splitmix64(&rng) % 1000;
+        int k = (int)(bkv_splitmix64(&rng) % NKEYS);
+        char key[16];
+        snprintf(key, sizeof key, "k%05d", k);
+        if (r < 700) {
+            char *v = make_value(&rng, c->terms);
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), v, strlen(v)), BKV_OK);
+            free(model.val[k]);
+            model.val[k] = v;
+        } else if (r < 900) {
+            assert_int_equal(bkv_delete(db, NULL, key, strlen(key)), BKV_OK);
+            free(model.val[k]);
+            model.val[k] = NULL;
+        } else if (r < 960) {
+            bkv_batch_clear(batch);
+            for (int j = 0; j < 5; j++) {
+                int bk = (int)(bkv_splitmix64(&rng) % NKEYS);
+                char bkey[16];
+                snprintf(bkey, sizeof bkey, "k%05d", bk);
+                char *v = make_value(&rng, c->terms);
+                assert_int_equal(bkv_batch_put(batch, bkey, strlen(bkey), v, strlen(v)), BKV_OK);
+                free(model.val[bk]);
+                model.val[bk] = v;
+            }
+            assert_int_equal(bkv_write(db, NULL, batch), BKV_OK);
+        } else if (r < 975) {
+            int i = (int)(bkv_splitmix64(&rng) % NSNAP);
+            if (snap_handles[i]) bkv_snapshot_release(db, snap_handles[i]);
+            state_free(&snaps[i]);
+            snap_handles[i] = bkv_snapshot_create(db);
+            state_copy(&snaps[i], &model);
+        } else if (r < 985) {
+            assert_int_equal(bkv_flush(db), BKV_OK);
+        } else if (r < 990) {
+            assert_int_equal(bkv_compact(db), BKV_OK);
+        } else if (r < 993) {
+            for (int i = 0; i < NSNAP; i++) {
+                if (snap_handles[i]) bkv_snapshot_release(db, snap_handles[i]);
+                snap_handles[i] = NULL;
+                state_free(&snaps[i]);
+            }
+            assert_int_equal(bkv_close(db), BKV_OK);
+            assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        }
+        if (step % 300 == 299) {
+            for (int q = 0; q < 6; q++) {
+                char term[32];
+                random_term(&rng, c->terms, term, sizeof term);
+                snprintf(ctx, sizeof ctx, "%s step %d", c->name, step);
+                check_search(db, NULL, &model, term, c->terms, ctx);
+                int i = q % NSNAP;
+                if (snap_handles[i]) {
+                    snprintf(ctx, sizeof ctx, "%s step %d snapshot %d", c->name, step, i);
+                    check_search(db, snap_handles[i], &snaps[i], term, c->terms, ctx);
+                }
+            }
+        }
+    }
+    char *files = bkv_property(db, "bloomkv.stats");
+    assert_non_null(strstr(files, "value index: "));
+    bkv_free(files);
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    fprintf(stderr, "%s: %s", c->name, vi);
+    bkv_free(vi);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    for (int i = 0; i < NSNAP; i++) {
+        if (snap_handles[i]) bkv_snapshot_release(db, snap_handles[i]);
+        state_free(&snaps[i]);
+    }
+    state_free(&model);
+    bkv_batch_destroy(batch);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static void test_oracle_flat(void **s) {
+    (void)s;
+    run_config(&(config){"flat", BKV_VALUE_INDEX_FLAT, BKV_COMPACTION_LEVELED, 0, 256, 16, 2});
+}
+
+static void test_oracle_hierarchy(void **s) {
+    (void)s;
+    run_config(&(config){"hier", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_LEVELED, 0, 512, 16, 2});
+    run_config(&(config){"hier5", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_TIERED, 0, 1024, 32, 5});
+}
+
+static void test_oracle_bitsliced(void **s) {
+    (void)s;
+    run_config(&(config){"sliced", BKV_VALUE_INDEX_BITSLICED, BKV_COMPACTION_LEVELED, 0, 256, 8, 2});
+    run_config(&(config){"sliced-tiered", BKV_VALUE_INDEX_BITSLICED, BKV_COMPACTION_TIERED, 0, 256, 16, 2});
+}
+
+static void test_oracle_terms(void **s) {
+    (void)s;
+    run_config(&(config){"terms-hier", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_LEVELED, 1, 512, 16, 3});
+    run_config(&(config){"terms-sliced", BKV_VALUE_INDEX_BITSLICED, BKV_COMPACTION_TIERED, 1, 512, 16, 2});
+}
+
+static void test_oracle_whole_table(void **s) {
+    (void)s;
+    run_config(&(config){"whole", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_LEVELED, 0, 4096, 0, 2});
+}
+
+static int count_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* Values still in the memtable are found through its term index: a search
+ * looks at the entries holding the term, not at every entry. */
+static void test_memtable_no_scan(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/mem", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 20000; i++) {
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        snprintf(v, sizeof v, "value-%06d", i);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    int n = 0;
+    bkv_find_stats st;
+    assert_int_equal(bkv_find_value(db, NULL, "value-012345", 12, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(st.memtable_candidates, 1);
+    assert_true(st.entries_scanned <= 2);
+    assert_int_equal(st.partitions_scanned, 0);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "absent", 6, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 0);
+    assert_true(st.entries_scanned <= 1);
+    /* After a flush the same value is found through one partition. */
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "value-012345", 12, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 1);
+    assert_true(st.partitions_scanned >= 1 && st.partitions_scanned <= 3);
+    assert_int_equal(st.partitions_matched, 1);
+    assert_true(st.entries_scanned <= 3 * 1024);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static uint64_t table_number_of(const char *path) {
+    uint64_t best = 0;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep 'sst$'", path);
+    FILE *p = popen(cmd, "r");
+    char line[64];
+    while (fgets(line, sizeof line, p)) best = strtoull(line, NULL, 10);
+    pclose(p);
+    return best;
+}
+
+/* A damaged value filter block costs a scan of its table, never a result. */
+static void test_damaged_value_filters(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/damaged", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 5000; i++) {
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        snprintf(v, sizeof v, "v%d", i % 50);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    uint64_t number = table_number_of(path);
+    char tpath[400];
+    snprintf(tpath, sizeof tpath, "%s/%06llu.sst", path, (unsigned long long)number);
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    uint64_t off = bkv_table_properties(t)->value_filter_offset, len = bkv_table_properties(t)->value_filter_bytes;
+    bkv_table_close(t);
+    assert_true(len > 0);
+    uint64_t spots[] = {off + 1, off + 40, off + len - 3};
+    for (size_t i = 0; i < sizeof spots / sizeof spots[0]; i++) {
+        FILE *f = fopen(tpath, "r+b");
+        fseek(f, (long)spots[i], SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, (long)spots[i], SEEK_SET);
+        fputc(ch ^ 0x5a, f);
+        fclose(f);
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        assert_int_equal(test_counter(db, "value-filters-unusable"), 1);
+        int n = 0;
+        bkv_find_stats st;
+        assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, &st), BKV_OK);
+        assert_int_equal(n, 100);
+        assert_int_equal(st.partitions_scanned, 1); /* the whole table, once */
+        assert_int_equal(st.entries_scanned, 5000);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        f = fopen(tpath, "r+b");
+        fseek(f, (long)spots[i], SEEK_SET);
+        fputc(ch, f);
+        fclose(f);
+    }
+    /* Repaired, it is used again. */
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static void test_parameters_fixed(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/params", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+    o.value_filter_bits = 4096;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "a", 1, "x", 1), BKV_OK);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    o.value_filter_bits = 8192;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    o.value_filter_bits = 4096;
+    o.value_terms = split_terms;
+    o.value_terms_name = "split";
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    /* Shape and order may change; NONE keeps what the database has. */
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_filter_bits = 4096;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    bkv_options_init(&o);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "x", 1, count_result, &n, NULL), BKV_OK);
+    assert_int_equal(n, 1);
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "bitsliced"));
+    assert_non_null(strstr(vi, "m=4096"));
+    bkv_free(vi);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    /* Without an index, a search is refused. */
+    snprintf(path, sizeof path, "%s/noindex", dir);
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    assert_int_equal(bkv_find_value(db, NULL, "x", 1, count_result, &n, NULL), BKV_INVALID);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static int stop_after_two(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    return ++*(int *)arg == 2;
+}
+
+static void test_early_stop(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/stop", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_FLAT;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 10; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), "same", 4), BKV_OK);
+    }
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "same", 4, stop_after_two, &n, NULL), BKV_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oracle_flat),       cmocka_unit_test(test_oracle_hierarchy),
+        cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
+        cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
+        cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
+        cmocka_unit_test(test_early_stop),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

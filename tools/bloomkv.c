@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"delete", bkv_cli_delete, "delete a key"},
     {"scan", bkv_cli_scan, "print keys and values in order, optionally within a range"},
     {"load", bkv_cli_load, "bulk load tab-separated key/value lines"},
+    {"find-value", bkv_cli_find_value, "print the keys whose value is a given value"},
     {"stats", bkv_cli_stats, "levels, tables, filter memory, counters"},
     {"compact", bkv_cli_compact, "flush and run every due compaction"},
     {"check", bkv_cli_check, "verify every checksum and invariant of a database"},

@@ -18,6 +18,8 @@ typedef struct cli_opts {
     long limit;
     int entries;
     int sync;
+    int value_index; /* BKV_VALUE_INDEX_* for a database being created */
+    int stats;
 } cli_opts;
 
 typedef struct usage_text {
@@ -25,11 +27,16 @@ typedef struct usage_text {
 } usage_text;
 
 static const usage_text usages[] = {
-    {"put", "DB KEY VALUE [--hex] [--sync]", "store VALUE under KEY (creates DB if missing)"},
+    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced]",
+     "store VALUE under KEY (creates DB if missing, with a value index when asked)"},
     {"get", "DB KEY [--hex]", "print the value of KEY; exit 1 if absent"},
     {"delete", "DB KEY [--hex] [--sync]", "delete KEY"},
     {"scan", "DB [--from K] [--to K] [--limit N] [--hex]", "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)"},
-    {"load", "DB FILE [--hex]", "bulk load key<TAB>value lines from FILE ('-' for stdin)"},
+    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced]",
+     "bulk load key<TAB>value lines from FILE ('-' for stdin)"},
+    {"find-value", "DB VALUE [--hex] [--stats]",
+     "print key<TAB>value for every key whose value is VALUE (needs a value index); exit 1 if none; "
+     "--stats reports on stderr what the search touched"},
     {"stats", "DB", "levels, tables, filter memory and counters"},
     {"compact", "DB", "flush and run every due compaction"},
     {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem"},
@@ -52,7 +59,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
     static const struct option opts[] = {{"hex", no_argument, 0, 'x'},   {"from", required_argument, 0, 'f'},
                                          {"to", required_argument, 0, 't'}, {"limit", required_argument, 0, 'l'},
                                          {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
-                                         {0, 0, 0, 0}};
+                                         {"value-index", required_argument, 0, 'v'},
+                                         {"stats", no_argument, 0, 'S'},   {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->limit = -1;
     optind = 1;
@@ -71,6 +79,13 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         }
         case 'e': o->entries = 1; break;
         case 's': o->sync = 1; break;
+        case 'S': o->stats = 1; break;
+        case 'v':
+            if (strcmp(optarg, "flat") == 0) o->value_index = BKV_VALUE_INDEX_FLAT;
+            else if (strcmp(optarg, "hierarchy") == 0) o->value_index = BKV_VALUE_INDEX_HIERARCHY;
+            else if (strcmp(optarg, "bitsliced") == 0) o->value_index = BKV_VALUE_INDEX_BITSLICED;
+            else return -1;
+            break;
         default: return -1;
         }
     }
@@ -109,10 +124,13 @@ static void print_bytes(FILE *f, const void *p, size_t n, int hex) {
     else fwrite(p, 1, n, f);
 }
 
-static int open_db(const char *path, int create, bkv_db **db) {
+/* Opens with the database's own value index, if any; value_index asks for
+ * one when the database is created. */
+static int open_db(const char *path, int create, int value_index, bkv_db **db) {
     bkv_options o;
     bkv_options_init(&o);
     o.create_if_missing = create;
+    o.value_index = value_index;
     int rc = bkv_open(path, &o, db);
     if (rc) {
         fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, bkv_strerror(rc));
@@ -149,7 +167,7 @@ int bkv_cli_put(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 1, &db);
+    int ec = open_db(pos[0], 1, o.value_index, &db);
     if (!ec) {
         bkv_write_options wo = {.sync = o.sync};
         int rc = bkv_put(db, &wo, k, kl, v, vl);
@@ -169,7 +187,7 @@ int bkv_cli_get(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &db);
+    int ec = open_db(pos[0], 0, 0, &db);
     if (!ec) {
         void *v;
         size_t vl;
@@ -200,7 +218,7 @@ int bkv_cli_delete(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &db);
+    int ec = open_db(pos[0], 0, 0, &db);
     if (!ec) {
         bkv_write_options wo = {.sync = o.sync};
         int rc = bkv_delete(db, &wo, k, kl);
@@ -219,7 +237,7 @@ int bkv_cli_scan(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &db);
+    int ec = open_db(pos[0], 0, 0, &db);
     if (!ec) {
         bkv_read_options ro;
         bkv_read_options_init(&ro);
@@ -271,7 +289,7 @@ int bkv_cli_load(int argc, char **argv) {
     }
     int bar = isatty(STDERR_FILENO);
     bkv_db *db;
-    int ec = open_db(pos[0], 1, &db);
+    int ec = open_db(pos[0], 1, o.value_index, &db);
     if (ec) {
         if (in != stdin) fclose(in);
         return ec;
@@ -334,10 +352,69 @@ int bkv_cli_load(int argc, char **argv) {
     return ec;
 }
 
+typedef struct find_out {
+    int hex;
+    long n;
+} find_out;
+
+static int print_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    find_out *f = arg;
+    print_bytes(stdout, key, klen, f->hex);
+    putchar('\t');
+    print_bytes(stdout, val, vlen, f->hex);
+    putchar('\n');
+    f->n++;
+    return 0;
+}
+
+int bkv_cli_find_value(int argc, char **argv) {
+    PARSE_OR_USAGE(2);
+    char *v;
+    size_t vl;
+    if (decode(pos[1], o.hex, &v, &vl)) {
+        fprintf(stderr, "bloomkv: find-value: bad hex\n");
+        return EXIT_USAGE;
+    }
+    bkv_db *db;
+    int ec = open_db(pos[0], 0, 0, &db);
+    if (!ec) {
+        find_out f = {o.hex, 0};
+        bkv_find_stats st;
+        int rc = bkv_find_value(db, NULL, v, vl, print_found, &f, &st);
+        if (rc == BKV_INVALID) {
+            fprintf(stderr, "bloomkv: find-value: %s has no value index (create it with --value-index)\n", pos[0]);
+            bkv_close(db);
+            ec = EXIT_USAGE;
+        } else if (rc) {
+            ec = fail_db(db, "find-value", rc);
+        } else {
+            if (o.stats) {
+                char *vi = bkv_property(db, "bloomkv.value-index");
+                fprintf(stderr, "%s", vi ? vi : "");
+                bkv_free(vi);
+                fprintf(stderr,
+                        "leaves %llu, inner nodes probed %llu (%llu maybe), leaves probed %llu (%llu maybe), "
+                        "partitions scanned %llu (%llu with a match), entries scanned %llu, memtable candidates %llu, "
+                        "candidates %llu, results %llu\n",
+                        (unsigned long long)st.leaves, (unsigned long long)st.nodes_probed,
+                        (unsigned long long)st.nodes_positive, (unsigned long long)st.leaves_probed,
+                        (unsigned long long)st.leaves_positive, (unsigned long long)st.partitions_scanned,
+                        (unsigned long long)st.partitions_matched, (unsigned long long)st.entries_scanned,
+                        (unsigned long long)st.memtable_candidates, (unsigned long long)st.candidates,
+                        (unsigned long long)st.results);
+            }
+            bkv_close(db);
+            ec = f.n ? 0 : EXIT_NOTFOUND;
+        }
+    }
+    free(v);
+    return ec;
+}
+
 int bkv_cli_stats(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &db);
+    int ec = open_db(pos[0], 0, 0, &db);
     if (ec) return ec;
     char *s = bkv_property(db, "bloomkv.stats");
     if (s) fputs(s, stdout);
@@ -349,7 +426,7 @@ int bkv_cli_stats(int argc, char **argv) {
 int bkv_cli_compact(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &db);
+    int ec = open_db(pos[0], 0, 0, &db);
     if (ec) return ec;
     int rc = bkv_compact(db);
     if (rc) return fail_db(db, "compact", rc);

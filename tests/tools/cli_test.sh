@@ -63,6 +63,28 @@ sst=$(ls "$db"/*.sst | head -1)
 expect 0 "dump-sst" -- "$B" dump-sst --entries "$sst"
 grep -q "filter: blocked" "$D/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: dump-sst lacks filter"; }
 
+# Search by value.
+vdb="$D/vdb"
+printf 'k1\tred\nk2\tblue\nk3\tred\n' >"$D/colors.tsv"
+expect 0 "load with a value index" -- "$B" load "$vdb" "$D/colors.tsv" --value-index hierarchy
+expect 0 "put into it" -- "$B" put "$vdb" k4 red
+expect 0 "find-value" -- "$B" find-value "$vdb" red
+output_is "find-value output" "$(printf 'k1\tred\nk3\tred\nk4\tred')"
+expect 0 "delete one" -- "$B" delete "$vdb" k3
+expect 0 "compact" -- "$B" compact "$vdb"
+expect 0 "find-value after delete" -- "$B" find-value "$vdb" red --stats
+output_is "find-value after delete output" "$(printf 'k1\tred\nk4\tred')"
+stderr_has "find-value --stats" "partitions scanned"
+expect 1 "find-value nothing" -- "$B" find-value "$vdb" green
+expect 0 "find-value hex" -- "$B" find-value --hex "$vdb" 626c7565
+output_is "find-value hex output" "$(printf '6b32\t626c7565')"
+expect 0 "stats shows the value index" -- "$B" stats "$vdb"
+grep -q "value index: hierarchy" "$D/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: stats lacks the value index"; }
+expect 2 "find-value without an index" -- "$B" find-value "$db" v1
+stderr_has "find-value explains" "no value index"
+expect 2 "bad value-index" -- "$B" put "$D/x" a b --value-index tree
+expect 3 "find-value on missing db" -- "$B" find-value "$D/none" v
+
 # Usage errors.
 expect 2 "no args" -- "$B"
 expect 2 "unknown command" -- "$B" frobnicate

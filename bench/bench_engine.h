@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bloomkv.h"
+
 typedef struct bench_cfg {
     const char *benchmarks;
     uint64_t num, reads;
@@ -23,6 +25,12 @@ typedef struct bench_cfg {
     int l0_trigger, l0_slowdown, l0_stop; /* 0: engine defaults */
     int quiet;                            /* no engine report after the run */
     int threads;                          /* client threads; default 1 */
+    /* Search by value (bloomkv only; 0 = engine defaults). */
+    int value_index;
+    uint32_t value_filter_bits, value_partition_entries;
+    int value_filter_hashes, value_index_order;
+    double value_distinct;                /* percent of keys with distinct values; default 100 */
+    uint64_t searches, scan_searches;     /* findvalue / findvalue_scan operations */
 } bench_cfg;
 
 typedef struct bench_engine {
@@ -38,6 +46,11 @@ typedef struct bench_engine {
     /* Iterators: visit n entries from the first (readseq), or seek to key
      * and read up to n entries (seekrandom); entries visited, < 0 error. */
     long (*scan)(void *h, const char *from, size_t fl, long n);
+    /* The keys whose value is v, found by reading every entry (what a user
+     * of an engine without a value index must do): matches, < 0 error. */
+    long (*scan_value)(void *h, const char *v, size_t vl);
+    /* The same through a value index; NULL when the engine has none. */
+    long (*find_value)(void *h, const char *v, size_t vl, bkv_find_stats *st);
     void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
     void (*close)(void *h);
 } bench_engine;

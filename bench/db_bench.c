@@ -1,7 +1,9 @@
 /*
  * `bloomkv bench`: a db_bench-style benchmark. Benchmarks are named and
  * flagged as in LevelDB's db_bench; keys are 16-byte decimal strings, and
- * values pseudo-random bytes of --value_size.
+ * values pseudo-random bytes of --value_size that start with a value id
+ * (the key's number, or with --value_distinct P, that number modulo P% of
+ * --num), so that values are as distinct as asked for value searches.
  *
  * Engines are reached through a small adapter (bench_engine) so that the
  * same key generator, value generator and timing loop can drive other
@@ -37,6 +39,8 @@ typedef struct run_state {
     int tid, nthreads;     /* this thread's share of the work */
     const char *progress;  /* benchmark name while a bar is drawn (a terminal), else NULL */
     uint64_t expected;     /* ops this thread will record */
+    bkv_find_stats fst;    /* summed over findvalue searches */
+    char *vbuf;            /* value being built (value_size bytes) */
 } run_state;
 
 static uint64_t next_rand(uint64_t *s) {
@@ -61,8 +65,25 @@ static size_t make_key(char *buf, int key_size, uint64_t i, int missing) {
     return len;
 }
 
-static const char *value_for(run_state *s, uint64_t i) {
-    return s->values + (i * 97) % (s->pool - (size_t)s->cfg->value_size);
+static uint64_t value_id(const bench_cfg *c, uint64_t i) {
+    uint64_t distinct = (uint64_t)((double)c->num * c->value_distinct / 100.0);
+    return i % (distinct ? distinct : 1);
+}
+
+/* Key i's value: a slice of the pool, its first bytes replaced by the
+ * value id in hex. buf holds value_size bytes. */
+static const char *value_for(run_state *s, uint64_t i, char *buf) {
+    size_t vs = (size_t)s->cfg->value_size;
+    uint64_t id = value_id(s->cfg, i);
+    memcpy(buf, s->values + (id * 97) % (s->pool - vs), vs);
+    for (size_t d = 0; d < 16 && d < vs; d++) buf[d] = "0123456789abcdef"[(id >> (60 - 4 * d)) & 15];
+    return buf;
+}
+
+static void add_find_stats(bkv_find_stats *sum, const bkv_find_stats *st) {
+    const uint64_t *src = (const uint64_t *)st;
+    uint64_t *dst = (uint64_t *)sum;
+    for (size_t i = 0; i < sizeof *st / sizeof(uint64_t); i++) dst[i] += src[i];
 }
 
 static void record(run_state *s, double t0) {
@@ -107,12 +128,17 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     uint64_t found = 0;
     int write = strncmp(name, "fill", 4) == 0 || strcmp(name, "overwrite") == 0;
     uint64_t ops = write || strcmp(name, "deleterandom") == 0 ? c->num : c->reads;
+    /* An engine without a value index can only scan: findvalue is then
+     * the full scan, run as often as findvalue_scan. */
+    int scan_search = strcmp(name, "findvalue_scan") == 0 || (strcmp(name, "findvalue") == 0 && !s->eng->find_value);
+    if (strcmp(name, "findvalue") == 0 || scan_search) ops = scan_search ? c->scan_searches : c->searches;
     /* This thread's share: every nthreads-th key for fills, an equal part
      * of the operations otherwise. */
     uint64_t share = ops / (uint64_t)s->nthreads + ((uint64_t)s->tid < ops % (uint64_t)s->nthreads);
     s->nlat = 0;
     s->bytes = 0;
     s->expected = share;
+    memset(&s->fst, 0, sizeof s->fst);
     s->progress = isatty(STDERR_FILENO) && !c->json ? name : NULL;
     if (strcmp(name, "fillseq") == 0 || strcmp(name, "fillrandom") == 0 || strcmp(name, "overwrite") == 0) {
         /* fillrandom writes every key once, in random order, so a later
@@ -130,7 +156,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         for (uint64_t i = 0; i < ops; i++) {
             size_t kl = make_key(key, c->key_size, order[i], 0);
             double t0 = bench_now_ns();
-            if (s->eng->put(s->h, key, kl, value_for(s, order[i]), (size_t)c->value_size, c->sync)) {
+            if (s->eng->put(s->h, key, kl, value_for(s, order[i], s->vbuf), (size_t)c->value_size, c->sync)) {
                 free(order);
                 return -1;
             }
@@ -188,6 +214,20 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             if (r < 0) return -1;
             found += (uint64_t)r;
         }
+    } else if (strcmp(name, "findvalue") == 0 || scan_search) {
+        /* The value of a random key: unique values have one match. */
+        ops = share;
+        for (uint64_t i = 0; i < ops; i++) {
+            const char *v = value_for(s, next_rand(&s->rng) % c->num, s->vbuf);
+            bkv_find_stats st = {0};
+            double t0 = bench_now_ns();
+            long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
+                                 : s->eng->find_value(s->h, v, (size_t)c->value_size, &st);
+            record(s, t0);
+            if (r < 0) return -1;
+            found += r > 0;
+            add_find_stats(&s->fst, &st);
+        }
     } else if (strcmp(name, "compact") == 0) {
         ops = 1;
         double t0 = bench_now_ns();
@@ -219,7 +259,9 @@ typedef struct thread_job {
 
 static void *thread_main(void *arg) {
     thread_job *j = arg;
-    j->ops = run_benchmark(&j->s, j->name, &j->found);
+    j->s.vbuf = malloc((size_t)j->s.cfg->value_size);
+    j->ops = j->s.vbuf ? run_benchmark(&j->s, j->name, &j->found) : -1;
+    free(j->s.vbuf);
     return NULL;
 }
 
@@ -244,8 +286,10 @@ static long run_threads(run_state *s, const char *name, uint64_t *found, uint64_
     *found = 0;
     s->nlat = 0;
     s->bytes = 0;
+    memset(&s->fst, 0, sizeof s->fst);
     for (int t = 0; t < n; t++) {
         pthread_join(jobs[t].thread, NULL);
+        add_find_stats(&s->fst, &jobs[t].s.fst);
         if (jobs[t].ops < 0) ops = jobs[t].ops;
         if (ops >= 0) ops += jobs[t].ops;
         *found += jobs[t].found;
@@ -267,8 +311,13 @@ static void usage(FILE *out) {
             "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
             "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
             "                     [--engine bloomkv|leveldb|rocksdb] [--compare [--plot DIR]] [--threads N]\n"
+            "                     [--value_index none|flat|hierarchy|bitsliced] [--value_filter_bits M]\n"
+            "                     [--value_filter_hashes K] [--value_partition_entries P] [--value_index_order D]\n"
+            "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
+            "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
+            "            without one, run --scan_searches times) findvalue_scan (the full scan on any engine)\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
@@ -343,8 +392,10 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     s.pool = (1u << 20) + (size_t)c.value_size;
     s.values = malloc(s.pool);
     uint64_t max_ops = c.num > c.reads ? c.num : c.reads;
+    if (c.searches > max_ops) max_ops = c.searches;
     s.lat_ns = malloc((max_ops + 128) * (size_t)(c.threads > 1 ? 2 : 1) * sizeof *s.lat_ns);
-    if (!s.values || !s.lat_ns) return 3;
+    s.vbuf = malloc((size_t)c.value_size);
+    if (!s.values || !s.lat_ns || !s.vbuf) return 3;
     uint64_t vr = c.seed ^ 0xabcdef;
     for (size_t i = 0; i < s.pool; i++) s.values[i] = (char)(i % 2 ? ' ' + next_rand(&vr) % 64 : 'a'); /* ~50% compressible */
     if (s.eng->open(&c, &s.h)) return 3;
@@ -369,6 +420,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             break;
         }
         ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
+        int indexed_search = strcmp(name, "findvalue") == 0 && s.eng->find_value;
         qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
         double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
         double micros = ops ? secs * 1e6 / (double)ops : 0;
@@ -381,13 +433,30 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                    s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
                    p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
                    (unsigned long long)ru.ru_maxrss * 1024);
+            if (indexed_search) {
+                double n = (double)(ops ? ops : 1);
+                printf(",\"find\":{\"leaves\":%.1f,\"nodes_probed\":%.2f,\"nodes_positive\":%.2f,"
+                       "\"leaves_probed\":%.2f,\"leaves_positive\":%.2f,\"partitions_scanned\":%.3f,"
+                       "\"partitions_matched\":%.3f,\"entries_scanned\":%.1f,\"candidates\":%.3f,\"results\":%.3f}",
+                       s.fst.leaves / n, s.fst.nodes_probed / n, s.fst.nodes_positive / n, s.fst.leaves_probed / n,
+                       s.fst.leaves_positive / n, s.fst.partitions_scanned / n, s.fst.partitions_matched / n,
+                       s.fst.entries_scanned / n, s.fst.candidates / n, s.fst.results / n);
+            }
             s.eng->report(s.h, stdout);
             printf("}\n");
         } else {
             printf("%-15s : %10.3f micros/op %9.0f ops/sec;", name, micros, ops / (secs > 0 ? secs : 1));
             if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
-            if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom"))
+            if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom") ||
+                !strncmp(name, "findvalue", 9))
                 printf(" (%llu of %ld found)", (unsigned long long)found, ops);
+            if (indexed_search) {
+                double n = (double)(ops ? ops : 1);
+                printf(" leaves probed %.2f%% of %.0f, partitions scanned %.2f (%.2f false)",
+                       s.fst.leaves ? 100.0 * s.fst.leaves_probed / (double)s.fst.leaves : 0.0,
+                       s.fst.leaves / n, s.fst.partitions_scanned / n,
+                       (s.fst.partitions_scanned - s.fst.partitions_matched) / n);
+            }
             printf("\n");
             if (c.histogram)
                 printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
@@ -405,6 +474,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     s.eng->close(s.h);
     free(s.values);
     free(s.lat_ns);
+    free(s.vbuf);
     if (tmpdir[0]) {
         char cmd[4200];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -418,7 +488,8 @@ int bkv_db_bench_main(int argc, char **argv) {
     int compare = 0;
     bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
-                   .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301};
+                   .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100,
+                   .searches = 1000, .scan_searches = 3};
     int have_reads = 0;
     static const struct option opts[] = {
         {"benchmarks", required_argument, 0, 'B'}, {"num", required_argument, 0, 'n'},
@@ -437,6 +508,14 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"level0_file_num_compaction_trigger", required_argument, 0, '0'},
         {"level0_slowdown_writes_trigger", required_argument, 0, '1'},
         {"level0_stop_writes_trigger", required_argument, 0, '2'},
+        {"value_index", required_argument, 0, 'V'},
+        {"value_filter_bits", required_argument, 0, 'M'},
+        {"value_filter_hashes", required_argument, 0, 'K'},
+        {"value_partition_entries", required_argument, 0, 'Q'},
+        {"value_index_order", required_argument, 0, 'D'},
+        {"value_distinct", required_argument, 0, 'U'},
+        {"searches", required_argument, 0, 'R'},
+        {"scan_searches", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch;
@@ -481,12 +560,26 @@ int bkv_db_bench_main(int argc, char **argv) {
         case '0': c.l0_trigger = atoi(optarg); break;
         case '1': c.l0_slowdown = atoi(optarg); break;
         case '2': c.l0_stop = atoi(optarg); break;
+        case 'V':
+            if (strcmp(optarg, "none") == 0) c.value_index = BKV_VALUE_INDEX_NONE;
+            else if (strcmp(optarg, "flat") == 0) c.value_index = BKV_VALUE_INDEX_FLAT;
+            else if (strcmp(optarg, "hierarchy") == 0) c.value_index = BKV_VALUE_INDEX_HIERARCHY;
+            else if (strcmp(optarg, "bitsliced") == 0) c.value_index = BKV_VALUE_INDEX_BITSLICED;
+            else goto bad;
+            break;
+        case 'M': c.value_filter_bits = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'K': c.value_filter_hashes = atoi(optarg); break;
+        case 'Q': c.value_partition_entries = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'D': c.value_index_order = atoi(optarg); break;
+        case 'U': c.value_distinct = strtod(optarg, NULL); break;
+        case 'R': c.searches = strtoull(optarg, NULL, 10); break;
+        case 'F': c.scan_searches = strtoull(optarg, NULL, 10); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }
     }
     if (optind != argc || c.num == 0 || c.key_size < 8 || c.key_size > 60 || c.value_size < 1 ||
-        c.value_size > (1 << 20) || c.bloom_bits <= 0)
+        c.value_size > (1 << 20) || c.bloom_bits <= 0 || c.value_distinct <= 0 || c.value_distinct > 100)
         goto bad;
     if (!have_reads) c.reads = c.num;
 

@@ -1,5 +1,6 @@
 /* `bloomkv bench` adapter for bloomkv itself. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_engine.h"
 #include "bloomkv.h"
@@ -16,6 +17,11 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->l0_trigger) o.level0_compaction_trigger = cfg->l0_trigger;
     if (cfg->l0_slowdown) o.level0_slowdown_trigger = cfg->l0_slowdown;
     if (cfg->l0_stop) o.level0_stop_trigger = cfg->l0_stop;
+    o.value_index = cfg->value_index;
+    if (cfg->value_filter_bits) o.value_filter_bits = cfg->value_filter_bits;
+    if (cfg->value_filter_hashes) o.value_filter_hashes = cfg->value_filter_hashes;
+    if (cfg->value_partition_entries) o.value_partition_entries = cfg->value_partition_entries;
+    if (cfg->value_index_order) o.value_index_order = cfg->value_index_order;
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);
@@ -99,6 +105,14 @@ static void bkv_bench_report(void *h, FILE *out) {
         bkv_free(bytes);
     }
     fprintf(out, "]");
+    char *vi = bkv_property(h, "bloomkv.value-index");
+    if (vi && *vi) {
+        fprintf(out, ",\"value_index\":\"");
+        for (const char *p = vi; *p; p++)
+            if (*p != '\n') fputc(*p == '"' ? '\'' : *p, out);
+        fprintf(out, "\"");
+    }
+    bkv_free(vi);
 }
 
 static long bkv_bench_scan(void *h, const char *from, size_t fl, long n) {
@@ -117,11 +131,42 @@ static long bkv_bench_scan(void *h, const char *from, size_t fl, long n) {
     return rc ? -1 : seen;
 }
 
+static long bkv_bench_scan_value(void *h, const char *v, size_t vl) {
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.fill_cache = 0;
+    bkv_iter *it;
+    if (bkv_iter_create(h, &ro, &it) != BKV_OK) return -1;
+    long matches = 0;
+    size_t n;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) {
+        const void *val = bkv_iter_value(it, &n);
+        matches += n == vl && memcmp(val, v, vl) == 0;
+    }
+    int rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    return rc ? -1 : matches;
+}
+
+static int count_match(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ++*(long *)arg;
+    return 0;
+}
+
+static long bkv_bench_find_value(void *h, const char *v, size_t vl, bkv_find_stats *st) {
+    long matches = 0;
+    int rc = bkv_find_value(h, NULL, v, vl, count_match, &matches, st);
+    if (rc == BKV_INVALID) fprintf(stderr, "bench: findvalue needs --value_index\n");
+    return rc ? -1 : matches;
+}
+
 static void bkv_bench_close(void *h) { bkv_close(h); }
 
 const bench_engine bkv_bench_engine_bloomkv = {
     .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
     .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
+    .scan_value = bkv_bench_scan_value, .find_value = bkv_bench_find_value,
     .report = bkv_bench_report, .close = bkv_bench_close,
 };
 

@@ -129,6 +129,22 @@ static long ldb_scan(void *h, const char *from, size_t fl, long n) {
     return check(err) ? -1 : seen;
 }
 
+static long ldb_scan_value(void *h, const char *v, size_t vl) {
+    ldb *l = h;
+    leveldb_iterator_t *it = leveldb_create_iterator(l->db, l->ro);
+    long matches = 0;
+    size_t kl, n;
+    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        leveldb_iter_key(it, &kl);
+        const char *val = leveldb_iter_value(it, &n);
+        matches += n == vl && memcmp(val, v, vl) == 0;
+    }
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    leveldb_iter_destroy(it);
+    return check(err) ? -1 : matches;
+}
+
 static void ldb_report(void *h, FILE *out) {
     (void)h;
     (void)out;
@@ -136,7 +152,8 @@ static void ldb_report(void *h, FILE *out) {
 
 const bench_engine bkv_bench_engine_leveldb = {
     .name = "leveldb", .open = ldb_open, .put = ldb_put, .del = ldb_del, .get = ldb_get,
-    .multi_get = ldb_multi_get, .compact = ldb_compact, .scan = ldb_scan, .report = ldb_report, .close = ldb_close,
+    .multi_get = ldb_multi_get, .compact = ldb_compact, .scan = ldb_scan,
+    .scan_value = ldb_scan_value, .report = ldb_report, .close = ldb_close,
 };
 #else
 const bench_engine bkv_bench_engine_leveldb = {.name = NULL};

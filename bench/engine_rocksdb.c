@@ -157,6 +157,22 @@ static long rdb_scan(void *h, const char *from, size_t fl, long n) {
     return check(err) ? -1 : seen;
 }
 
+static long rdb_scan_value(void *h, const char *v, size_t vl) {
+    rdb *r = h;
+    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
+    long matches = 0;
+    size_t kl, n;
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        rocksdb_iter_key(it, &kl);
+        const char *val = rocksdb_iter_value(it, &n);
+        matches += n == vl && memcmp(val, v, vl) == 0;
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_destroy(it);
+    return check(err) ? -1 : matches;
+}
+
 static void rdb_report(void *h, FILE *out) {
     (void)h;
     (void)out;
@@ -164,7 +180,8 @@ static void rdb_report(void *h, FILE *out) {
 
 const bench_engine bkv_bench_engine_rocksdb = {
     .name = "rocksdb", .open = rdb_open, .put = rdb_put, .del = rdb_del, .get = rdb_get,
-    .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan, .report = rdb_report, .close = rdb_close,
+    .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan,
+    .scan_value = rdb_scan_value, .report = rdb_report, .close = rdb_close,
 };
 #else
 const bench_engine bkv_bench_engine_rocksdb = {.name = NULL};

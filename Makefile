@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-asan test-tsan fuzz run install clean
+.PHONY: all deps build test test-asan test-tsan fuzz reliability run install clean
 
 all: build
 
@@ -39,12 +39,19 @@ test-tsan: deps
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 fuzz: deps
+	@bash scripts/deps fuzz
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON -DBKV_FUZZ=ON \
 		-DBKV_BUILD_TESTS=OFF -DBKV_BUILD_TOOLS=OFF >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@for t in filter table log; do \
+	@for t in filter table log value_index api; do \
 		$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 fuzz/corpus/$$t 2>&1 | tail -n 2; \
 	done
+
+# Crash, power-loss, fault, corruption and fuzz testing with a summary:
+# SCALE=ci (CI, ~10 min) or SCALE=long (hours).
+SCALE ?= ci
+reliability:
+	@SCALE=$(SCALE) bash tests/reliability/run.sh
 
 run: build
 	@$(BUILD)/bloomkv filter-bench --keys 1000000

@@ -27,7 +27,8 @@ typedef struct bench_cfg {
     int threads;                          /* client threads; default 1 */
     /* Search by value (bloomkv only; 0 = engine defaults). */
     int value_index;
-    uint32_t value_filter_bits, value_partition_entries;
+    uint32_t value_filter_bits;
+    long value_partition_entries;         /* -1: engine default (0 means one filter per table) */
     int value_filter_hashes, value_index_order;
     double value_distinct;                /* percent of keys with distinct values; default 100 */
     uint64_t searches, scan_searches;     /* findvalue / findvalue_scan operations */

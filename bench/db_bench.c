@@ -488,7 +488,7 @@ int bkv_db_bench_main(int argc, char **argv) {
     int compare = 0;
     bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
-                   .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100,
+                   .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100, .value_partition_entries = -1,
                    .searches = 1000, .scan_searches = 3};
     int have_reads = 0;
     static const struct option opts[] = {
@@ -569,7 +569,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             break;
         case 'M': c.value_filter_bits = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'K': c.value_filter_hashes = atoi(optarg); break;
-        case 'Q': c.value_partition_entries = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'Q': c.value_partition_entries = strtol(optarg, NULL, 10); break;
         case 'D': c.value_index_order = atoi(optarg); break;
         case 'U': c.value_distinct = strtod(optarg, NULL); break;
         case 'R': c.searches = strtoull(optarg, NULL, 10); break;

@@ -20,7 +20,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.value_index = cfg->value_index;
     if (cfg->value_filter_bits) o.value_filter_bits = cfg->value_filter_bits;
     if (cfg->value_filter_hashes) o.value_filter_hashes = cfg->value_filter_hashes;
-    if (cfg->value_partition_entries) o.value_partition_entries = cfg->value_partition_entries;
+    if (cfg->value_partition_entries >= 0) o.value_partition_entries = (uint32_t)cfg->value_partition_entries;
     if (cfg->value_index_order) o.value_index_order = cfg->value_index_order;
     o.error_if_exists = 0;
     bkv_db *db;
@@ -77,7 +77,8 @@ static int bkv_bench_compact(void *h) { return bkv_compact(h); }
 static void bkv_bench_report(void *h, FILE *out) {
     static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
                                   "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
-                                  "compactions", "compaction-bytes-read", "compaction-bytes-written"};
+                                  "compactions", "compaction-bytes-read", "compaction-bytes-written",
+                                  "value-index-updates", "value-index-nodes-recomputed"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char prop[64];
         snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);

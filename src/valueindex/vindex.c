@@ -25,6 +25,7 @@ struct bnode {
     int n;
     int dirty;        /* bits are stale; every ancestor of a dirty node is dirty */
     void **child;     /* 2d + 1 slots: one spare while a split is pending */
+    const uint64_t **child_bits; /* child[i]'s filter, so a search never touches child structs */
     uint64_t *bits;
 };
 
@@ -73,9 +74,11 @@ static bnode *node_new(bkv_vindex *vi, int height) {
     bnode *n = calloc(1, sizeof *n);
     if (!n) return NULL;
     n->child = calloc((size_t)(2 * vi->order + 1), sizeof *n->child);
+    n->child_bits = calloc((size_t)(2 * vi->order + 1), sizeof *n->child_bits);
     n->bits = bkv_vf_alloc_bits(vi->words);
-    if (!n->child || !n->bits) {
+    if (!n->child || !n->child_bits || !n->bits) {
         free(n->child);
+        free(n->child_bits);
         free(n->bits);
         free(n);
         return NULL;
@@ -88,6 +91,7 @@ static bnode *node_new(bkv_vindex *vi, int height) {
 
 static void node_free(bkv_vindex *vi, bnode *n) {
     free(n->child);
+    free(n->child_bits);
     free(n->bits);
     free(n);
     vi->ninner--;
@@ -101,8 +105,13 @@ static void tree_free(bkv_vindex *vi, bnode *n) {
 }
 
 static void adopt(bnode *n, int i) {
-    if (n->height == 1) ((vleaf *)n->child[i])->parent = n;
-    else ((bnode *)n->child[i])->parent = n;
+    if (n->height == 1) {
+        ((vleaf *)n->child[i])->parent = n;
+        n->child_bits[i] = ((vleaf *)n->child[i])->bits;
+    } else {
+        ((bnode *)n->child[i])->parent = n;
+        n->child_bits[i] = ((bnode *)n->child[i])->bits;
+    }
 }
 
 static void mark_dirty(bnode *n) {
@@ -117,6 +126,7 @@ static int child_index(const bnode *p, const void *c) {
 
 static void insert_child(bnode *p, int at, void *c) {
     memmove(&p->child[at + 1], &p->child[at], (size_t)(p->n - at) * sizeof p->child[0]);
+    memmove(&p->child_bits[at + 1], &p->child_bits[at], (size_t)(p->n - at) * sizeof p->child_bits[0]);
     p->child[at] = c;
     p->n++;
     adopt(p, at);
@@ -124,6 +134,7 @@ static void insert_child(bnode *p, int at, void *c) {
 
 static void remove_child(bnode *p, int at) {
     memmove(&p->child[at], &p->child[at + 1], (size_t)(p->n - at - 1) * sizeof p->child[0]);
+    memmove(&p->child_bits[at], &p->child_bits[at + 1], (size_t)(p->n - at - 1) * sizeof p->child_bits[0]);
     p->n--;
 }
 
@@ -435,23 +446,70 @@ static int hit(const vleaf *lf, bkv_vindex_hit_fn fn, void *arg, bkv_find_stats 
     return fn(arg, &lf->ref);
 }
 
-static int search_node(const bkv_vindex *vi, const bnode *n, const bkv_vf_probe *pr, bkv_vindex_hit_fn fn,
-                       void *arg, bkv_find_stats *st) {
-    st->nodes_probed++;
-    if (!bkv_vf_test(n->bits, pr)) return 0;
-    st->nodes_positive++;
-    for (int i = 0; i < n->n; i++) {
-        int rc;
-        if (n->height == 1) {
-            const vleaf *lf = n->child[i];
-            st->leaves_probed++;
-            rc = bkv_vf_test(lf->bits, pr) ? hit(lf, fn, arg, st) : 0;
-        } else {
-            rc = search_node(vi, n->child[i], pr, fn, arg, st);
-        }
-        if (rc) return rc;
+static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bkv_vindex_hit_fn fn, void *arg,
+                      bkv_find_stats *st);
+
+/* Node and leaf filters are far apart in memory and each probe is a cache
+ * miss. The tree is searched a level at a time: the first words every
+ * child of every "maybe" node needs are requested before any is tested,
+ * so the misses overlap instead of following one another. The nodes
+ * probed are exactly those of a depth-first search (Algorithm 1). */
+static void prefetch_probe(const uint64_t *bits, const bkv_vf_probe *pr) {
+    for (uint32_t i = 0; i < pr->k && i < 4; i++) __builtin_prefetch(&bits[pr->pos[i] >> 6]);
+}
+
+typedef struct frontier {
+    const bnode **nodes;
+    size_t n, cap;
+} frontier;
+
+static int frontier_push(frontier *f, const bnode *n) {
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 64;
+        const bnode **g = realloc(f->nodes, cap * sizeof *g);
+        if (!g) return -1;
+        f->nodes = g;
+        f->cap = cap;
     }
+    f->nodes[f->n++] = n;
     return 0;
+}
+
+static int search_tree(const bkv_vindex *vi, const bkv_vf_probe *pr, bkv_vindex_hit_fn fn, void *arg,
+                       bkv_find_stats *st) {
+    frontier cur = {0}, next = {0};
+    st->nodes_probed++;
+    int rc = 0;
+    if (bkv_vf_test(vi->root->bits, pr)) {
+        st->nodes_positive++;
+        if (frontier_push(&cur, vi->root)) rc = BKV_NOMEM;
+    }
+    while (!rc && cur.n) {
+        for (size_t j = 0; j < cur.n; j++)
+            for (int i = 0; i < cur.nodes[j]->n; i++) prefetch_probe(cur.nodes[j]->child_bits[i], pr);
+        next.n = 0;
+        for (size_t j = 0; j < cur.n && !rc; j++) {
+            const bnode *n = cur.nodes[j];
+            for (int i = 0; i < n->n && !rc; i++) {
+                int maybe = bkv_vf_test(n->child_bits[i], pr);
+                if (n->height == 1) {
+                    st->leaves_probed++;
+                    if (maybe) rc = hit(n->child[i], fn, arg, st);
+                } else {
+                    st->nodes_probed++;
+                    st->nodes_positive += (uint64_t)maybe;
+                    if (maybe && frontier_push(&next, n->child[i])) rc = BKV_NOMEM;
+                }
+            }
+        }
+        frontier t = cur;
+        cur = next;
+        next = t;
+    }
+    free(cur.nodes);
+    free(next.nodes);
+    if (rc == BKV_NOMEM) return search_all(vi, 0, pr, fn, arg, st);
+    return rc;
 }
 
 static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bkv_vindex_hit_fn fn, void *arg,
@@ -459,6 +517,8 @@ static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bk
     for (size_t i = 0; i < vi->ntables; i++)
         for (uint32_t j = 0; j < vi->tables[i]->n; j++) {
             const vleaf *lf = &vi->tables[i]->leaves[j];
+            /* The same overlap of misses, eight leaves ahead. */
+            if (test && j + 8 < vi->tables[i]->n) prefetch_probe(vi->tables[i]->leaves[j + 8].bits, pr);
             st->leaves_probed += test;
             if (!test || bkv_vf_test(lf->bits, pr)) {
                 int rc = hit(lf, fn, arg, st);
@@ -496,7 +556,7 @@ int bkv_vindex_search(const bkv_vindex *vi, const bkv_vf_probe *pr, bkv_vindex_h
     st->leaves += vi->nleaves;
     if (vi->broken) return search_all(vi, 0, pr, fn, arg, st);
     switch (vi->shape) {
-    case BKV_VALUE_INDEX_HIERARCHY: return vi->root ? search_node(vi, vi->root, pr, fn, arg, st) : 0;
+    case BKV_VALUE_INDEX_HIERARCHY: return vi->root ? search_tree(vi, pr, fn, arg, st) : 0;
     case BKV_VALUE_INDEX_BITSLICED: return search_sliced(vi, pr, fn, arg, st);
     default: return search_all(vi, 1, pr, fn, arg, st);
     }

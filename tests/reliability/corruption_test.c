@@ -20,6 +20,7 @@
 
 #include "bloomkv.h"
 #include "test_dir.h"
+#include "test_scale.h"
 #include "util/env.h"
 
 TEST_DIR_FIXTURE("corrupt")
@@ -159,6 +160,8 @@ static void every_damage_is_caught(void **state) {
     bkv_env_free_list(names, nn);
     assert_true(files >= 4); /* CURRENT, manifest, tables, WAL */
     printf("corruption matrix: %d files, %ld damaged copies, %ld detected\n", files, tried, detected);
+    test_report("corruptions_tried", (unsigned long long)tried);
+    test_report("corruptions_detected", (unsigned long long)detected);
 }
 
 int main(void) {

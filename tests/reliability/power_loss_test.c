@@ -26,6 +26,7 @@
 
 #include "db/db_int.h"
 #include "test_dir.h"
+#include "test_scale.h"
 #include "util/env_fault.h"
 
 #define NKEYS 40
@@ -199,10 +200,16 @@ static int run_power_loss(const char *name, uint64_t seed, int sync_every) {
 
 static void every_durability_point_survives_power_loss(void **state) {
     (void)state;
-    int n = run_power_loss("all-sync", 11, 1);
-    n += run_power_loss("some-sync", 12, 7);
-    n += run_power_loss("rare-sync", 13, 50);
+    /* Workloads cycle through every write synced, one in 7, one in 50. */
+    static const int sync_every[] = {1, 7, 50};
+    int workloads = test_scale_pick(3, 8, 200), n = 0;
+    for (int i = 0; i < workloads; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "loss-%d", i);
+        n += run_power_loss(name, 11 + (uint64_t)i, sync_every[i % 3]);
+    }
     printf("simulated power losses checked: %d\n", n);
+    test_report("power_losses", (unsigned long long)n);
 }
 
 /* Fails the n-th operation of kind for every n the workload reaches. */
@@ -280,6 +287,7 @@ static void sweep(int kind, const char *name) {
     }
     assert_true(injected >= total);
     printf("%s sweep: %llu faults injected\n", name, (unsigned long long)injected);
+    test_report("faults_injected", (unsigned long long)injected);
     free(w);
 }
 

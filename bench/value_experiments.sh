@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Reproduces the value-search experiments of docs/value-search.md (after
+# Macyna & Ordonez, "A Bloom Filter Hierarchy for Non-key Search"): full
+# scan vs flat leaf scan vs hierarchy vs bit-sliced index, over database
+# sizes, hierarchy orders, filter sizes, value domains, the paper's
+# one-filter-per-table layout, and the write cost of keeping the index.
+#
+#   bench/value_experiments.sh BLOOMKV_BINARY OUT_DIR [SCALE]
+#
+# SCALE=full (default) uses N = 1M, 10M, 30M (about 30 minutes and 4 GB
+# of disk here); SCALE=small uses N = 100k, 300k, 1M (a minute). Results
+# go to OUT_DIR/*.dat (whitespace columns) and OUT_DIR/*.png (gnuplot).
+set -eu
+B=$1
+OUT=$2
+SCALE=${3:-full}
+mkdir -p "$OUT"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-vx-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+if [ "$SCALE" = small ]; then SIZES="100000 300000 1000000"; MID=300000; SEARCHES=500; else
+    SIZES="1000000 10000000 30000000"; MID=10000000; SEARCHES=1000; fi
+ORDERS="2 3 5 10"
+
+num() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+# findvalue on an existing database: prints micros/op and the index figures.
+search() { # DB N SHAPE ORDER PARAMS...
+    local db=$1 n=$2 shape=$3 order=$4
+    shift 4
+    local line
+    line=$("$B" bench --db "$db" --use_existing_db --num "$n" --benchmarks findvalue --value_index "$shape" \
+        --value_index_order "$order" --searches "$SEARCHES" --json "$@" 2>/dev/null | grep '"findvalue"')
+    local leaves probed scanned matched vi inner_b leaf_b
+    leaves=$(echo "$line" | num leaves)
+    probed=$(echo "$line" | num leaves_probed)
+    scanned=$(echo "$line" | num partitions_scanned)
+    matched=$(echo "$line" | num partitions_matched)
+    vi=$(echo "$line" | grep -o '"value_index":"[^"]*"')
+    leaf_b=$(echo "$vi" | sed -n 's/.*leaves (\([0-9]*\) bytes).*/\1/p')
+    inner_b=$(echo "$vi" | sed -n 's/.*inner nodes (\([0-9]*\) bytes.*/\1/p')
+    echo "$(echo "$line" | num micros_per_op) $leaves $probed $scanned $matched ${leaf_b:-0} ${inner_b:-0}"
+}
+scan() { # DB N: the full scan's micros per search
+    "$B" bench --db "$1" --use_existing_db --num "$2" --benchmarks findvalue_scan --scan_searches 3 --json \
+        2>/dev/null | grep '"findvalue_scan"' | num micros_per_op
+}
+fill() { # DB N PARAMS...: micros per fillrandom op
+    local db=$1 n=$2
+    shift 2
+    "$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null |
+        grep '"fillrandom"' | num micros_per_op
+}
+best_order() { # file with "order micros ..." rows: the fastest row
+    sort -k2 -g "$1" | head -1
+}
+
+# Parameters for partitioned filters: P = 256 entries per leaf, 64 bits
+# per value, k = 4 (a leaf false-positive rate near 1e-5, and inner nodes
+# that stay selective for a few levels).
+P_ARGS="--value_filter_bits 16384 --value_partition_entries 256 --value_filter_hashes 4"
+
+echo "# E1: scale. N scan_us flat_us hier_us hier_order sliced_us leaves hier_probed_pct sliced_scanned leaf_bytes inner_bytes" >"$OUT/scale.dat"
+for n in $SIZES; do
+    db="$WORK/scale-$n"
+    fill "$db" "$n" --value_index bitsliced $P_ARGS >/dev/null
+    s=$(scan "$db" "$n")
+    flat=$(search "$db" "$n" flat 2 $P_ARGS)
+    : >"$WORK/orders"
+    for d in $ORDERS; do echo "$d $(search "$db" "$n" hierarchy "$d" $P_ARGS)" >>"$WORK/orders"; done
+    set -- $(best_order "$WORK/orders")
+    hd=$1 hus=$2 leaves=$3 hprobed=$4 inner=$8
+    sliced=$(search "$db" "$n" bitsliced 2 $P_ARGS)
+    set -- $sliced
+    echo "$n $s $(echo "$flat" | cut -d' ' -f1) $hus $hd $1 $leaves $(awk "BEGIN{printf \"%.3f\", 100*$hprobed/$leaves}") $4 $6 $inner" >>"$OUT/scale.dat"
+    [ "$n" = "$MID" ] || rm -rf "$db"
+    echo "scale $n done" >&2
+done
+
+# E2: order d x filter size m at the middle size (P = 256, k = 4).
+echo "# E2: m d hier_us leaves probed_pct partitions_scanned flat_us sliced_us inner_bytes" >"$OUT/order.dat"
+for m in 4096 16384 65536; do
+    db="$WORK/m-$m"
+    if [ "$m" = 16384 ]; then db="$WORK/scale-$MID"; else
+        fill "$db" "$MID" --value_index bitsliced --value_filter_bits "$m" --value_partition_entries 256 \
+            --value_filter_hashes 4 >/dev/null; fi
+    args="--value_filter_bits $m --value_partition_entries 256 --value_filter_hashes 4"
+    flat=$(search "$db" "$MID" flat 2 $args | cut -d' ' -f1)
+    sliced=$(search "$db" "$MID" bitsliced 2 $args | cut -d' ' -f1)
+    for d in $ORDERS; do
+        set -- $(search "$db" "$MID" hierarchy "$d" $args)
+        echo "$m $d $1 $2 $(awk "BEGIN{printf \"%.3f\", 100*$3/$2}") $4 $flat $sliced $7" >>"$OUT/order.dat"
+    done
+    [ "$m" = 16384 ] || rm -rf "$db"
+    echo "order m=$m done" >&2
+done
+
+# E3: the paper's layout, one filter per table (P = 0), m = 2^21 bits.
+echo "# E3: d hier_us leaves probed_pct partitions_scanned flat_us sliced_us scan_us leaf_bytes inner_bytes" >"$OUT/paper.dat"
+db="$WORK/paper"
+args="--value_filter_bits 2097152 --value_partition_entries 0 --value_filter_hashes 4"
+fill "$db" "$MID" --value_index hierarchy $args >/dev/null
+flat=$(search "$db" "$MID" flat 2 $args | cut -d' ' -f1)
+sliced=$(search "$db" "$MID" bitsliced 2 $args | cut -d' ' -f1)
+s=$(scan "$db" "$MID")
+for d in $ORDERS; do
+    set -- $(search "$db" "$MID" hierarchy "$d" $args)
+    echo "$d $1 $2 $(awk "BEGIN{printf \"%.3f\", 100*$3/$2}") $4 $flat $sliced $s $6 $7" >>"$OUT/paper.dat"
+done
+rm -rf "$db"
+echo "paper layout done" >&2
+
+# E4: value domains (1%, 10%, 100% distinct values) at the middle size.
+echo "# E4: distinct_pct scan_us flat_us hier_us sliced_us results partitions_scanned" >"$OUT/domain.dat"
+for pct in 1 10 100; do
+    db="$WORK/dom-$pct"
+    if [ "$pct" = 100 ]; then db="$WORK/scale-$MID"; else
+        fill "$db" "$MID" --value_index bitsliced $P_ARGS --value_distinct "$pct" >/dev/null; fi
+    s=$(scan "$db" "$MID")
+    flat=$(search "$db" "$MID" flat 2 $P_ARGS --value_distinct "$pct" | cut -d' ' -f1)
+    hier=$(search "$db" "$MID" hierarchy 3 $P_ARGS --value_distinct "$pct" | cut -d' ' -f1)
+    set -- $(search "$db" "$MID" bitsliced 2 $P_ARGS --value_distinct "$pct")
+    echo "$pct $s $flat $hier $1 $(awk "BEGIN{printf \"%.0f\", 100/$pct}") $4" >>"$OUT/domain.dat"
+    rm -rf "$db"
+    echo "domain $pct% done" >&2
+done
+
+# E5: the write cost of the index: fillrandom with and without it, alternated.
+echo "# E5: run none_us bitsliced_default_us bitsliced_p256_us" >"$OUT/write.dat"
+for run in 1 2; do
+    a=$(fill "$WORK/w" "$MID" --value_index none)
+    b=$(fill "$WORK/w" "$MID" --value_index bitsliced)
+    c=$(fill "$WORK/w" "$MID" --value_index bitsliced $P_ARGS)
+    echo "$run $a $b $c" >>"$OUT/write.dat"
+done
+rm -rf "$WORK/w"
+
+if command -v gnuplot >/dev/null; then
+    gnuplot <<GP
+set terminal png size 900,520
+set grid
+set output '$OUT/scale.png'
+set title 'Search by value: time per search (unique values, P = 256, m = 16384, k = 4)'
+set logscale xy
+set xlabel 'entries'
+set ylabel 'microseconds per search'
+set key top left
+plot '$OUT/scale.dat' using 1:2 with linespoints title 'full scan', \
+     '' using 1:3 with linespoints title 'flat leaf scan', \
+     '' using 1:4 with linespoints title 'hierarchy (best order)', \
+     '' using 1:6 with linespoints title 'bit-sliced'
+set output '$OUT/order.png'
+set title 'Hierarchy: time per search by order d and filter size m ($MID entries, P = 256)'
+unset logscale x
+set logscale y
+set xlabel 'order d'
+plot for [m in "4096 16384 65536"] '$OUT/order.dat' using (\$1==m ? \$2 : 1/0):3 with linespoints title 'hierarchy, m = '.m, \
+     '$OUT/order.dat' using (\$1==65536 ? \$2 : 1/0):7 with lines dashtype 2 title 'flat, m = 65536', \
+     '$OUT/order.dat' using (\$1==65536 ? \$2 : 1/0):8 with lines dashtype 3 title 'bit-sliced, m = 65536'
+set output '$OUT/order_probed.png'
+set title 'Hierarchy: share of leaf filters probed ($MID entries, P = 256)'
+set ylabel 'percent of leaves probed'
+plot for [m in "4096 16384 65536"] '$OUT/order.dat' using (\$1==m ? \$2 : 1/0):5 with linespoints title 'm = '.m
+set output '$OUT/domain.png'
+set title 'Time per search by value domain ($MID entries)'
+set logscale xy
+set xlabel 'distinct values, percent of entries'
+set ylabel 'microseconds per search'
+plot '$OUT/domain.dat' using 1:2 with linespoints title 'full scan', \
+     '' using 1:3 with linespoints title 'flat', '' using 1:4 with linespoints title 'hierarchy d = 3', \
+     '' using 1:5 with linespoints title 'bit-sliced'
+GP
+fi
+echo "results in $OUT" >&2

@@ -16,6 +16,7 @@ typedef struct checker {
     void (*fn)(void *arg, const char *problem);
     void *arg;
     int problems;
+    int whole_values;   /* the manifest's value index indexes whole values */
 } checker;
 
 static void report(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -27,6 +28,49 @@ static void report(checker *c, const char *fmt, ...) {
     va_end(ap);
     c->problems++;
     if (c->fn) c->fn(c->arg, line);
+}
+
+typedef struct part_check {
+    const bkv_vf_set *vf;
+    const uint64_t *bits;
+    int whole_values;
+    uint64_t entries, missing;
+} part_check;
+
+static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
+    part_check *pc = arg;
+    pc->entries++;
+    if (pc->whole_values && ilen >= BKV_IKEY_TRAILER && (bkv_ikey_trailer(ikey, ilen) & 0xff) == BKV_TYPE_VALUE) {
+        bkv_vf_probe pr;
+        bkv_vf_probe_init(&pr, &pc->vf->params, val, vlen);
+        pc->missing += !bkv_vf_test(pc->bits, &pr);
+    }
+    return 0;
+}
+
+/* Each partition holds the entries its directory says, and (for whole
+ * values) its filter holds every value in it: a search could miss none. */
+static void check_value_filters(checker *c, bkv_table *t, const char *path) {
+    if (!bkv_table_properties(t)->value_filter_bytes) return;
+    bkv_vf_set vf;
+    bkv_err e = {{0}};
+    if (bkv_table_value_filters(t, &vf, &e)) {
+        report(c, "%s (value searches scan the whole table instead)", e.msg);
+        return;
+    }
+    for (uint32_t i = 0; i < vf.nparts; i++) {
+        part_check pc = {&vf, bkv_vf_part_bits(&vf, i), c->whole_values, 0, 0};
+        if (bkv_table_scan_blocks(t, vf.parts[i].first_block, vf.parts[i].last_block, 0, NULL, check_part_entry, &pc,
+                                  &e))
+            break; /* the data block problem is reported by the entry scan */
+        if (pc.entries != vf.parts[i].entries)
+            report(c, "%s: value filter partition %u covers %llu entries, its directory says %u", path, i,
+                   (unsigned long long)pc.entries, vf.parts[i].entries);
+        if (pc.missing)
+            report(c, "%s: value filter partition %u lacks %llu of its values (searches would miss them)", path, i,
+                   (unsigned long long)pc.missing);
+    }
+    bkv_vf_set_free(&vf);
 }
 
 /* Reads every entry of a table in order, checking order and types. */
@@ -72,10 +116,12 @@ static void check_table(checker *c, const char *path, uint64_t number) {
                (unsigned long long)dels);
     bkv_buf_free(&prev);
     bkv_iiter_destroy(it);
+    check_value_filters(c, t, path);
     bkv_table_close(t);
 }
 
 static void check_log(checker *c, const char *path, int newest, int is_manifest) {
+    c->whole_values = 0;
     uint8_t *data;
     size_t len;
     bkv_err e = {{0}};
@@ -89,8 +135,12 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
     while ((rc = bkv_log_read_record(&r, &e)) == BKV_OK) {
         if (is_manifest) {
             bkv_version_edit ed;
-            if (bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, &e) == BKV_OK) bkv_edit_free(&ed);
-            else report(c, "%s", e.msg);
+            if (bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, &e) == BKV_OK) {
+                if (ed.has_value_index) c->whole_values = ed.value_index.terms_name[0] == 0;
+                bkv_edit_free(&ed);
+            } else {
+                report(c, "%s", e.msg);
+            }
         } else if (bkv_batch_iterate(r.record.data, r.record.len, NULL, NULL, path, r.record_offset, &e)) {
             report(c, "%s", e.msg);
         }
@@ -102,7 +152,7 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
 }
 
 int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg) {
-    checker c = {fn, arg, 0};
+    checker c = {fn, arg, 0, 0};
     const bkv_env *env = bkv_env_posix();
     char p[BKV_PATH_MAX];
     bkv_err e = {{0}};
@@ -123,14 +173,16 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
         uint64_t num;
         if (bkv_parse_file_name(names[i], &num) == BKV_FILE_LOG && num > newest_log) newest_log = num;
     }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t num;
-        int kind = bkv_parse_file_name(names[i], &num);
-        snprintf(p, sizeof p, "%s/%s", path, names[i]);
-        if (kind == BKV_FILE_TABLE) check_table(&c, p, num);
-        else if (kind == BKV_FILE_LOG) check_log(&c, p, num == newest_log, 0);
-        else if (kind == BKV_FILE_MANIFEST && num == manifest) check_log(&c, p, 1, 1);
-    }
+    /* The manifest first: it says what the tables' value filters hold. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            uint64_t num;
+            int kind = bkv_parse_file_name(names[i], &num);
+            snprintf(p, sizeof p, "%s/%s", path, names[i]);
+            if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) check_log(&c, p, 1, 1);
+            if (pass == 1 && kind == BKV_FILE_TABLE) check_table(&c, p, num);
+            if (pass == 1 && kind == BKV_FILE_LOG) check_log(&c, p, num == newest_log, 0);
+        }
     bkv_env_free_list(names, n);
     return c.problems ? BKV_CORRUPTION : BKV_OK;
 }
@@ -176,6 +228,19 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
         fprintf(out, "%s, k %u, %llu keys, %llu positions, %.2f bits/key, %zu bytes, model fpr %.4f%%\n",
                 bkv_filter_type_name(fi.type), fi.k, (unsigned long long)fi.num_keys, (unsigned long long)fi.num_bits,
                 fi.bits_per_key, fi.encoded_bytes, 100 * fi.expected_fpr);
+    }
+    if (p->value_filter_bytes) {
+        bkv_vf_set vf;
+        if (bkv_table_value_filters(t, &vf, &e)) {
+            fprintf(out, "  value filters: DAMAGED (searches scan the whole table): %s\n", e.msg);
+        } else {
+            uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
+            for (uint64_t i = 0; i < words; i++) ones += (uint64_t)__builtin_popcountll(vf.bits[i]);
+            fprintf(out, "  value filters: %u partitions (P %u), m %u bits, k %u, %llu bytes, %.1f%% of bits set\n",
+                    vf.nparts, vf.params.partition_entries, vf.params.m_bits, vf.params.k,
+                    (unsigned long long)p->value_filter_bytes, words ? 100.0 * (double)ones / (double)(words * 64) : 0.0);
+            bkv_vf_set_free(&vf);
+        }
     }
     if (entries) {
         bkv_iiter *it;

@@ -78,7 +78,8 @@ static void bkv_bench_report(void *h, FILE *out) {
     static const char *names[] = {"key-hashes", "filter-probes", "filter-negatives", "filter-false-positives",
                                   "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
                                   "compactions", "compaction-bytes-read", "compaction-bytes-written",
-                                  "value-index-updates", "value-index-nodes-recomputed"};
+                                  "value-index-updates", "value-index-nodes-recomputed",
+                                  "value-index-update-micros"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char prop[64];
         snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);

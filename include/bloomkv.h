@@ -120,8 +120,10 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * index a database has (an extractor must still be passed). */
     int      value_index;               /* BKV_VALUE_INDEX_*; default NONE */
     uint32_t value_filter_bits;         /* m: bits per partition filter, a multiple of 64; default 16384 */
-    int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ~ ln 2 x m / P (4 when P = 0) */
-    uint32_t value_partition_entries;   /* P; default 1024; 0: one filter per table (the paper's layout) */
+    int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ln 2 x m / P, at most 6
+                                           (4 when P = 0) */
+    uint32_t value_partition_entries;   /* P; default 512 (32 bits per value); 0: one filter per table
+                                           (the paper's layout) */
     int      value_index_order;         /* d of the hierarchy (fan-out d..2d), >= 2; default 4 */
     bkv_terms_fn value_terms;           /* default NULL: a value's one term is the whole value */
     void    *value_terms_arg;
@@ -248,7 +250,7 @@ BKV_EXPORT int bkv_compact(bkv_db *db);
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
  *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
  *       value-searches, value-index-updates, value-index-nodes-recomputed,
- *       value-filters-unusable
+ *       value-index-update-micros, value-filters-unusable
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);

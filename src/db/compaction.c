@@ -485,6 +485,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     } else {
         pthread_mutex_unlock(&db->mu);
         rc = merge_inputs(db, c, &edit, &e);
+        if (!rc) bkv_db_value_index_add(db, &edit);
         pthread_mutex_lock(&db->mu);
         for (int w = 0; w < 2 && !rc; w++)
             for (size_t i = 0; i < c->ninputs[w] && !rc; i++)
@@ -504,6 +505,11 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
         if (rc)
             for (int w = 0; w < 2; w++)
                 for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->obsolete = 0;
+    }
+    if (!c->trivial_move) {
+        pthread_mutex_unlock(&db->mu);
+        bkv_db_value_index_finish(db, &edit, rc == BKV_OK);
+        pthread_mutex_lock(&db->mu);
     }
     /* A failed compaction stops writes (the database stays readable):
      * its cause, a full disk or damaged input, would fail the next one. */

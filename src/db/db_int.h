@@ -32,7 +32,7 @@ typedef struct bkv_db_counters {
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
-        value_filters_unusable;
+        value_index_update_micros, value_filters_unusable;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -84,9 +84,9 @@ struct bkv_db {
     bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
 
     /* The value index (db_value.c); vindex is NULL when there is none. It
-     * always describes exactly the tables of current: installs change both
-     * under mu, holding vindex_lock for writing; a search takes vindex_lock
-     * for reading before it lets go of mu. */
+     * covers every table of current (see bkv_db_value_index_add);
+     * vindex_lock is never taken for writing with mu held, and a search
+     * takes it for reading before mu. */
     int has_vrec;                  /* the database has a value index */
     bkv_value_index_rec vrec;      /* its parameters (manifest tag 6) */
     bkv_vf_params vparams;
@@ -128,10 +128,12 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
 
 /* Value index (db_value.c). setup fixes the parameters (after the manifest
  * is read, before any table is written); open builds the index over the
- * current tables; apply follows an installed edit (REQUIRES: db->mu). */
+ * current tables. A flush or compaction calls add before it installs its
+ * edit and finish after (installed or not). REQUIRES: db->mu not held. */
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e);
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
-void bkv_db_value_index_apply(bkv_db *db, const bkv_version_edit *edit);
+void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit);
+void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed);
 /* The filters a finished builder made, malloc'd for a file meta (NULL when
  * none or out of memory: the index then scans that table). */
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);

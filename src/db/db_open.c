@@ -46,7 +46,7 @@ void bkv_options_init(bkv_options *o) {
     o->tiered_max_size_amplification = 200;
     o->max_background_jobs = 2;
     o->value_filter_bits = 16384;
-    o->value_partition_entries = 1024;
+    o->value_partition_entries = 512;
     o->value_index_order = 4;
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
         o->filter_type_per_level[i] = -1;
@@ -127,14 +127,15 @@ static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t
     return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
 }
 
-/* The memtable's key filter and term index are sized for entries of about
- * 64 bytes; more (smaller) entries only raise the filter's false-positive
- * rate and lengthen the term chains. */
+/* The memtable's key filter is sized for entries of about 64 bytes, its
+ * term index for about 128: more (smaller) entries only raise the filter's
+ * false-positive rate and lengthen the term chains. */
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db) {
     const bkv_options *o = &db->opts;
     uint64_t n = o->write_buffer_size / 64;
     bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0);
-    if (m && db->has_vrec && bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, n)) {
+    if (m && db->has_vrec &&
+        bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, o->write_buffer_size / 128)) {
         bkv_memtable_unref(m);
         return NULL;
     }

@@ -333,7 +333,6 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     }
     bkv_version_unref(db->current);
     db->current = nv;
-    bkv_db_value_index_apply(db, edit);
     return BKV_OK;
 }
 
@@ -347,19 +346,23 @@ static void flush_one(bkv_db *db) {
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
     int rc = bkv_write_level0_table(db, mem, number, &meta, &e);
-    pthread_mutex_lock(&db->mu);
-    db->flushing = 0;
-    if (rc) {
-        bkv_db_set_bg_error(db, rc, &e);
-        return;
-    }
     bkv_version_edit edit;
     bkv_edit_init(&edit);
-    edit.has_log_number = 1;
-    edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
-    if (meta) rc = bkv_edit_add_file(&edit, 0, meta);
+    if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");
     bkv_file_meta_unref(meta);
-    if (!rc) rc = bkv_log_and_apply(db, &edit, &e);
+    if (!rc) bkv_db_value_index_add(db, &edit);
+    pthread_mutex_lock(&db->mu);
+    db->flushing = 0;
+    if (!rc) {
+        edit.has_log_number = 1;
+        edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
+        rc = bkv_log_and_apply(db, &edit, &e);
+        if (rc) {
+            pthread_mutex_unlock(&db->mu);
+            bkv_db_value_index_finish(db, &edit, 0);
+            pthread_mutex_lock(&db->mu);
+        }
+    }
     bkv_edit_free(&edit);
     if (rc) {
         bkv_db_set_bg_error(db, rc, &e);

@@ -297,6 +297,9 @@ static void bs_write(bkv_vindex *vi, vleaf *leaves, const uint64_t *const *bits,
                 }
             }
             if (!any) continue;
+            /* Rows are a row's width apart: every word is a miss, so ask
+             * for all 64 before writing any. */
+            for (size_t b = 0; b < 64; b++) __builtin_prefetch(&vi->rows[(chunk * 64 + b) * W + w], 1);
             for (size_t b = 0; b < 64; b++) vi->rows[(chunk * 64 + b) * W + w] |= out[b];
         }
         g = end;
@@ -313,7 +316,10 @@ static void bs_clear(bkv_vindex *vi, const vtable *t) {
             mask |= UINT64_C(1) << (t->leaves[end].col & 63);
             vi->col_leaf[t->leaves[end].col] = NULL;
         }
-        for (size_t r = 0; r < vi->p.m_bits; r++) vi->rows[r * W + w] &= ~mask;
+        for (size_t r = 0; r < vi->p.m_bits; r++) {
+            if (r + 32 < vi->p.m_bits) __builtin_prefetch(&vi->rows[(r + 32) * W + w], 1);
+            vi->rows[r * W + w] &= ~mask;
+        }
         vi->col_used[w] &= ~mask;
         g = end;
     }

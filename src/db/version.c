@@ -126,6 +126,7 @@ void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
 int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset,
                     bkv_err *err) {
     bkv_edit_init(e);
+    if (len == 0) return BKV_OK; /* p may be NULL: no pointer arithmetic on it */
     const uint8_t *end = p + len;
     while (p < end) {
         uint64_t tag, a, b, c, d, sseq, lseq, slen, llen;

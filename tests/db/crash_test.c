@@ -170,8 +170,8 @@ static void crash_loop(int style, const char *name, int rounds, uint64_t seed) {
         rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
         /* One round in eight kills the child within its first few writes,
          * or before it has finished opening (recovering) at all. */
-        int early = (rng >> 20) % 8 == 0;
-        int wait_for = early ? (int)((rng >> 33) % 4) : 2000 + (int)((rng >> 33) % 12000);
+        int early = r % 8 == 7;
+        int wait_for = early ? (r / 8 % 2 ? 0 : 1 + (int)((rng >> 33) % 3)) : 2000 + (int)((rng >> 33) % 12000);
         during_open += early && wait_for == 0;
         int got, acked = next - 1, seen = 0;
         while (seen < wait_for && read(fds[0], &got, sizeof got) == sizeof got) {
@@ -195,12 +195,12 @@ static void crash_loop(int style, const char *name, int rounds, uint64_t seed) {
 
 static void kill_during_leveled_compaction(void **state) {
     (void)state;
-    crash_loop(BKV_COMPACTION_LEVELED, "leveled", test_scale_pick(12, 100, 2000), 1);
+    crash_loop(BKV_COMPACTION_LEVELED, "leveled", test_scale_pick(12, 100, 1000), 1);
 }
 
 static void kill_during_tiered_compaction(void **state) {
     (void)state;
-    crash_loop(BKV_COMPACTION_TIERED, "tiered", test_scale_pick(12, 100, 2000), 1000);
+    crash_loop(BKV_COMPACTION_TIERED, "tiered", test_scale_pick(12, 100, 1000), 1000);
 }
 
 int main(void) {

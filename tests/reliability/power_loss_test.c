@@ -202,7 +202,7 @@ static void every_durability_point_survives_power_loss(void **state) {
     (void)state;
     /* Workloads cycle through every write synced, one in 7, one in 50. */
     static const int sync_every[] = {1, 7, 50};
-    int workloads = test_scale_pick(3, 8, 200), n = 0;
+    int workloads = test_scale_pick(3, 8, 60), n = 0;
     for (int i = 0; i < workloads; i++) {
         char name[32];
         snprintf(name, sizeof name, "loss-%d", i);
@@ -213,7 +213,7 @@ static void every_durability_point_survives_power_loss(void **state) {
 }
 
 /* Fails the n-th operation of kind for every n the workload reaches. */
-static void sweep(int kind, const char *name) {
+static void sweep(int kind, const char *name, uint64_t min_total) {
     workload *w = calloc(1, sizeof *w);
     make_ops(w, 21, 150, 3);
     /* How many operations of this kind a clean run makes. */
@@ -226,7 +226,7 @@ static void sweep(int kind, const char *name) {
     assert_int_equal(bkv_close(db), BKV_OK);
     uint64_t total = bkv_fault_env_count(fe, kind);
     bkv_fault_env_free(fe);
-    assert_true(total > 10);
+    assert_true(total >= min_total);
     uint64_t injected = 0;
     for (uint64_t n = 1; n <= total; n++) {
         fe = bkv_fault_env_new();
@@ -242,13 +242,14 @@ static void sweep(int kind, const char *name) {
                 /* After the first failure every write fails. */
                 if (failed_at >= 0 && i > failed_at) assert_int_not_equal(rc, BKV_OK);
             }
-            /* Reads still work. */
+            /* Reads still work (the one failed open may have been of the
+             * table this read needs: that read reports it). */
             char key[32];
             key_of(key, 0);
             void *v;
             size_t vl;
             rc = bkv_get(db, NULL, key, strlen(key), &v, &vl);
-            assert_true(rc == BKV_OK || rc == BKV_NOTFOUND);
+            assert_true(rc == BKV_OK || rc == BKV_NOTFOUND || (kind == BKV_FAULT_OPEN && rc == BKV_IOERROR));
             if (rc == BKV_OK) bkv_free(v);
             bkv_close(db);
         }
@@ -293,12 +294,20 @@ static void sweep(int kind, const char *name) {
 
 static void failed_writes_make_the_database_read_only(void **state) {
     (void)state;
-    sweep(BKV_FAULT_WRITE, "write");
+    sweep(BKV_FAULT_WRITE, "write", 10);
 }
 
 static void failed_syncs_make_the_database_read_only(void **state) {
     (void)state;
-    sweep(BKV_FAULT_SYNC, "sync");
+    sweep(BKV_FAULT_SYNC, "sync", 10);
+}
+
+/* Failed file creations and renames (a new WAL, table or manifest; CURRENT
+ * replaced): the same contract. */
+static void failed_opens_and_renames_lose_nothing(void **state) {
+    (void)state;
+    sweep(BKV_FAULT_OPEN, "open", 10);
+    sweep(BKV_FAULT_RENAME, "rename", 1);
 }
 
 /* Regression: a read error while replaying the WAL at open must fail the
@@ -379,6 +388,7 @@ int main(void) {
         cmocka_unit_test(every_durability_point_survives_power_loss),
         cmocka_unit_test(failed_writes_make_the_database_read_only),
         cmocka_unit_test(failed_syncs_make_the_database_read_only),
+        cmocka_unit_test(failed_opens_and_renames_lose_nothing),
         cmocka_unit_test(wal_read_error_at_open_is_not_ignored),
         cmocka_unit_test(junk_wal_tail_never_yields_a_damaged_value),
     };

@@ -22,4 +22,18 @@ static inline uint64_t test_counter(bkv_db *db, const char *name) {
     return n;
 }
 
+/* A bkv_find_value callback for keys named "key<number>": counts the
+ * results and keeps the last key's number. */
+typedef struct test_found {
+    int n, key;
+} test_found;
+
+static inline int test_on_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)klen, (void)val, (void)vlen;
+    test_found *f = arg;
+    f->n++;
+    f->key = atoi((const char *)key + 3);
+    return 0;
+}
+
 #endif

@@ -1,6 +1,8 @@
-/* Writers, readers and background flushes at once: every acknowledged
- * write is visible afterwards, readers never see a value that was not
- * written, and concurrent sync writers share fsyncs (group commit). */
+/* Writers, readers, searches by value and background flushes and
+ * compactions at once: every acknowledged write is visible afterwards,
+ * readers never see a value that was not written, a search finds every
+ * value acknowledged before it began (and only the key holding it), and
+ * concurrent sync writers share fsyncs (group commit). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,11 +18,13 @@
 
 #define WRITERS 4
 #define READERS 2
+#define SEARCHERS 2
 #define PER_WRITER 4000
 
 TEST_DIR_FIXTURE("conc")
 static bkv_db *db;
 static int stop_readers;
+static int acked[WRITERS]; /* writes each writer has had acknowledged */
 
 static void *writer(void *arg) {
     int id = (int)(intptr_t)arg;
@@ -31,6 +35,38 @@ static void *writer(void *arg) {
         snprintf(val, sizeof val, "value-%d-%d", id, i);
         wo.sync = i % 50 == 0;
         if (bkv_put(db, &wo, key, strlen(key), val, strlen(val)) != BKV_OK) return (void *)1;
+        __atomic_store_n(&acked[id], i + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+typedef struct hit {
+    int n;
+    char key[32];
+} hit;
+
+static int on_hit(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)val, (void)vlen;
+    hit *h = arg;
+    if (h->n++ == 0 && klen < sizeof h->key) {
+        memcpy(h->key, key, klen);
+        h->key[klen] = 0;
+    }
+    return 0;
+}
+
+static void *searcher(void *arg) {
+    uint64_t s = (uint64_t)(intptr_t)arg * 104729;
+    while (!__atomic_load_n(&stop_readers, __ATOMIC_ACQUIRE)) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        int id = (int)((s >> 33) % WRITERS), i = (int)((s >> 40) % PER_WRITER);
+        int written = __atomic_load_n(&acked[id], __ATOMIC_ACQUIRE) > i;
+        char key[32], val[48];
+        snprintf(key, sizeof key, "w%d-%05d", id, i);
+        snprintf(val, sizeof val, "value-%d-%d", id, i);
+        hit h = {0, ""};
+        if (bkv_find_value(db, NULL, val, strlen(val), on_hit, &h, NULL) != BKV_OK) return (void *)1;
+        if (h.n > 1 || (h.n == 1 && strcmp(h.key, key) != 0) || (written && h.n != 1)) return (void *)2;
     }
     return NULL;
 }
@@ -64,9 +100,13 @@ static void writers_readers_and_flushes(void **state) {
     bkv_options o;
     bkv_options_init(&o);
     o.write_buffer_size = 32 * 1024;
+    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+    o.value_filter_bits = 4096;
+    o.value_partition_entries = 64;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    pthread_t w[WRITERS], r[READERS];
+    pthread_t w[WRITERS], r[READERS + SEARCHERS];
     for (int i = 0; i < READERS; i++) pthread_create(&r[i], NULL, reader, (void *)(intptr_t)(i + 1));
+    for (int i = READERS; i < READERS + SEARCHERS; i++) pthread_create(&r[i], NULL, searcher, (void *)(intptr_t)(i + 1));
     for (int i = 0; i < WRITERS; i++) pthread_create(&w[i], NULL, writer, (void *)(intptr_t)i);
     for (int i = 0; i < WRITERS; i++) {
         void *res;
@@ -74,7 +114,7 @@ static void writers_readers_and_flushes(void **state) {
         assert_null(res);
     }
     __atomic_store_n(&stop_readers, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < READERS; i++) {
+    for (int i = 0; i < READERS + SEARCHERS; i++) {
         void *res;
         pthread_join(r[i], &res);
         assert_null(res);

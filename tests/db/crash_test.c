@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "bloomkv.h"
+#include "test_db.h"
 #include "test_dir.h"
 #include "test_scale.h"
 
@@ -74,18 +75,6 @@ static void child(const char *path, int style, int start, int fd) {
     _exit(0);
 }
 
-typedef struct found_keys {
-    int n, key;
-} found_keys;
-
-static int on_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)klen, (void)val, (void)vlen;
-    found_keys *f = arg;
-    f->n++;
-    f->key = atoi((const char *)key + 3);
-    return 0;
-}
-
 static void verify(const char *path, int style, int acked) {
     /* Expected: ops [0, acked]; the op after may also have landed. */
     static int last[NKEYS];
@@ -119,8 +108,8 @@ static void verify(const char *path, int style, int acked) {
         /* The value index agrees with the point read (values are unique
          * per operation, so exactly this key holds it). */
         if (rc == BKV_OK && k % 8 == 0) {
-            found_keys f = {0, -1};
-            assert_int_equal(bkv_find_value(db, NULL, v, n, on_found, &f, NULL), BKV_OK);
+            test_found f = {0, -1};
+            assert_int_equal(bkv_find_value(db, NULL, v, n, test_on_found, &f, NULL), BKV_OK);
             if (f.n != 1 || f.key != k) fail_msg("find_value of key %d's value: %d results", k, f.n);
         }
         if (rc == BKV_OK) bkv_free(v);

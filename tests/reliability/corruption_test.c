@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "bloomkv.h"
+#include "test_db.h"
 #include "test_dir.h"
 #include "test_scale.h"
 #include "util/env.h"
@@ -82,18 +83,6 @@ static void count_problem(void *arg, const char *problem) {
     (*(int *)arg)++;
 }
 
-typedef struct found_keys {
-    int n, key;
-} found_keys;
-
-static int on_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)klen, (void)val, (void)vlen;
-    found_keys *f = arg;
-    f->n++;
-    f->key = atoi((const char *)key + 3);
-    return 0;
-}
-
 /* Reads every key of the damaged copy, and searches some by value; returns
  * 1 if the open or some read reported the damage. Fails on a wrong value or
  * a wrong search result. */
@@ -131,8 +120,8 @@ static int read_all(const char *path, int may_lose, const char *what, size_t pos
         if (k % 10 == 0 && latest[k] >= 0) {
             /* Values are unique per key and version: only key k holds it. */
             val_of(want, k, latest[k]);
-            found_keys f = {0, -1};
-            rc = bkv_find_value(db, NULL, want, strlen(want), on_found, &f, NULL);
+            test_found f = {0, -1};
+            rc = bkv_find_value(db, NULL, want, strlen(want), test_on_found, &f, NULL);
             if (rc < 0) reported = 1;
             else if (f.n > 1 || (f.n == 1 && f.key != k) || (f.n == 0 && !may_lose))
                 fail_msg("%s byte %zu: searching key %d's value found %d keys", what, pos, k, f.n);

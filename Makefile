@@ -58,6 +58,10 @@ run: build
 	@echo
 	@$(BUILD)/bloomkv bench --compare --num 1000000 \
 		--benchmarks fillrandom,readrandom,readmissing,readseq,seekrandom,multireadrandom,overwrite
+	@echo
+	@echo "search by value (bloomkv: bit-sliced value index; LevelDB, RocksDB: a full scan)"
+	@$(BUILD)/bloomkv bench --compare --num 500000 --value_index bitsliced --searches 1000 \
+		--benchmarks fillrandom,findvalue
 
 install: build
 	@cmake --install $(BUILD)

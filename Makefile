@@ -48,7 +48,7 @@ fuzz: deps
 	done
 
 # Crash, power-loss, fault, corruption and fuzz testing with a summary:
-# SCALE=ci (CI, ~10 min) or SCALE=long (~1 hour; FUZZ_SECONDS=N for more).
+# SCALE=ci (CI, ~10 min) or SCALE=long (over an hour; FUZZ_SECONDS=N per fuzz target).
 SCALE ?= ci
 reliability:
 	@SCALE=$(SCALE) bash tests/reliability/run.sh

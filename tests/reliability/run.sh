@@ -4,7 +4,7 @@
 # chosen scale, then one summary.
 #
 #   SCALE=ci   bash tests/reliability/run.sh     # CI: about 10 minutes here
-#   SCALE=long bash tests/reliability/run.sh     # about an hour, by hand (FUZZ_SECONDS=N for longer fuzzing)
+#   SCALE=long bash tests/reliability/run.sh     # over an hour, by hand (FUZZ_SECONDS=N per fuzz target, 600 by default)
 #
 # SCALE=ci: >= 200 crash cycles, >= 2000 power losses, the full sweeps and
 # matrix, FUZZ_SECONDS (60) per fuzz target. Any lost acknowledged write,
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SCALE=${SCALE:-ci}
-case "$SCALE" in ci) FUZZ_SECONDS=${FUZZ_SECONDS:-60} ;; long) FUZZ_SECONDS=${FUZZ_SECONDS:-300} ;;
+case "$SCALE" in ci) FUZZ_SECONDS=${FUZZ_SECONDS:-60} ;; long) FUZZ_SECONDS=${FUZZ_SECONDS:-600} ;;
 *) echo "run.sh: SCALE must be ci or long" >&2; exit 2 ;; esac
 BUILD=${BUILD:-build-asan}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}

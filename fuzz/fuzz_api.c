@@ -2,6 +2,7 @@
  * (put, delete, batch, get, scan, find by value, flush, compact, reopen) run
  * against bloomkv and against an in-memory model; any difference aborts.
  * Tiny memtables and tables make flushes and compactions frequent. */
+#include <ftw.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,14 @@ static int on_found(void *arg, const void *key, size_t klen, const void *val, si
     return 0;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Without a shell per input: the directory is recreated for every one. */
+static void remove_dir(void) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 static bkv_db *open_db(int shape) {
     bkv_options o;
     bkv_options_init(&o);
@@ -61,9 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *t = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
         snprintf(dir, sizeof dir, "%s/bkv-fuzz-api-%d", t && *t ? t : "/tmp", (int)getpid());
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) return 0;
+    remove_dir();
     int shape = size ? 1 + data[0] % 3 : 1;
     bkv_db *db = open_db(shape);
     int model[NKEYS];
@@ -154,6 +161,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     bkv_batch_destroy(batch);
     bkv_close(db);
-    if (system(cmd) != 0) return 0;
+    remove_dir();
     return 0;
 }

@@ -2,8 +2,8 @@
  * SSTables: immutable sorted files of internal keys. Layout in
  * docs/format.md, "SSTable":
  *
- *   [data block 1] ... [data block N] [filter block] [properties block]
- *   [index block] [footer, 72 bytes]
+ *   [data block 1] ... [data block N] [filter block] [value filter block]
+ *   [properties block] [index block] [footer, 72 bytes]
  *
  * Every block is followed by a 9-byte trailer (compression type, XXH3-64).
  */

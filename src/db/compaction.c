@@ -362,7 +362,7 @@ static int finish_output(bkv_db *db, output *out, bkv_version_edit *edit, int le
         }
     }
     if (rc) db->env->remove_file(db->env, out->path, NULL);
-    bkv_db_free_value_filters(vf);
+    bkv_vf_set_destroy(vf);
     bkv_buf_free(&out->smallest);
     bkv_buf_free(&out->largest);
     return rc;

@@ -135,9 +135,9 @@ int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit);
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed);
 /* The filters a finished builder made, malloc'd for a file meta (NULL when
- * none or out of memory: the index then scans that table). */
+ * none or out of memory: the index then scans that table); freed with
+ * bkv_vf_set_destroy. */
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
-void bkv_db_free_value_filters(bkv_vf_set *vf);
 
 /* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);

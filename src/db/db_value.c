@@ -83,27 +83,18 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
     if (bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf)
         atomic_fetch_add_explicit(&db->c.value_filters_unusable, 1, memory_order_relaxed);
     bkv_vf_set_free(&loaded);
-    if (f->vf) {
-        bkv_vf_set_free(f->vf);
-        free(f->vf);
-        f->vf = NULL;
-    }
+    bkv_vf_set_destroy(f->vf);
+    f->vf = NULL;
 }
 
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b) {
     bkv_vf_set *vf = malloc(sizeof *vf);
     if (vf) bkv_table_builder_take_value_filters(b, vf);
     if (vf && vf->nparts == 0) {
-        bkv_db_free_value_filters(vf);
+        bkv_vf_set_destroy(vf);
         vf = NULL;
     }
     return vf;
-}
-
-void bkv_db_free_value_filters(bkv_vf_set *vf) {
-    if (!vf) return;
-    bkv_vf_set_free(vf);
-    free(vf);
 }
 
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {

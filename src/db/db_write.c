@@ -307,7 +307,7 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
         atomic_fetch_add_explicit(&db->c.flush_bytes_written, size, memory_order_relaxed);
     }
     if (rc) db->env->remove_file(db->env, path, NULL);
-    bkv_db_free_value_filters(vf);
+    bkv_vf_set_destroy(vf);
     return rc;
 }
 

@@ -35,10 +35,7 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
 void bkv_file_meta_unref(bkv_file_meta *f) {
     if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (f->obsolete && f->owner) f->owner->on_obsolete(f->owner->ctx, f->number);
-    if (f->vf) {
-        bkv_vf_set_free(f->vf);
-        free(f->vf);
-    }
+    bkv_vf_set_destroy(f->vf);
     free(f->smallest);
     free(f->largest);
     free(f);

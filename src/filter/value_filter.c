@@ -40,6 +40,12 @@ void bkv_vf_set_free(bkv_vf_set *s) {
     s->nparts = 0;
 }
 
+void bkv_vf_set_destroy(bkv_vf_set *s) {
+    if (!s) return;
+    bkv_vf_set_free(s);
+    free(s);
+}
+
 /* Grows by doubling; bits stay 64-byte aligned so a filter never straddles
  * more cache lines than it must. */
 int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block) {

@@ -67,6 +67,8 @@ typedef struct bkv_vf_set {
 } bkv_vf_set;
 
 void bkv_vf_set_free(bkv_vf_set *s);
+/* Frees a malloc'd set and its contents; NULL is a no-op. */
+void bkv_vf_set_destroy(bkv_vf_set *s);
 /* Appends a zeroed partition starting at data block first. */
 int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block);
 static inline uint64_t *bkv_vf_part_bits(const bkv_vf_set *s, uint32_t i) {

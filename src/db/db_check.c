@@ -121,7 +121,7 @@ static void check_table(checker *c, const char *path, uint64_t number) {
 }
 
 static void check_log(checker *c, const char *path, int newest, int is_manifest) {
-    c->whole_values = 0;
+    if (is_manifest) c->whole_values = 0;
     uint8_t *data;
     size_t len;
     bkv_err e = {{0}};

@@ -214,19 +214,6 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     return fd->keys.oom ? BKV_NOMEM : 0;
 }
 
-static int scan_memtable(finder *fd, const bkv_memtable *m, uint64_t h) {
-    if (bkv_memtable_has_term_index(m)) return bkv_memtable_find_term(m, h, consider, fd);
-    bkv_memtable_iter it;
-    bkv_memtable_iter_init(&it, m);
-    for (bkv_memtable_iter_first(&it); bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
-        size_t ilen, vlen;
-        const uint8_t *k = bkv_memtable_iter_ikey(&it, &ilen), *v = bkv_memtable_iter_value(&it, &vlen);
-        int rc = consider(fd, k, ilen, v, vlen);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
 static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number) {
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
@@ -284,7 +271,8 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, u
     if (rc) return bkv_fail(e, BKV_NOMEM, "out of memory collecting partitions");
 
     uint64_t before = fd->nkeys;
-    for (int i = -1; !rc && i < rs->nimm; i++) rc = scan_memtable(fd, i < 0 ? rs->mem : rs->imm[i], h);
+    for (int i = -1; !rc && i < rs->nimm; i++)
+        rc = bkv_memtable_find_term(i < 0 ? rs->mem : rs->imm[i], h, consider, fd);
     if (rc) return bkv_fail(e, rc, "out of memory collecting candidates");
     fd->st->memtable_candidates += fd->nkeys - before;
     for (size_t i = 0; !rc && i < fd->nleaves; i++) rc = scan_partition(fd, ro, rs, &fd->leaves[i], e);

@@ -158,8 +158,6 @@ int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_
     return BKV_OK;
 }
 
-int bkv_memtable_has_term_index(const bkv_memtable *m) { return m->term_buckets != NULL; }
-
 typedef struct term_sink {
     bkv_memtable *m;
     const uint8_t *entry;

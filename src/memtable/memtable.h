@@ -36,11 +36,10 @@ int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_
                              uint64_t expected);
 /* Calls fn on every entry with a term whose bkv_vf_term_hash is h, newest
  * addition first; collisions and repeats are possible: the caller checks
- * the value. Stops when fn returns non-zero (returned). 0 entries, or an
- * index-less memtable, call nothing. REQUIRES: indexed. */
+ * the value. Stops when fn returns non-zero (returned). REQUIRES: indexed
+ * (every memtable of a database with a value index is). */
 typedef int (*bkv_memtable_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen);
 int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry_fn fn, void *arg);
-int bkv_memtable_has_term_index(const bkv_memtable *m);
 
 /* Adds one entry. h is the bkv_hash of the user key. BKV_NOMEM on failure
  * (nothing added). */

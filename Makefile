@@ -44,7 +44,7 @@ fuzz: deps
 		-DBKV_BUILD_TESTS=OFF -DBKV_BUILD_TOOLS=OFF >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@for t in filter table log value_index api; do \
-		$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 fuzz/corpus/$$t 2>&1 | tail -n 2; \
+		$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -artifact_prefix=$(FUZZ_BUILD)/ fuzz/corpus/$$t 2>&1 | tail -n 2; \
 	done
 
 # Crash, power-loss, fault, corruption and fuzz testing with a summary:

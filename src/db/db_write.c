@@ -63,14 +63,17 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_log_name(path, db->path, number);
     bkv_wfile *f = NULL;
-    int rc = db->env->new_writable(db->env, path, &f, e);
-    /* The new log's name must be durable before a synced write in it is
-     * acknowledged: a power loss could otherwise drop the whole file. */
-    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
-    if (!rc) rc = bkv_file_sync(db->logfile, e);
+    /* The old log is synced before the new one can exist on disk: once a
+     * newer log survives a power loss, a torn tail in an older one would be
+     * mid-history damage and refuse the open. */
+    int rc = bkv_file_sync(db->logfile, e);
     if (!rc) rc = bkv_file_close(db->logfile, e);
     else bkv_file_close(db->logfile, NULL);
     db->logfile = NULL;
+    if (!rc) rc = db->env->new_writable(db->env, path, &f, e);
+    /* The new log's name must be durable before a synced write in it is
+     * acknowledged: a power loss could otherwise drop the whole file. */
+    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
     if (rc) {
         if (f) {
             bkv_file_close(f, NULL);

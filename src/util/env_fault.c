@@ -11,7 +11,7 @@ typedef struct tracked {
     char *path;
     uint64_t len, synced;  /* bytes appended, bytes made durable */
     int exists_durable;    /* its directory was synced since it was created / renamed here */
-    uint8_t *before;       /* renamed over an older file before the dir sync: that file's bytes */
+    uint8_t *before;       /* renamed over or removed before the dir sync: the durable file's bytes */
     size_t before_len;
     int had_before;
 } tracked;
@@ -27,9 +27,9 @@ struct bkv_fault_env {
     int fail_error[BKV_FAULT_KINDS];
     int fail_persistent[BKV_FAULT_KINDS];
     uint64_t injected;
-    uint64_t durable_events;
-    void (*on_durable)(void *arg, uint64_t events);
-    void *on_durable_arg;
+    uint64_t crash_points, appends, append_every;
+    void (*on_crash_point)(void *arg, uint64_t n);
+    void *on_crash_point_arg;
 };
 
 typedef struct fault_wfile {
@@ -87,9 +87,9 @@ static int inject(bkv_fault_env *f, int kind, const char *what, const char *path
     return 1;
 }
 
-static void durable_event(bkv_fault_env *f) {
-    f->durable_events++;
-    if (f->on_durable) f->on_durable(f->on_durable_arg, f->durable_events);
+static void crash_point(bkv_fault_env *f) {
+    f->crash_points++;
+    if (f->on_crash_point) f->on_crash_point(f->on_crash_point_arg, f->crash_points);
 }
 
 static int fw_append_locked(bkv_wfile *w, const void *d, size_t n, bkv_err *e) {
@@ -108,6 +108,7 @@ static int fw_append_locked(bkv_wfile *w, const void *d, size_t n, bkv_err *e) {
     int rc = bkv_file_append(fw->inner, d, n, e);
     tracked *t = find(fw->fe, fw->path);
     if (!rc && t) t->len += n;
+    if (!rc && fw->fe->append_every && ++fw->fe->appends % fw->fe->append_every == 0) crash_point(fw->fe);
     return rc;
 }
 
@@ -120,7 +121,7 @@ static int fw_sync_locked(bkv_wfile *w, bkv_err *e) {
     int rc = bkv_file_sync(fw->inner, e);
     tracked *t = find(fw->fe, fw->path);
     if (!rc && t) t->synced = t->len;
-    if (!rc) durable_event(fw->fe);
+    if (!rc) crash_point(fw->fe);
     return rc;
 }
 
@@ -211,10 +212,36 @@ static int fe_exists(const bkv_env *env, const char *path) { return of(env)->bas
 
 static int fe_remove_locked(const bkv_env *env, const char *path, bkv_err *e) {
     bkv_fault_env *f = of(env);
-    int rc = f->base->remove_file(f->base, path, e);
+    /* Until the directory is synced, a power loss brings back the durable
+     * file (or what a rename replaced), as on a real file system. */
     tracked *t = find(f, path);
-    if (!rc && t) untrack(t);
-    return rc;
+    uint8_t *before = NULL;
+    size_t before_len = 0;
+    int had_before = 0;
+    if (t && !t->exists_durable) {
+        had_before = t->had_before;
+        before = t->before;
+        before_len = t->before_len;
+        t->before = NULL;
+    } else if (f->base->file_exists(f->base, path)) {
+        had_before = bkv_env_read_all(f->base, path, &before, &before_len, NULL) == BKV_OK;
+        if (had_before && t && t->synced < before_len) before_len = (size_t)t->synced;
+    }
+    int rc = f->base->remove_file(f->base, path, e);
+    if (rc) {
+        free(before);
+        return rc;
+    }
+    if (t) untrack(t);
+    if (had_before && (t = track(f, path))) {
+        t->before = before;
+        t->before_len = before_len;
+        t->had_before = 1;
+    } else {
+        free(before);
+    }
+    crash_point(f);
+    return BKV_OK;
 }
 
 static int fe_rename_locked(const bkv_env *env, const char *from, const char *to, bkv_err *e) {
@@ -256,7 +283,7 @@ static int fe_rename_locked(const bkv_env *env, const char *from, const char *to
     } else {
         free(before);
     }
-    durable_event(f);
+    crash_point(f);
     return BKV_OK;
 }
 
@@ -274,13 +301,17 @@ static int fe_sync_dir_locked(const bkv_env *env, const char *dir, bkv_err *e) {
     for (size_t i = 0; i < f->nfiles; i++) {
         tracked *t = &f->files[i];
         if (t->path && strncmp(t->path, dir, dl) == 0 && t->path[dl] == '/' && !strchr(t->path + dl + 1, '/')) {
+            if (!f->base->file_exists(f->base, t->path)) { /* its removal is durable now */
+                untrack(t);
+                continue;
+            }
             t->exists_durable = 1;
             free(t->before);
             t->before = NULL;
             t->had_before = 0;
         }
     }
-    durable_event(f);
+    crash_point(f);
     return BKV_OK;
 }
 
@@ -411,9 +442,10 @@ uint64_t bkv_fault_env_count(bkv_fault_env *f, int kind) { return f->count[kind]
 
 uint64_t bkv_fault_env_faults_injected(bkv_fault_env *f) { return f->injected; }
 
-void bkv_fault_env_on_durable(bkv_fault_env *f, void (*fn)(void *arg, uint64_t events), void *arg) {
-    f->on_durable = fn;
-    f->on_durable_arg = arg;
+void bkv_fault_env_on_crash_point(bkv_fault_env *f, void (*fn)(void *arg, uint64_t n), void *arg, uint64_t append_every) {
+    f->on_crash_point = fn;
+    f->on_crash_point_arg = arg;
+    f->append_every = append_every;
 }
 
 static int write_file(const char *path, const uint8_t *data, size_t len) {
@@ -424,10 +456,31 @@ static int write_file(const char *path, const uint8_t *data, size_t len) {
     return ok ? BKV_OK : BKV_IOERROR;
 }
 
-int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst) {
+static uint64_t next_random(uint64_t *state) {
+    *state += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = *state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* How much of a file's unsynced tail [synced, len) the copy keeps, and
+ * whether as written or as garbage. */
+static int write_lost_tail(const char *to, uint8_t *data, size_t len, size_t synced, int mode, uint64_t *rnd) {
+    size_t keep = synced;
+    if (mode != BKV_LOSS_DROP && len > synced) {
+        keep = synced + (size_t)(next_random(rnd) % (len - synced + 1));
+        if (mode == BKV_LOSS_GARBAGE)
+            for (size_t i = synced; i < keep; i++) data[i] = (uint8_t)next_random(rnd);
+    }
+    return write_file(to, data, keep);
+}
+
+int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst, int mode, uint64_t seed) {
     DIR *d = opendir(src);
     if (!d) return BKV_IOERROR;
     int rc = BKV_OK;
+    uint64_t rnd = seed;
     struct dirent *de;
     char from[4096], to[4096];
     while (rc == BKV_OK && (de = readdir(d))) {
@@ -444,10 +497,19 @@ int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst) {
         uint8_t *data;
         size_t len;
         if (bkv_env_read_all(f->base, from, &data, &len, NULL) != BKV_OK) continue;
-        if (t && t->synced < len) len = (size_t)t->synced;
-        rc = write_file(to, data, len);
+        size_t synced = t && t->synced < len ? (size_t)t->synced : len;
+        rc = write_lost_tail(to, data, len, synced, mode, &rnd);
         free(data);
     }
     closedir(d);
+    /* Files removed since the last directory sync come back. */
+    size_t sl = strlen(src);
+    for (size_t i = 0; rc == BKV_OK && i < f->nfiles; i++) {
+        tracked *t = &f->files[i];
+        if (!t->path || !t->had_before || strncmp(t->path, src, sl) != 0 || t->path[sl] != '/') continue;
+        if (strchr(t->path + sl + 1, '/') || f->base->file_exists(f->base, t->path)) continue;
+        snprintf(to, sizeof to, "%s/%s", dst, t->path + sl + 1);
+        rc = write_file(to, t->before, t->before_len);
+    }
     return rc;
 }

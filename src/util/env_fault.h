@@ -3,9 +3,10 @@
  * power loss would keep, and fails chosen operations.
  *
  * Durability model (what survives a power loss): a file's bytes up to its
- * last sync; a file's existence, and a rename, only once its directory was
- * synced after it. bkv_fault_env_snapshot() copies the database directory
- * as it would look after a power loss at this instant.
+ * last sync, then none, some or garbage of the rest; a file's creation,
+ * removal or rename only once its directory was synced after it.
+ * bkv_fault_env_snapshot() copies the database directory as it would look
+ * after a power loss at this instant.
  *
  * Failure injection: the n-th operation of a kind (counted from 1 since the
  * env was made or reset) fails with EIO, ENOSPC or a short write, once or
@@ -36,12 +37,18 @@ void bkv_fault_env_clear_faults(bkv_fault_env *f);
 uint64_t bkv_fault_env_count(bkv_fault_env *f, int kind);
 uint64_t bkv_fault_env_faults_injected(bkv_fault_env *f);
 
-/* Calls fn after every durability event (file sync, directory sync,
- * rename), with the running count of such events. */
-void bkv_fault_env_on_durable(bkv_fault_env *f, void (*fn)(void *arg, uint64_t events), void *arg);
+/* Calls fn at every crash point, with their running count: after every
+ * file sync, directory sync, rename and removal, and after every
+ * append_every-th append (0: none). */
+void bkv_fault_env_on_crash_point(bkv_fault_env *f, void (*fn)(void *arg, uint64_t n), void *arg, uint64_t append_every);
+
+/* What a power loss leaves of a file's unsynced tail: nothing; a prefix
+ * of it as written; a prefix of it overwritten with garbage. */
+enum { BKV_LOSS_DROP, BKV_LOSS_TORN, BKV_LOSS_GARBAGE, BKV_LOSS_MODES };
 
 /* Writes into dst (an empty directory) what a power loss now would leave
- * of directory src. Returns BKV_OK or an I/O error. */
-int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst);
+ * of directory src; seed picks the torn lengths and garbage. Returns BKV_OK
+ * or an I/O error. */
+int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst, int mode, uint64_t seed);
 
 #endif

@@ -2,9 +2,11 @@
  * Power loss and failed I/O, through the fault env.
  *
  * Power loss: a workload runs with tiny memtables (so WAL switches,
- * flushes, compactions and manifest edits keep coming); at every
- * durability event (a file sync, a directory sync, a rename) the directory
- * is copied as a power loss at that instant would leave it. Each copy must
+ * flushes, compactions and manifest edits keep coming); at every crash
+ * point (a file sync, a directory sync, a rename, a removal, and every
+ * seventh append) the directory is copied as a power loss at that instant
+ * would leave it, the unsynced tails of files dropped, torn or turned to
+ * garbage in turn. Each copy must
  * open cleanly and hold exactly the first j operations for some j between
  * the last acknowledged synced write and the last operation started: every
  * synced write survives, and what survives is a prefix. This is the test
@@ -84,6 +86,14 @@ static void model_at(const workload *w, int j, int *state) {
     for (int i = 0; i < j; i++) state[w->ops[i].key] = w->ops[i].del ? -1 : i;
 }
 
+/* With BKV_DEBUG set, a failing copy is kept as /tmp/failcopy. */
+static void keep_for_debugging(const char *copy) {
+    if (!getenv("BKV_DEBUG")) return;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/failcopy && cp -r %s /tmp/failcopy", copy);
+    if (system(cmd)) {}
+}
+
 /* Opens a copy and finds which prefix it holds; fails the test if none in
  * [lo, hi] matches. */
 static void verify_copy(const workload *w, const char *copy, int lo, int hi) {
@@ -91,7 +101,10 @@ static void verify_copy(const workload *w, const char *copy, int lo, int hi) {
     o.create_if_missing = 0;
     bkv_db *db;
     int rc = bkv_open(copy, &o, &db);
-    if (rc != BKV_OK) fail_msg("power loss copy %s does not open: %s", copy, bkv_strerror(rc));
+    if (rc != BKV_OK) {
+        keep_for_debugging(copy);
+        fail_msg("power loss copy %s does not open: %s", copy, bkv_strerror(rc));
+    }
     char *got[NKEYS];
     for (int k = 0; k < NKEYS; k++) {
         char key[32];
@@ -132,20 +145,18 @@ static void verify_copy(const workload *w, const char *copy, int lo, int hi) {
             if (!(got[k] ? strcmp(got[k], want) == 0 : state[k] < 0))
                 fprintf(stderr, "key %d: got %s want %s\n", k, got[k] ? got[k] : "(absent)", want);
         }
-        char cmd[1200];
-        snprintf(cmd, sizeof cmd, "cp -r %s /tmp/failcopy", copy);
-        if (system(cmd)) {}
+        keep_for_debugging(copy);
     }
     for (int k = 0; k < NKEYS; k++) free(got[k]);
     if (match < 0) fail_msg("power loss copy %s holds no prefix of operations %d..%d", copy, lo, hi);
 }
 
-static void on_durable(void *arg, uint64_t events) {
+static void on_crash_point(void *arg, uint64_t n) {
     workload *w = arg;
     char copy[400];
-    snprintf(copy, sizeof copy, "%s-loss%06llu", w->path, (unsigned long long)events);
+    snprintf(copy, sizeof copy, "%s-loss%06llu", w->path, (unsigned long long)n);
     mkdir(copy, 0755);
-    assert_int_equal(bkv_fault_env_snapshot(w->fe, w->path, copy), BKV_OK);
+    assert_int_equal(bkv_fault_env_snapshot(w->fe, w->path, copy, (int)(n % BKV_LOSS_MODES), n), BKV_OK);
     int lo = __atomic_load_n(&w->synced_acked, __ATOMIC_ACQUIRE);
     int hi = __atomic_load_n(&w->started, __ATOMIC_ACQUIRE);
     /* Opening before the first manifest exists is a fresh database. */
@@ -175,7 +186,7 @@ static int run_power_loss(const char *name, uint64_t seed, int sync_every) {
     make_ops(w, seed, MAX_OPS, sync_every);
     snprintf(w->path, sizeof w->path, "%s/%s", dir, name);
     w->fe = bkv_fault_env_new();
-    bkv_fault_env_on_durable(w->fe, on_durable, w);
+    bkv_fault_env_on_crash_point(w->fe, on_crash_point, w, 7);
     bkv_options o = small_options();
     bkv_db *db;
     assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);

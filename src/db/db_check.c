@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "db/db_files.h"
 #include "db/version.h"
@@ -17,6 +18,9 @@ typedef struct checker {
     void *arg;
     int problems;
     int whole_values;   /* the manifest's value index indexes whole values */
+    bkv_tree_version *live; /* the manifest's tables, replayed */
+    uint64_t log_number;    /* the oldest WAL the manifest still needs */
+    int has_log_number;
 } checker;
 
 static void report(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -120,6 +124,9 @@ static void check_table(checker *c, const char *path, uint64_t number) {
     bkv_table_close(t);
 }
 
+/* newest: the log may end in a torn write or without an end record (the
+ * manifest; the newest WAL holding anything; WALs the manifest no longer
+ * needs, which the next open deletes). */
 static void check_log(checker *c, const char *path, int newest, int is_manifest) {
     if (is_manifest) c->whole_values = 0;
     uint8_t *data;
@@ -131,28 +138,61 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
     }
     bkv_log_reader r;
     bkv_log_reader_init(&r, path, data, len, newest);
-    int rc;
+    int rc, ended = 0;
     while ((rc = bkv_log_read_record(&r, &e)) == BKV_OK) {
+        if (ended) report(c, "%s: record at offset %llu follows the log's end record", path, (unsigned long long)r.record_offset);
         if (is_manifest) {
             bkv_version_edit ed;
             if (bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, &e) == BKV_OK) {
                 if (ed.has_value_index) c->whole_values = ed.value_index.terms_name[0] == 0;
+                if (ed.has_log_number) c->log_number = ed.log_number, c->has_log_number = 1;
+                bkv_tree_version *next;
+                if (c->live && bkv_version_apply(c->live, &ed, &next) == BKV_OK) {
+                    bkv_version_unref(c->live);
+                    c->live = next;
+                } else if (c->live) {
+                    report(c, "%s: record at offset %llu does not apply to the tables before it", path,
+                           (unsigned long long)r.record_offset);
+                }
                 bkv_edit_free(&ed);
             } else {
                 report(c, "%s", e.msg);
             }
+        } else if (bkv_batch_is_log_end(r.record.data, r.record.len)) {
+            ended = 1;
         } else if (bkv_batch_iterate(r.record.data, r.record.len, NULL, NULL, path, r.record_offset, &e)) {
             report(c, "%s", e.msg);
         }
     }
     if (rc != BKV_NOTFOUND) report(c, "%s", e.msg);
+    else if (!is_manifest && !newest && !ended)
+        report(c, "%s: truncated at offset %llu (a newer log exists, but this one lacks its end record)", path,
+               (unsigned long long)len);
     else if (r.dropped_bytes) report(c, "%s: torn tail of %llu bytes at the end (dropped at open)", path, (unsigned long long)r.dropped_bytes);
     bkv_log_reader_free(&r);
     free(data);
 }
 
+/* Every table the manifest lists, and the oldest WAL it still needs, must
+ * exist: a lost file is lost data that no checksum can notice. */
+static void check_files_present(checker *c, const char *dir, const char *manifest) {
+    const bkv_env *env = bkv_env_posix();
+    char p[BKV_PATH_MAX];
+    for (int level = 0; level < BKV_NUM_LEVELS; level++)
+        for (size_t i = 0; i < c->live->nfiles[level]; i++) {
+            bkv_table_name(p, dir, c->live->files[level][i]->number);
+            if (!env->file_exists(env, p)) report(c, "%s: missing (%s lists it at level %d)", p, manifest, level);
+        }
+    if (!c->has_log_number) {
+        report(c, "%s/%s: no edit names the oldest live WAL (offset 0)", dir, manifest);
+        return;
+    }
+    bkv_log_name(p, dir, c->log_number);
+    if (!env->file_exists(env, p)) report(c, "%s: missing (%s names it as the oldest live WAL)", p, manifest);
+}
+
 int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg) {
-    checker c = {fn, arg, 0, 0};
+    checker c = {fn, arg, 0, 0, NULL, 0, 0};
     const bkv_env *env = bkv_env_posix();
     char p[BKV_PATH_MAX];
     bkv_err e = {{0}};
@@ -168,10 +208,18 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
         report(&c, "%s", e.msg);
         return BKV_CORRUPTION;
     }
-    uint64_t newest_log = 0;
+    if (!(c.live = bkv_version_new())) {
+        bkv_env_free_list(names, n);
+        return BKV_NOMEM;
+    }
+    int manifest_found = 0;
+    uint64_t newest_log = 0; /* the newest WAL holding anything */
     for (size_t i = 0; i < n; i++) {
         uint64_t num;
-        if (bkv_parse_file_name(names[i], &num) == BKV_FILE_LOG && num > newest_log) newest_log = num;
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        if (bkv_parse_file_name(names[i], &num) == BKV_FILE_LOG && num > newest_log && stat(p, &st) == 0 && st.st_size > 0)
+            newest_log = num;
     }
     /* The manifest first: it says what the tables' value filters hold. */
     for (int pass = 0; pass < 2; pass++)
@@ -179,11 +227,20 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
             uint64_t num;
             int kind = bkv_parse_file_name(names[i], &num);
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
-            if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) check_log(&c, p, 1, 1);
+            if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) {
+                check_log(&c, p, 1, 1);
+                check_files_present(&c, path, names[i]);
+                manifest_found = 1;
+            }
             if (pass == 1 && kind == BKV_FILE_TABLE) check_table(&c, p, num);
-            if (pass == 1 && kind == BKV_FILE_LOG) check_log(&c, p, num == newest_log, 0);
+            if (pass == 1 && kind == BKV_FILE_LOG) check_log(&c, p, num >= newest_log || num < c.log_number, 0);
         }
+    if (manifest && !manifest_found) {
+        bkv_manifest_name(p, path, manifest);
+        report(&c, "%s: missing (CURRENT names it)", p);
+    }
     bkv_env_free_list(names, n);
+    bkv_version_unref(c.live);
     return c.problems ? BKV_CORRUPTION : BKV_OK;
 }
 

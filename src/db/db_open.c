@@ -245,6 +245,14 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int log_is_empty(bkv_db *db, const char *path) {
+    bkv_rfile *f;
+    if (db->env->new_readable(db->env, path, 0, &f, NULL)) return 0; /* the read will say why */
+    int empty = bkv_file_size(f) == 0;
+    bkv_file_close_readable(f);
+    return empty;
+}
+
 static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     char **names;
     size_t n;
@@ -265,21 +273,47 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     }
     bkv_env_free_list(names, n);
     qsort(logs, nlogs, sizeof *logs, cmp_u64);
+    /* The manifest's log number names a WAL made durable before the edit
+     * was written; replaying without it would silently drop its writes. */
+    if (rec->log_number && (nlogs == 0 || logs[0] != rec->log_number)) {
+        char path[BKV_PATH_MAX];
+        bkv_log_name(path, db->path, rec->log_number);
+        free(logs);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: missing (offset 0): the manifest names it as the oldest live WAL", path);
+    }
 
+    /* Only the newest log holding anything can end in a write cut short by
+     * a crash, or without an end record: older ones were ended and synced
+     * before the next was created. (Logs after it are empty: one made by
+     * an open whose new manifest never took effect.) */
+    size_t newest = nlogs;
+    char path[BKV_PATH_MAX];
+    while (newest > 1) {
+        bkv_log_name(path, db->path, logs[newest - 1]);
+        if (!log_is_empty(db, path)) break;
+        newest--;
+    }
     bkv_memtable *mem = bkv_db_new_memtable(db);
     if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
-        char path[BKV_PATH_MAX];
         bkv_log_name(path, db->path, logs[i]);
         uint8_t *data;
         size_t len;
         if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
-        /* Only the newest log can end in a write cut short by a crash:
-         * older ones were synced whole before the next was started. */
+        int may_end_early = i + 1 >= newest, ended = 0;
         bkv_log_reader r;
-        bkv_log_reader_init(&r, path, data, len, i + 1 == nlogs);
+        bkv_log_reader_init(&r, path, data, len, may_end_early);
         while ((rc = bkv_log_read_record(&r, e)) == BKV_OK) {
             const uint8_t *rep = r.record.data;
+            if (ended) {
+                rc = bkv_fail(e, BKV_CORRUPTION, "%s: record at offset %llu follows the log's end record", path,
+                              (unsigned long long)r.record_offset);
+                break;
+            }
+            if (bkv_batch_is_log_end(rep, r.record.len)) {
+                ended = 1;
+                continue;
+            }
             /* Validate the whole batch before applying any of it. */
             rc = bkv_batch_iterate(rep, r.record.len, NULL, NULL, path, r.record_offset, e);
             if (rc) break;
@@ -295,7 +329,10 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
             if (bkv_memtable_memory(mem) >= db->opts.write_buffer_size && (rc = flush_recovered(db, rec, &mem, e)))
                 break;
         }
-        if (rc == BKV_NOTFOUND) rc = BKV_OK;
+        if (rc == BKV_NOTFOUND)
+            rc = ended || may_end_early ? BKV_OK
+                                        : bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
+                                                   "but this one lacks its end record)", path, (unsigned long long)len);
         bkv_log_reader_free(&r);
         free(data);
     }

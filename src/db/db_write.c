@@ -63,10 +63,14 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_log_name(path, db->path, number);
     bkv_wfile *f = NULL;
-    /* The old log is synced before the new one can exist on disk: once a
-     * newer log survives a power loss, a torn tail in an older one would be
-     * mid-history damage and refuse the open. */
-    int rc = bkv_file_sync(db->logfile, e);
+    /* The old log is ended and synced before the new one can exist on
+     * disk: once a newer log survives a power loss, a torn tail in an
+     * older one would be mid-history damage and refuse the open; and an
+     * older log that lost its end record was truncated. */
+    uint8_t end[BKV_BATCH_HEADER] = {0}; /* a batch of no entries */
+    bkv_put_u64(end, db->last_sequence);
+    int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
+    if (!rc) rc = bkv_file_sync(db->logfile, e);
     if (!rc) rc = bkv_file_close(db->logfile, e);
     else bkv_file_close(db->logfile, NULL);
     db->logfile = NULL;

@@ -18,6 +18,11 @@ struct bkv_batch {
 void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq);
 uint64_t bkv_batch_sequence(const uint8_t *rep);
 uint32_t bkv_batch_rep_count(const uint8_t *rep);
+/* A batch of no entries is never written for a caller: in a WAL it is the
+ * end record a log gets when a memtable switch closes it. */
+static inline int bkv_batch_is_log_end(const uint8_t *rep, size_t len) {
+    return len == BKV_BATCH_HEADER && bkv_batch_rep_count(rep) == 0;
+}
 /* Appends src's entries to dst (both valid reps). */
 void bkv_batch_append(bkv_buf *dst, const bkv_buf *src);
 

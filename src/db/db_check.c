@@ -221,18 +221,25 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
         if (bkv_parse_file_name(names[i], &num) == BKV_FILE_LOG && num > newest_log && stat(p, &st) == 0 && st.st_size > 0)
             newest_log = num;
     }
-    /* The manifest first: it says what the tables' value filters hold. */
+    /* The manifest first: it says what the tables' value filters hold, and
+     * which tables are live. Others are leftovers of an interrupted flush or
+     * compaction, deleted at the next open: not checked while the manifest
+     * is sound. */
+    int manifest_sound = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++) {
             uint64_t num;
             int kind = bkv_parse_file_name(names[i], &num);
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
             if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) {
+                int before = c.problems;
                 check_log(&c, p, 1, 1);
                 check_files_present(&c, path, names[i]);
                 manifest_found = 1;
+                manifest_sound = c.problems == before;
             }
-            if (pass == 1 && kind == BKV_FILE_TABLE) check_table(&c, p, num);
+            if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_version_has_table(c.live, num)))
+                check_table(&c, p, num);
             if (pass == 1 && kind == BKV_FILE_LOG) check_log(&c, p, num >= newest_log || num < c.log_number, 0);
         }
     if (manifest && !manifest_found) {

@@ -389,13 +389,6 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     return BKV_OK;
 }
 
-static int table_live(const bkv_tree_version *v, uint64_t number) {
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
-        for (size_t i = 0; i < v->nfiles[l]; i++)
-            if (v->files[l][i]->number == number) return 1;
-    return 0;
-}
-
 static void delete_obsolete_files(bkv_db *db) {
     char **names;
     size_t n;
@@ -406,7 +399,7 @@ static void delete_obsolete_files(bkv_db *db) {
         switch (kind) {
         case BKV_FILE_LOG: keep = num >= db->mem_log; break;
         case BKV_FILE_MANIFEST: keep = num == db->manifest_number; break;
-        case BKV_FILE_TABLE: keep = table_live(db->current, num); break;
+        case BKV_FILE_TABLE: keep = bkv_version_has_table(db->current, num); break;
         case BKV_FILE_TEMP: keep = 0; break;
         default: break;
         }

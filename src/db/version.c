@@ -204,6 +204,13 @@ bkv_tree_version *bkv_version_new(void) {
     return v;
 }
 
+int bkv_version_has_table(const bkv_tree_version *v, uint64_t number) {
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (v->files[l][i]->number == number) return 1;
+    return 0;
+}
+
 void bkv_version_unref(bkv_tree_version *v) {
     if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {

@@ -94,6 +94,8 @@ void bkv_version_unref(bkv_tree_version *v);
  * is kept newest data first (by largest sequence); deeper levels by
  * smallest key. */
 int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
+/* Whether table number is in v, at any level. */
+int bkv_version_has_table(const bkv_tree_version *v, uint64_t number);
 /* Encodes the whole of v as one edit (the first record of a manifest). */
 int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);
 

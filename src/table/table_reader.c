@@ -19,6 +19,11 @@ struct bkv_table {
     bkv_cache *cache;
     uint8_t *index_data;
     bkv_block index;
+    /* Per data block (index entry i): its checksum held when first read in
+     * place from the map. The map never changes under an open table, so a
+     * block read in place again needs no second pass (the block cache does
+     * the same for copied blocks). */
+    uint8_t *verified;
     uint8_t *filter_data;
     size_t filter_len;
     bkv_filter *filter;   /* NULL: no filter or a damaged one, "maybe" */
@@ -132,6 +137,10 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
                       (unsigned long long)f.index.offset);
         goto fail;
     }
+    if (!(t->verified = calloc(t->index.num_restarts + 1, 1))) {
+        rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
     uint8_t *pdata;
     size_t plen;
     rc = bkv_read_block(t->file, path, f.props, &pdata, &plen, e);
@@ -165,6 +174,7 @@ void bkv_table_close(bkv_table *t) {
     free(t->props.largest);
     free(t->filter_data);
     free(t->index_data);
+    free(t->verified);
     free(t->name);
     free(t);
 }
@@ -230,7 +240,23 @@ static void release_block(bkv_table *t, block_ref *b) {
     b->blk = NULL;
 }
 
-static int load_block(bkv_table *t, bkv_handle h, int fill_cache, block_ref *b, bkv_table_stats *stats, bkv_err *e) {
+/* The data block number of the index entry at entry_offset (the index has
+ * a restart point at every entry), or -1. */
+static int64_t block_number(const bkv_table *t, size_t entry_offset) {
+    uint32_t lo = 0, hi = t->index.num_restarts;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint32_t off = bkv_get_u32(t->index.restarts + 4 * (size_t)mid);
+        if (off == entry_offset) return mid;
+        if (off < entry_offset) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* number: the block's index entry, or -1 when unknown. */
+static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache, block_ref *b, bkv_table_stats *stats,
+                      bkv_err *e) {
     b->entry = NULL;
     b->own = NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
@@ -243,8 +269,11 @@ static int load_block(bkv_table *t, bkv_handle h, int fill_cache, block_ref *b, 
         uint8_t type = p[h.size];
         if (type == BKV_COMPRESS_NONE) {
             if (stats) __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
-            int rc = bkv_block_verify(p, h, t->name, e);
-            if (rc) return rc;
+            if (number < 0 || !__atomic_load_n(&t->verified[number], __ATOMIC_ACQUIRE)) {
+                int rc = bkv_block_verify(p, h, t->name, e);
+                if (rc) return rc;
+                if (number >= 0) __atomic_store_n(&t->verified[number], 1, __ATOMIC_RELEASE);
+            }
             if (bkv_block_parse(&b->view.blk, p, (size_t)h.size) < 0)
                 return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
                                 (unsigned long long)h.offset);
@@ -286,7 +315,7 @@ static int load_block(bkv_table *t, bkv_handle h, int fill_cache, block_ref *b, 
 int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int verify,
                   int fill_cache, int *found, unsigned *type, void **val, size_t *vlen,
                   bkv_table_stats *stats, bkv_err *e) {
-    (void)verify; /* every block read is verified */
+    (void)verify; /* every block is verified when first read */
     *found = 0;
     uint8_t stackbuf[256];
     size_t ilen = klen + BKV_IKEY_TRAILER;
@@ -307,7 +336,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     bkv_handle h;
     if ((rc = decode_handle(t, ii.val, ii.vlen, &h, e))) goto out;
     block_ref br;
-    if ((rc = load_block(t, h, fill_cache, &br, stats, e))) goto out;
+    if ((rc = load_block(t, h, block_number(t, ii.offset), fill_cache, &br, stats, e))) goto out;
     bkv_block_iter bi;
     bkv_block_iter_init(&bi, br.blk);
     bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
@@ -352,7 +381,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_
         bkv_handle h;
         block_ref br;
         int rc = index_handle_at(t, i, &h, e);
-        if (!rc) rc = load_block(t, h, fill_cache, &br, stats, e);
+        if (!rc) rc = load_block(t, h, i, fill_cache, &br, stats, e);
         if (rc) return rc;
         bkv_block_iter bi;
         bkv_block_iter_init(&bi, br.blk);
@@ -411,7 +440,7 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
-    if (!rc) rc = load_block(ti->t, h, ti->fill_cache, &ti->cur, ti->stats, &e);
+    if (!rc) rc = load_block(ti->t, h, block_number(ti->t, ti->index_it.offset), ti->fill_cache, &ti->cur, ti->stats, &e);
     if (rc) {
         set_error(ti, rc, &e);
         return 0;

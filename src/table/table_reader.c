@@ -20,9 +20,8 @@ struct bkv_table {
     uint8_t *index_data;
     bkv_block index;
     /* Per data block (index entry i): its checksum held when first read in
-     * place from the map. The map never changes under an open table, so a
-     * block read in place again needs no second pass (the block cache does
-     * the same for copied blocks). */
+     * place from the map. Table files are never rewritten, so a block read
+     * in place again gets no second pass (as a block in the block cache). */
     uint8_t *verified;
     uint8_t *filter_data;
     size_t filter_len;

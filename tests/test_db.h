@@ -2,9 +2,12 @@
 #ifndef BKV_TEST_DB_H
 #define BKV_TEST_DB_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bloomkv.h"
 
@@ -34,6 +37,20 @@ static inline int test_on_found(void *arg, const void *key, size_t klen, const v
     f->n++;
     f->key = atoi((const char *)key + 3);
     return 0;
+}
+
+/* For kill -9 tests: a child writes one 32-bit acknowledgement into fd per
+ * acknowledged write. Reads wait_for of them (fewer if the child ends),
+ * kills the child, drains what it acknowledged before dying and closes fd.
+ * Returns the last acknowledgement, or last when there was none. */
+static inline uint32_t test_kill_after(pid_t pid, int fd, uint64_t wait_for, uint32_t last, int *status) {
+    uint32_t got;
+    for (uint64_t seen = 0; seen < wait_for && read(fd, &got, sizeof got) == sizeof got; seen++) last = got;
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    while (read(fd, &got, sizeof got) == sizeof got) last = got;
+    close(fd);
+    return last;
 }
 
 #endif

@@ -316,18 +316,8 @@ static void synced_writes_survive_kill_9(void **state) {
             }
         }
         close(fds[1]);
-        uint32_t acked = 0, got;
-        uint64_t seen = 0;
-        while (seen < 300 + 200 * (uint64_t)round && read(fds[0], &got, sizeof got) == sizeof got) {
-            acked = got;
-            seen++;
-        }
-        kill(pid, SIGKILL);
         int status;
-        waitpid(pid, &status, 0);
-        /* Drain what was acknowledged before the kill. */
-        while (read(fds[0], &got, sizeof got) == sizeof got) acked = got;
-        close(fds[0]);
+        uint32_t acked = test_kill_after(pid, fds[0], 300 + 200 * (uint64_t)round, 0, &status);
         bkv_options o = small_options();
         bkv_db *db;
         assert_int_equal(bkv_open(path, &o, &db), BKV_OK);

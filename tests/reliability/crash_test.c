@@ -175,16 +175,8 @@ static void crash_loop(int style, const char *name, int rounds, uint64_t seed) {
         int early = r % 8 == 7;
         int wait_for = early ? (r / 8 % 2 ? 0 : 1 + (int)((rng >> 33) % 3)) : 2000 + (int)((rng >> 33) % 12000);
         during_open += early && wait_for == 0;
-        int got, acked = next - 1, seen = 0;
-        while (seen < wait_for && read(fds[0], &got, sizeof got) == sizeof got) {
-            acked = got;
-            seen++;
-        }
-        kill(pid, SIGKILL);
         int status;
-        waitpid(pid, &status, 0);
-        while (read(fds[0], &got, sizeof got) == sizeof got) acked = got;
-        close(fds[0]);
+        int acked = (int)test_kill_after(pid, fds[0], (uint64_t)wait_for, (uint32_t)(next - 1), &status);
         if (WIFEXITED(status)) fail_msg("child exited with %d", WEXITSTATUS(status));
         /* Every checksum and invariant holds after the kill (a write cut
          * short at the end of the newest WAL aside) and after recovery. */

@@ -10,13 +10,18 @@
  * engines side by side.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -324,17 +329,42 @@ static void usage(FILE *out) {
 
 #define MAX_BENCHMARKS 32
 
+/* Opens dir/name for writing, replacing a file but never following a link
+ * planted in its name. */
+static FILE *create_in(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) {
+        fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    return f;
+}
+
+/* --plot DIR is made (one level) before any benchmark runs, so a bad DIR
+ * fails at once instead of after the whole comparison. */
+static int prepare_plot_dir(const char *dir) {
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench: --plot: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "bench: --plot: %s is not a directory\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
 /* --plot DIR: the comparison as a bar chart (log scale), DIR/compare.png,
- * with its data and gnuplot script beside it. */
+ * with its data and gnuplot script beside it. gnuplot runs in DIR with
+ * relative names: no path is ever pasted into a shell or gnuplot command. */
 static int plot(const char *dir, const bench_cfg *c, const bench_engine *const *engines, double ops[][MAX_BENCHMARKS],
                 size_t nb) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/compare.dat", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "bench: cannot write %s\n", path);
-        return 3;
-    }
+    FILE *f = create_in(dir, "compare.dat");
+    if (!f) return 3;
     fprintf(f, "benchmark");
     for (int e = 0; e < 3; e++)
         if (engines[e]->name) fprintf(f, " %s", engines[e]->name);
@@ -348,24 +378,56 @@ static int plot(const char *dir, const bench_cfg *c, const bench_engine *const *
         fprintf(f, "\n");
     }
     free(list);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/compare.gp", dir);
-    if (!(f = fopen(path, "w"))) return 3;
-    fprintf(f, "set terminal png size 1000,500\nset output '%s/compare.png'\n"
+    int werr = fclose(f);
+    if (werr || !(f = create_in(dir, "compare.gp"))) return 3;
+    fprintf(f, "set terminal png size 1000,500\nset output 'compare.png'\n"
                "set title 'ops/sec, %llu keys x %d B values (higher is better)'\nset logscale y\n"
                "set style data histograms\nset style histogram clustered\nset style fill solid border -1\n"
                "set key top right\nset xtics rotate by -30\nset grid ytics\n"
-               "plot for [i=2:*] '%s/compare.dat' using i:xtic(1) title columnheader\n",
-            dir, (unsigned long long)c->num, c->value_size, dir);
-    fclose(f);
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s/compare.gp'", dir);
-    if (system(cmd) != 0) {
+               "plot for [i=2:*] 'compare.dat' using i:xtic(1) title columnheader\n",
+            (unsigned long long)c->num, c->value_size);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "bench: cannot write %s/compare.gp\n", dir);
+        return 3;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (chdir(dir) == 0) execlp("gnuplot", "gnuplot", "compare.gp", (char *)NULL);
+        _exit(127);
+    }
+    int wst = 0;
+    if (pid < 0 || waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
         fprintf(stderr, "bench: gnuplot failed (is it installed?); data in %s/compare.dat\n", dir);
         return 3;
     }
     printf("chart: %s/compare.png\n", dir);
     return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Removes a database directory and everything in it, without a shell and
+ * without following links (FTW_PHYS). A directory that does not look like
+ * a database (no CURRENT, not empty) is refused: --db ~ must not wipe a
+ * home directory. */
+static int remove_db_dir(const char *dir) {
+    struct stat st;
+    if (lstat(dir, &st) != 0) return errno == ENOENT ? 0 : -1;
+    char current[4200];
+    snprintf(current, sizeof current, "%s/CURRENT", dir);
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) entries++;
+    if (d) closedir(d);
+    if (!S_ISDIR(st.st_mode) || (entries && access(current, F_OK) != 0)) {
+        fprintf(stderr, "bench: %s exists and is not a database; not deleting it (choose another --db)\n", dir);
+        return -1;
+    }
+    return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Runs the configured benchmarks on one engine in a fresh (or the given)
@@ -380,10 +442,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             return 3;
         }
         c.db = tmpdir;
-    } else if (!c.use_existing_db) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.db);
-        if (system(cmd) != 0) return 3;
+    } else if (!c.use_existing_db && remove_db_dir(c.db) != 0) {
+        return 3;
     }
     const char *warn = bench_build_warning();
     if (warn) fprintf(stderr, "%s\n", warn);
@@ -475,12 +535,35 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     free(s.values);
     free(s.lat_ns);
     free(s.vbuf);
-    if (tmpdir[0]) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0) fprintf(stderr, "bench: could not remove %s\n", tmpdir);
-    }
+    if (tmpdir[0] && nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "bench: could not remove %s\n", tmpdir);
     return status;
+}
+
+/* Checked numbers for the flags: "10x", "" or "-1" for a count are refused
+ * (strtoull alone would read 10, 0 and 2^64-1). *bad is set to the text. */
+static uint64_t parse_u64(const char *s, const char **bad) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || *end || errno) *bad = s;
+    return v;
+}
+
+static int parse_int(const char *s, const char **bad) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < INT_MIN || v > INT_MAX) *bad = s;
+    return (int)v;
+}
+
+static double parse_double(const char *s, const char **bad) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || v != v) *bad = s;
+    return v;
 }
 
 int bkv_db_bench_main(int argc, char **argv) {
@@ -518,21 +601,23 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"scan_searches", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    int ch, idx = 0;
+    const char *bad_number = NULL, *bad_flag = NULL;
+    while ((ch = getopt_long(argc, argv, "", opts, &idx)) != -1) {
+        if (ch != '?' && !bad_number) bad_flag = opts[idx].name;
         switch (ch) {
         case 'B': c.benchmarks = optarg; break;
-        case 'n': c.num = strtoull(optarg, NULL, 10); break;
-        case 'r': c.reads = strtoull(optarg, NULL, 10), have_reads = 1; break;
-        case 'k': c.key_size = atoi(optarg); break;
-        case 'v': c.value_size = atoi(optarg); break;
-        case 'b': c.bloom_bits = strtod(optarg, NULL); break;
+        case 'n': c.num = parse_u64(optarg, &bad_number); break;
+        case 'r': c.reads = parse_u64(optarg, &bad_number), have_reads = 1; break;
+        case 'k': c.key_size = parse_int(optarg, &bad_number); break;
+        case 'v': c.value_size = parse_int(optarg, &bad_number); break;
+        case 'b': c.bloom_bits = parse_double(optarg, &bad_number); break;
         case 'f':
             c.filter = bkv_filter_type_from_name(optarg);
             if (c.filter < 0) goto bad;
             break;
-        case 'c': c.cache_size = strtoull(optarg, NULL, 10); break;
-        case 'w': c.write_buffer_size = strtoull(optarg, NULL, 10); break;
+        case 'c': c.cache_size = parse_u64(optarg, &bad_number); break;
+        case 'w': c.write_buffer_size = parse_u64(optarg, &bad_number); break;
         case 'z':
             if (strcmp(optarg, "none") == 0) c.compression = BKV_COMPRESSION_NONE;
             else if (strcmp(optarg, "lz4") == 0) c.compression = BKV_COMPRESSION_LZ4;
@@ -541,7 +626,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             break;
         case 'd': c.db = optarg; break;
         case 'u': c.use_existing_db = 1; break;
-        case 's': c.seed = strtoull(optarg, NULL, 10); break;
+        case 's': c.seed = parse_u64(optarg, &bad_number); break;
         case 'H': c.histogram = 1; break;
         case 'j': c.json = 1; break;
         case 'S': c.sync = 1; break;
@@ -552,14 +637,14 @@ int bkv_db_bench_main(int argc, char **argv) {
             break;
         case 'E': engine_name = optarg; break;
         case 'T':
-            c.threads = atoi(optarg);
+            c.threads = parse_int(optarg, &bad_number);
             if (c.threads < 1 || c.threads > 64) goto bad;
             break;
         case 'X': compare = 1; break;
         case 'P': plot_dir = optarg; break;
-        case '0': c.l0_trigger = atoi(optarg); break;
-        case '1': c.l0_slowdown = atoi(optarg); break;
-        case '2': c.l0_stop = atoi(optarg); break;
+        case '0': c.l0_trigger = parse_int(optarg, &bad_number); break;
+        case '1': c.l0_slowdown = parse_int(optarg, &bad_number); break;
+        case '2': c.l0_stop = parse_int(optarg, &bad_number); break;
         case 'V':
             if (strcmp(optarg, "none") == 0) c.value_index = BKV_VALUE_INDEX_NONE;
             else if (strcmp(optarg, "flat") == 0) c.value_index = BKV_VALUE_INDEX_FLAT;
@@ -567,17 +652,22 @@ int bkv_db_bench_main(int argc, char **argv) {
             else if (strcmp(optarg, "bitsliced") == 0) c.value_index = BKV_VALUE_INDEX_BITSLICED;
             else goto bad;
             break;
-        case 'M': c.value_filter_bits = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'K': c.value_filter_hashes = atoi(optarg); break;
-        case 'Q': c.value_partition_entries = strtol(optarg, NULL, 10); break;
-        case 'D': c.value_index_order = atoi(optarg); break;
-        case 'U': c.value_distinct = strtod(optarg, NULL); break;
-        case 'R': c.searches = strtoull(optarg, NULL, 10); break;
-        case 'F': c.scan_searches = strtoull(optarg, NULL, 10); break;
+        case 'M': c.value_filter_bits = (uint32_t)parse_u64(optarg, &bad_number); break;
+        case 'K': c.value_filter_hashes = parse_int(optarg, &bad_number); break;
+        case 'Q': c.value_partition_entries = parse_int(optarg, &bad_number); break;
+        case 'D': c.value_index_order = parse_int(optarg, &bad_number); break;
+        case 'U': c.value_distinct = parse_double(optarg, &bad_number); break;
+        case 'R': c.searches = parse_u64(optarg, &bad_number); break;
+        case 'F': c.scan_searches = parse_u64(optarg, &bad_number); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }
     }
+    if (bad_number) {
+        fprintf(stderr, "bench: --%s takes a number, not '%s'\n", bad_flag, bad_number);
+        return 2;
+    }
+    if (plot_dir && prepare_plot_dir(plot_dir) != 0) return 3;
     if (optind != argc || c.num == 0 || c.key_size < 8 || c.key_size > 60 || c.value_size < 1 ||
         c.value_size > (1 << 20) || c.bloom_bits <= 0 || c.value_distinct <= 0 || c.value_distinct > 100)
         goto bad;
@@ -626,7 +716,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         printf("\n");
     }
     free(list);
-    if (plot_dir) return plot(plot_dir, &c, engines, ops, nb[0]);
+    if (plot_dir) return plot(plot_dir, &c, engines, ops, nb[0]);  /* DIR checked before the runs */
     return 0;
 bad:
     usage(stderr);

@@ -11,8 +11,14 @@
  * - Every fallible function returns an int status: BKV_OK (0), BKV_NOTFOUND
  *   (1, not an error), or a negative error (BKV_CORRUPTION, BKV_IOERROR,
  *   BKV_INVALID, BKV_NOMEM, BKV_BUSY). bkv_strerror() names a status;
- *   bkv_errmsg() gives the detail of this thread's last error on a database
- *   (naming the file and offset for corruption).
+ *   bkv_errmsg() gives the detail of this thread's last error (naming the
+ *   file and offset for corruption, the option and its allowed range for a
+ *   bad option, the system's reason for an I/O error).
+ * - Arguments: a NULL handle or a NULL pointer where the call needs one
+ *   returns BKV_INVALID (functions returning void do nothing; those
+ *   returning a pointer return NULL). A handle already closed or destroyed
+ *   must not be passed again: that is use after free, which no check can
+ *   catch (calling bkv_close twice on the same handle is undefined).
  * - Ownership: buffers the library returns (values from bkv_get, strings
  *   from bkv_property) are malloc'd and the caller frees them with
  *   bkv_free(). Handles are freed by their *_close / *_destroy function.
@@ -24,7 +30,13 @@
  *   first failed WAL or manifest write or sync, the database refuses every
  *   later write with the same error (reads keep working).
  * - One process at a time: a second bkv_open of the same directory, from
- *   this process or another, fails with BKV_BUSY.
+ *   this process or another, fails with BKV_BUSY, as does bkv_check while
+ *   the database is open. The lock is held on the directory itself (and on
+ *   its LOCK file, for tools that look for one), so deleting LOCK does not
+ *   let a second writer in.
+ * - Files: every file is created new (never truncating an existing one or
+ *   following a symbolic link planted in its name) with
+ *   bkv_options.file_mode, less the umask.
  */
 #ifndef BLOOMKV_H
 #define BLOOMKV_H
@@ -42,6 +54,18 @@ extern "C" {
 
 enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD = 2 };
 enum { BKV_COMPACTION_LEVELED = 0, BKV_COMPACTION_TIERED = 1 };
+/* What an open does with damage in a write-ahead log (bkv_options.wal_recovery).
+ * A torn tail (the newest log's end cut short or garbled by a crash, with
+ * nothing valid after it) is dropped in every mode: those writes were never
+ * acknowledged as synced. Damage with valid records after it, or in an
+ * older log, is another matter: */
+enum {
+    BKV_WAL_RECOVERY_ABSOLUTE = 0,      /* refuse to open (BKV_CORRUPTION naming the file and offset) */
+    BKV_WAL_RECOVERY_POINT_IN_TIME = 1, /* recover everything before the first damage, nothing after it
+                                           (later records and logs are dropped: a consistent prefix) */
+    BKV_WAL_RECOVERY_SKIP_DAMAGED = 2   /* skip damaged records and keep every intact one
+                                           (LevelDB's default; batches after the damage survive) */
+};
 /* Value index shapes (bkv_options.value_index). */
 enum {
     BKV_VALUE_INDEX_NONE = 0,      /* no value index (or, at an open, whatever the database has) */
@@ -83,6 +107,13 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    memtable_filter;             /* Bloom filter over each memtable's keys; default 1 */
     bkv_prefix_fn prefix_extractor;     /* when set, table filters also hold each key's prefix,
                                            so prefix-bounded iterators skip tables; default NULL */
+    int    wal_recovery;                /* BKV_WAL_RECOVERY_*; default ABSOLUTE. bkv_check reports
+                                           such damage whatever the mode */
+    unsigned file_mode;                 /* permission bits of every file the database creates (WAL,
+                                           tables, manifest, CURRENT, LOCK), less the umask; the
+                                           directory gets the same plus search (x) where readable.
+                                           0600 keeps the data private whatever the umask;
+                                           must include 0600; default 0644 */
 
     /* Compaction. Leveled (LevelDB/RocksDB style): level 0 holds flushed
      * tables that may overlap; levels 1.. are sorted runs of disjoint
@@ -154,7 +185,9 @@ BKV_EXPORT void bkv_options_init(bkv_options *opts);
 BKV_EXPORT void bkv_read_options_init(bkv_read_options *ro);
 
 /* Opens (or creates) the database in directory path. *dbp is set only on
- * success. */
+ * success; on failure bkv_errmsg(NULL) says why ("does not exist (use
+ * create_if_missing)", "permission denied", the option at fault, the
+ * damaged file and offset, "database in use"). */
 BKV_EXPORT int bkv_open(const char *path, const bkv_options *opts /* NULL = defaults */, bkv_db **dbp);
 /* Waits for background work to stop and releases everything; unflushed
  * data stays in the WAL and is recovered by the next open. NULL is a no-op. */
@@ -208,7 +241,10 @@ BKV_EXPORT int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void
 
 /* Snapshots: a consistent view of the database at the moment of creation,
  * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
- * every version a live snapshot can see. NULL when out of memory. */
+ * every version a live snapshot can see. NULL when out of memory. A read
+ * with another database's snapshot fails with BKV_INVALID; releasing a
+ * snapshot that db does not hold (again, or another database's) does
+ * nothing. A snapshot must not be used after its release. */
 BKV_EXPORT const bkv_snapshot *bkv_snapshot_create(bkv_db *db);
 BKV_EXPORT void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap);
 
@@ -255,7 +291,12 @@ BKV_EXPORT int bkv_compact(bkv_db *db);
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 
-BKV_EXPORT const char *bkv_errmsg(bkv_db *db);  /* this thread's last error on db; "" if none */
+/* This thread's last error message, kept per thread like errno (any
+ * number of threads): with a db, the last error of a call on that db (""
+ * if this thread's last error came from elsewhere); with NULL, the last
+ * error of any call, including a failed bkv_open, bkv_check or
+ * bkv_dump_table. Valid until this thread's next failing call. */
+BKV_EXPORT const char *bkv_errmsg(bkv_db *db);
 
 /* Write batches. */
 BKV_EXPORT bkv_batch *bkv_batch_create(void);   /* NULL when out of memory */
@@ -274,12 +315,16 @@ BKV_EXPORT int bkv_version(void);  /* BKV_VERSION_NUMBER of the library */
  * data block's checksum and entries, the filter) and every WAL. Each
  * problem is reported to fn as one line naming the file and offset.
  * Returns BKV_OK when nothing was found, BKV_CORRUPTION when a problem was
- * reported, or another error when the check itself could not run. */
+ * reported, or another error when the check itself could not run
+ * (BKV_INVALID: no such directory; BKV_BUSY: the database is open; the
+ * reason in bkv_errmsg(NULL)). Takes a shared lock, so checks may run side
+ * by side but never beside a writer. WAL damage that an open would refuse
+ * or drop is reported whatever the wal_recovery mode. */
 BKV_EXPORT int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg);
 
 /* Writes a readable description of one table file to out: properties,
  * index, filter header and, with entries, every entry (keys and values
- * printed with C escapes). */
+ * printed with C escapes). An error is described in bkv_errmsg(NULL). */
 BKV_EXPORT int bkv_dump_table(const char *file, int entries, FILE *out);
 
 #ifdef __cplusplus

@@ -107,12 +107,14 @@ BKV_EXPORT int bkv_filter_is_deletable(int type);
 BKV_EXPORT int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys,
                               bkv_filter **out);
 
-/* A filter holding exactly the n given hashes (duplicates allowed), of
- * any type. Static types size themselves from spec: Ribbon keeps
+/* A filter holding exactly the n given hashes, of any type. Duplicates
+ * are allowed and count once: a deletable filter built from a key given
+ * twice holds it once (one bkv_filter_delete removes it). Static types size themselves from spec: Ribbon keeps
  * r = round(log2(1/fpr)) result bits (or bits_per_key / 1.04), fuse and
  * xor their fingerprint width. Construction of a static filter retries
  * with new seeds and returns BKV_FULL if it still fails (vanishingly
- * rare); the caller's array is not modified. */
+ * rare); the caller's array is not modified. BKV_INVALID for a bad spec,
+ * out NULL, or hashes NULL with n > 0. */
 BKV_EXPORT int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes,
                                 size_t n, bkv_filter **out);
 

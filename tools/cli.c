@@ -1,7 +1,9 @@
 /* The database subcommands of `bloomkv`. Keys and values are taken and
  * printed as they are, or as hex with --hex (for arbitrary bytes). Every
  * failure prints one line on stderr. */
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,55 +20,94 @@ typedef struct cli_opts {
     long limit;
     int entries;
     int sync;
-    int value_index; /* BKV_VALUE_INDEX_* for a database being created */
+    int value_index; /* BKV_VALUE_INDEX_* for a database being created; -1: not asked */
     int stats;
+    int wal_recovery;
 } cli_opts;
 
+/* flags: the long options a command accepts; any other is refused by name. */
 typedef struct usage_text {
-    const char *cmd, *args, *help;
+    const char *cmd, *args, *help, *flags;
 } usage_text;
 
+#define RECOVERY_FLAG "[--wal-recovery absolute|point-in-time|skip-damaged]"
+
 static const usage_text usages[] = {
-    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced]",
-     "store VALUE under KEY (creates DB if missing, with a value index when asked)"},
-    {"get", "DB KEY [--hex]", "print the value of KEY; exit 1 if absent"},
-    {"delete", "DB KEY [--hex] [--sync]", "delete KEY"},
-    {"scan", "DB [--from K] [--to K] [--limit N] [--hex]", "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)"},
-    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced]",
-     "bulk load key<TAB>value lines from FILE ('-' for stdin)"},
-    {"find-value", "DB VALUE [--hex] [--stats]",
+    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
+     "store VALUE under KEY (creates DB if missing, with a value index when asked)", "hex sync value-index wal-recovery"},
+    {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
+    {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
+    {"scan", "DB [--from K] [--to K] [--limit N] [--hex] " RECOVERY_FLAG,
+     "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)", "from to limit hex wal-recovery"},
+    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
+     "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
+     "or a signal it says how many records were committed and where it stopped",
+     "hex value-index wal-recovery"},
+    {"find-value", "DB VALUE [--hex] [--stats] " RECOVERY_FLAG,
      "print key<TAB>value for every key whose value is VALUE (needs a value index); exit 1 if none; "
-     "--stats reports on stderr what the search touched"},
-    {"stats", "DB", "levels, tables, filter memory and counters"},
-    {"compact", "DB", "flush and run every due compaction"},
-    {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem"},
-    {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries"},
+     "--stats reports on stderr what the search touched", "hex stats wal-recovery"},
+    {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
+    {"compact", "DB " RECOVERY_FLAG, "flush and run every due compaction", "wal-recovery"},
+    {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
+    {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
 };
 
-static void usage(const char *cmd) {
+static const usage_text *usage_of(const char *cmd) {
     for (size_t i = 0; i < sizeof usages / sizeof usages[0]; i++)
-        if (strcmp(usages[i].cmd, cmd) == 0) fprintf(stderr, "usage: bloomkv %s %s\n  %s\n", cmd, usages[i].args, usages[i].help);
+        if (strcmp(usages[i].cmd, cmd) == 0) return &usages[i];
+    return NULL;
 }
 
-static int help_requested(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+static void usage(FILE *out, const char *cmd) {
+    const usage_text *u = usage_of(cmd);
+    if (u) fprintf(out, "usage: bloomkv %s %s\n  %s\n  ('--' ends the options: later arguments starting with '-' are keys or values)\n",
+                   cmd, u->args, u->help);
+}
+
+static int accepts(const usage_text *u, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = u->flags; (p = strstr(p, flag)) != NULL; p += n)
+        if ((p == u->flags || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return 1;
     return 0;
 }
 
-/* Parses the flags and returns the positional arguments in pos. */
+static int usage_error(const char *cmd, const char *fmt, const char *what) {
+    fprintf(stderr, "bloomkv %s: ", cmd);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    usage(stderr, cmd);
+    return -1;
+}
+
+/* Parses the flags and returns the positional arguments in pos; -1 after
+ * printing why on a usage error, 1 when help was asked for (and printed). */
 static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
     static const struct option opts[] = {{"hex", no_argument, 0, 'x'},   {"from", required_argument, 0, 'f'},
                                          {"to", required_argument, 0, 't'}, {"limit", required_argument, 0, 'l'},
                                          {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
                                          {"value-index", required_argument, 0, 'v'},
-                                         {"stats", no_argument, 0, 'S'},   {0, 0, 0, 0}};
+                                         {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
+                                         {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
+    const char *cmd = argv[0];
+    const usage_text *u = usage_of(cmd);
     memset(o, 0, sizeof *o);
     o->limit = -1;
+    o->value_index = -1;
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    int c, idx;
+    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+        if (c == 'h') {
+            usage(stdout, cmd);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            const char *bad = argv[optind - 1];
+            if (optopt && strncmp(bad, "--", 2) == 0 && strchr(bad, '=') == NULL)
+                return usage_error(cmd, "option %s needs a value", bad);
+            return usage_error(cmd, "unknown option %s", bad);
+        }
+        if (!accepts(u, opts[idx].name)) return usage_error(cmd, "--%s is not an option of this command", opts[idx].name);
         switch (c) {
         case 'x': o->hex = 1; break;
         case 'f': o->from = optarg; break;
@@ -74,7 +115,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'l': {
             char *end;
             o->limit = strtol(optarg, &end, 10);
-            if (*end || o->limit < 0) return -1;
+            if (!*optarg || *end || o->limit < 0) return usage_error(cmd, "--limit takes a count >= 0, not '%s'", optarg);
             break;
         }
         case 'e': o->entries = 1; break;
@@ -84,17 +125,34 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
             if (strcmp(optarg, "flat") == 0) o->value_index = BKV_VALUE_INDEX_FLAT;
             else if (strcmp(optarg, "hierarchy") == 0) o->value_index = BKV_VALUE_INDEX_HIERARCHY;
             else if (strcmp(optarg, "bitsliced") == 0) o->value_index = BKV_VALUE_INDEX_BITSLICED;
-            else return -1;
+            else return usage_error(cmd, "--value-index is flat, hierarchy or bitsliced, not '%s'", optarg);
             break;
-        default: return -1;
+        case 'w':
+            if (strcmp(optarg, "absolute") == 0) o->wal_recovery = BKV_WAL_RECOVERY_ABSOLUTE;
+            else if (strcmp(optarg, "point-in-time") == 0) o->wal_recovery = BKV_WAL_RECOVERY_POINT_IN_TIME;
+            else if (strcmp(optarg, "skip-damaged") == 0) o->wal_recovery = BKV_WAL_RECOVERY_SKIP_DAMAGED;
+            else return usage_error(cmd, "--wal-recovery is absolute, point-in-time or skip-damaged, not '%s'", optarg);
+            break;
         }
     }
-    if (argc - optind != npos) return -1;
+    if (argc - optind != npos) {
+        fprintf(stderr, "bloomkv %s: expects %d argument%s, got %d\n", cmd, npos, npos == 1 ? "" : "s", argc - optind);
+        usage(stderr, cmd);
+        return -1;
+    }
     for (int i = 0; i < npos; i++) pos[i] = argv[optind + i];
     return 0;
 }
 
-/* Decodes an argument (hex when asked) into a malloc'd buffer. */
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
+ * into a malloc'd buffer; -1 on bad input or no memory. */
 static int decode(const char *s, int hex, char **out, size_t *len) {
     size_t n = strlen(s);
     if (!hex) {
@@ -106,12 +164,12 @@ static int decode(const char *s, int hex, char **out, size_t *len) {
     *out = malloc(n / 2 + 1);
     if (!*out) return -1;
     for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1) {
+        int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
             free(*out);
             return -1;
         }
-        (*out)[i] = (char)v;
+        (*out)[i] = (char)(hi << 4 | lo);
     }
     *len = n / 2;
     return 0;
@@ -124,16 +182,37 @@ static void print_bytes(FILE *f, const void *p, size_t n, int hex) {
     else fwrite(p, 1, n, f);
 }
 
-/* Opens with the database's own value index, if any; value_index asks for
- * one when the database is created. */
-static int open_db(const char *path, int create, int value_index, bkv_db **db) {
+/* Opens the database. A value index is chosen only when the database is
+ * created (value_index >= 0); asking an existing database for another
+ * shape, or for an index it lacks, is refused rather than done silently. */
+static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db) {
     bkv_options o;
     bkv_options_init(&o);
-    o.create_if_missing = create;
-    o.value_index = value_index;
+    o.wal_recovery = co->wal_recovery;
+    char current[4096];
+    snprintf(current, sizeof current, "%s/CURRENT", path);
+    int is_new = create && access(current, F_OK) != 0 && errno == ENOENT;
+    o.create_if_missing = is_new;
+    if (is_new && co->value_index >= 0) o.value_index = co->value_index;
     int rc = bkv_open(path, &o, db);
+    if (rc == BKV_OK && !is_new && co->value_index >= 0) {
+        char *vi = bkv_property(*db, "bloomkv.value-index");
+        const char *want = co->value_index == BKV_VALUE_INDEX_FLAT        ? "flat"
+                           : co->value_index == BKV_VALUE_INDEX_HIERARCHY ? "hierarchy"
+                                                                          : "bitsliced";
+        char have[32] = "no";
+        if (vi && sscanf(vi, "value index: %31[a-z]", have) != 1) snprintf(have, sizeof have, "no");
+        bkv_free(vi);
+        if (strcmp(have, want) != 0) {
+            fprintf(stderr, "bloomkv: %s has %s%s value index; not changed to %s (a value index is chosen when the "
+                            "database is created)\n", path, strcmp(have, "no") == 0 ? "" : "a ", have, want);
+            bkv_close(*db);
+            *db = NULL;
+            return EXIT_USAGE;
+        }
+    }
     if (rc) {
-        fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, bkv_strerror(rc));
+        fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
         return EXIT_ERROR;
     }
     return 0;
@@ -149,13 +228,10 @@ static int fail_db(bkv_db *db, const char *what, int rc) {
 #define PARSE_OR_USAGE(n)                                       \
     cli_opts o;                                                 \
     char *pos[3];                                               \
-    if (help_requested(argc, argv)) {                           \
-        usage(argv[0]);                                         \
-        return 0;                                               \
-    }                                                           \
-    if (parse(argc, argv, &o, pos, n) < 0) {                    \
-        usage(argv[0]);                                         \
-        return EXIT_USAGE;                                      \
+    switch (parse(argc, argv, &o, pos, n)) {                    \
+    case 0: break;                                              \
+    case 1: return 0;                                           \
+    default: return EXIT_USAGE;                                 \
     }
 
 int bkv_cli_put(int argc, char **argv) {
@@ -167,7 +243,7 @@ int bkv_cli_put(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 1, o.value_index, &db);
+    int ec = open_db(pos[0], 1, &o, &db);
     if (!ec) {
         bkv_write_options wo = {.sync = o.sync};
         int rc = bkv_put(db, &wo, k, kl, v, vl);
@@ -187,7 +263,7 @@ int bkv_cli_get(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
         void *v;
         size_t vl;
@@ -218,7 +294,7 @@ int bkv_cli_delete(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
         bkv_write_options wo = {.sync = o.sync};
         int rc = bkv_delete(db, &wo, k, kl);
@@ -237,7 +313,7 @@ int bkv_cli_scan(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
         bkv_read_options ro;
         bkv_read_options_init(&ro);
@@ -275,11 +351,46 @@ static void progress(long done, long total_bytes, long pos_bytes) {
     fprintf(stderr, "\r[%.*s%*s] %ld records", filled, "########################################", width - filled, "", done);
 }
 
+/* Set by SIGINT/SIGTERM during a load: the loop stops at the next line,
+ * commits what it read and says so, instead of dying mid-batch. */
+static volatile sig_atomic_t load_signal;
+
+static void on_load_signal(int sig) { load_signal = sig; }
+
+/* What a load got through, for its report. */
+typedef struct load_state {
+    bkv_db *db;
+    bkv_batch *batch;
+    long committed, pending, lineno;
+    long committed_through; /* input line of the last committed record */
+} load_state;
+
+static int load_commit(load_state *ls) {
+    int rc = bkv_write(ls->db, NULL, ls->batch);
+    if (rc == BKV_OK) {
+        ls->committed += ls->pending;
+        ls->committed_through = ls->lineno;
+    }
+    ls->pending = 0;
+    bkv_batch_clear(ls->batch);
+    return rc;
+}
+
+/* A load stopped early: exit 2 (usage) only when nothing was written, so
+ * a script can tell "fix the input and rerun" from "partly loaded". */
+static int load_stopped(const load_state *ls, const char *why) {
+    if (ls->committed)
+        fprintf(stderr, "bloomkv: load: %s; %ld records committed (input lines 1-%ld), stopped at line %ld\n", why,
+                ls->committed, ls->committed_through, ls->lineno);
+    else fprintf(stderr, "bloomkv: load: %s; nothing committed, stopped at line %ld\n", why, ls->lineno);
+    return ls->committed ? EXIT_ERROR : EXIT_USAGE;
+}
+
 int bkv_cli_load(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     FILE *in = strcmp(pos[1], "-") == 0 ? stdin : fopen(pos[1], "r");
     if (!in) {
-        fprintf(stderr, "bloomkv: load: cannot open %s\n", pos[1]);
+        fprintf(stderr, "bloomkv: load: cannot open %s: %s\n", pos[1], strerror(errno));
         return EXIT_ERROR;
     }
     long total = 0;
@@ -288,19 +399,26 @@ int bkv_cli_load(int argc, char **argv) {
         rewind(in);
     }
     int bar = isatty(STDERR_FILENO);
-    bkv_db *db;
-    int ec = open_db(pos[0], 1, o.value_index, &db);
+    load_state ls = {0};
+    int ec = open_db(pos[0], 1, &o, &ls.db);
     if (ec) {
         if (in != stdin) fclose(in);
         return ec;
     }
-    bkv_batch *b = bkv_batch_create();
-    char *line = NULL;
+    if (!(ls.batch = bkv_batch_create())) {
+        if (in != stdin) fclose(in);
+        return fail_db(ls.db, "load", BKV_NOMEM);
+    }
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_load_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    char *line = NULL, why[128] = "";
     size_t cap = 0;
     ssize_t n;
-    long count = 0, lineno = 0;
-    while (!ec && (n = getline(&line, &cap, in)) >= 0) {
-        lineno++;
+    int rc = BKV_OK;
+    while (!load_signal && (n = getline(&line, &cap, in)) >= 0) {
+        ls.lineno++;
         if (n && line[n - 1] == '\n') line[--n] = 0;
         if (n && line[n - 1] == '\r') line[--n] = 0;
         if (n == 0) continue;
@@ -308,47 +426,64 @@ int bkv_cli_load(int argc, char **argv) {
         char *k, *v;
         size_t kl, vl;
         if (!tab) {
-            fprintf(stderr, "bloomkv: load: line %ld has no tab\n", lineno);
-            ec = EXIT_USAGE;
+            snprintf(why, sizeof why, "line %ld has no tab", ls.lineno);
             break;
         }
         *tab = 0;
-        if (decode(line, o.hex, &k, &kl) || decode(tab + 1, o.hex, &v, &vl)) {
-            fprintf(stderr, "bloomkv: load: line %ld: bad hex\n", lineno);
-            ec = EXIT_USAGE;
+        if (decode(line, o.hex, &k, &kl)) {
+            snprintf(why, sizeof why, "line %ld: the key is not hex", ls.lineno);
             break;
         }
-        int rc = bkv_batch_put(b, k, kl, v, vl);
+        if (decode(tab + 1, o.hex, &v, &vl)) {
+            free(k);
+            snprintf(why, sizeof why, "line %ld: the value is not hex", ls.lineno);
+            break;
+        }
+        rc = bkv_batch_put(ls.batch, k, kl, v, vl);
         free(k);
         free(v);
-        if (!rc && bkv_batch_count(b) >= 1000) {
-            rc = bkv_write(db, NULL, b);
-            bkv_batch_clear(b);
-        }
-        if (rc) {
-            ec = fail_db(db, "load", rc);
-            db = NULL;
-            break;
-        }
-        count++;
-        if (bar && count % 10000 == 0) progress(count, total, in != stdin ? ftell(in) : 0);
+        if (rc) break;
+        if (++ls.pending >= 1000 && (rc = load_commit(&ls))) break;
+        if (bar && (ls.committed + ls.pending) % 10000 == 0)
+            progress(ls.committed + ls.pending, total, in != stdin ? ftell(in) : 0);
     }
-    if (!ec) {
-        int rc = bkv_write(db, NULL, b);
-        if (rc) {
-            ec = fail_db(db, "load", rc);
-            db = NULL;
-        }
-    }
+    int read_error = ferror(in) ? errno : 0;
+    /* At the end of the input, or on a signal, the lines read are whole:
+     * commit them. After a bad line or a read error the open batch is
+     * dropped, so a bad line early in the input writes nothing. */
+    if (!rc && !*why && !read_error && ls.pending) rc = load_commit(&ls);
     if (bar) {
-        progress(count, total, total);
+        progress(ls.committed, total, in != stdin ? ftell(in) : total);
         fputc('\n', stderr);
     }
-    if (!ec) printf("loaded %ld records\n", count);
-    bkv_batch_destroy(b);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (rc) {
+        const char *detail = bkv_errmsg(ls.db);
+        snprintf(why, sizeof why, "%s%s%s", bkv_strerror(rc), *detail ? ": " : "", detail);
+        load_stopped(&ls, why);
+        ec = EXIT_ERROR;
+    } else if (read_error) {
+        snprintf(why, sizeof why, "cannot read %s: %s", pos[1], strerror(read_error));
+        load_stopped(&ls, why);
+        ec = EXIT_ERROR;
+    } else if (load_signal) {
+        snprintf(why, sizeof why, "interrupted by signal %d (%s)", (int)load_signal, strsignal(load_signal));
+        load_stopped(&ls, why);
+        ec = 128 + load_signal;
+    } else if (*why) {
+        ec = load_stopped(&ls, why);
+    } else {
+        printf("loaded %ld records\n", ls.committed);
+    }
+    bkv_batch_destroy(ls.batch);
     free(line);
     if (in != stdin) fclose(in);
-    if (db) bkv_close(db);
+    int crc = bkv_close(ls.db);
+    if (crc && !ec) {
+        fprintf(stderr, "bloomkv: load: closing %s: %s\n", pos[0], bkv_strerror(crc));
+        ec = EXIT_ERROR;
+    }
     return ec;
 }
 
@@ -376,7 +511,7 @@ int bkv_cli_find_value(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
         find_out f = {o.hex, 0};
         bkv_find_stats st;
@@ -414,7 +549,7 @@ int bkv_cli_find_value(int argc, char **argv) {
 int bkv_cli_stats(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (ec) return ec;
     char *s = bkv_property(db, "bloomkv.stats");
     if (s) fputs(s, stdout);
@@ -426,7 +561,7 @@ int bkv_cli_stats(int argc, char **argv) {
 int bkv_cli_compact(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, 0, &db);
+    int ec = open_db(pos[0], 0, &o, &db);
     if (ec) return ec;
     int rc = bkv_compact(db);
     if (rc) return fail_db(db, "compact", rc);
@@ -446,11 +581,14 @@ int bkv_cli_check(int argc, char **argv) {
         printf("%s: no problems found\n", pos[0]);
         return 0;
     }
-    fprintf(stderr, "bloomkv: check: %s has problems\n", pos[0]);
+    if (rc == BKV_CORRUPTION) fprintf(stderr, "bloomkv: check: %s has problems\n", pos[0]);
+    else fprintf(stderr, "bloomkv: check: cannot check: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
     return EXIT_ERROR;
 }
 
 int bkv_cli_dump_sst(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    return bkv_dump_table(pos[0], o.entries, stdout) ? EXIT_ERROR : 0;
+    if (bkv_dump_table(pos[0], o.entries, stdout) == BKV_OK) return 0;
+    fprintf(stderr, "bloomkv: dump-sst: %s\n", bkv_errmsg(NULL));
+    return EXIT_ERROR;
 }

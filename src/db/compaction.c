@@ -314,7 +314,7 @@ static int open_output(bkv_db *db, const bkv_compaction *c, output *out, bkv_err
     out->number = db->next_file++;
     pthread_mutex_unlock(&db->mu);
     bkv_table_name(out->path, db->path, out->number);
-    int rc = db->env->new_writable(db->env, out->path, &out->file, e);
+    int rc = db->env->new_writable(db->env, out->path, db->opts.file_mode, &out->file, e);
     if (rc) return rc;
     /* Bottommost: no older data for these keys anywhere below. */
     int bottom = c->tiered_bottommost;

@@ -1,5 +1,6 @@
 /* Offline verification and dumping of database files (bkv_check,
  * bkv_dump_table), for `bloomkv check` and `bloomkv dump-sst`. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,24 +192,49 @@ static void check_files_present(checker *c, const char *dir, const char *manifes
     if (!env->file_exists(env, p)) report(c, "%s: missing (%s names it as the oldest live WAL)", p, manifest);
 }
 
+static int check_locked(const char *path, checker *c);
+
+/* A shared lock: checks may run side by side, but never beside a writer,
+ * whose unsynced tail would read as damage. */
 int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg) {
+    bkv_err e = {{0}};
+    if (!path || !*path) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_check: no path given"});
+    if (strlen(path) > BKV_PATH_MAX - 64)
+        return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_check: path too long"});
+    const bkv_env *env = bkv_env_posix();
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        bkv_fail(&e, BKV_INVALID, "%s: %s", path, errno == ENOENT ? "does not exist" : errno ? strerror(errno) : "not a directory");
+        return bkv_db_error(NULL, BKV_INVALID, &e);
+    }
+    void *lock;
+    int rc = env->lock_dir(env, path, 0644, 1, &lock, &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
     checker c = {fn, arg, 0, 0, NULL, 0, 0};
+    rc = check_locked(path, &c);
+    env->unlock_dir(env, lock);
+    if (rc == BKV_CORRUPTION)
+        bkv_db_error(NULL, rc, &(bkv_err){"problems found (each was reported)"});
+    return rc;
+}
+
+static int check_locked(const char *path, checker *c) {
     const bkv_env *env = bkv_env_posix();
     char p[BKV_PATH_MAX];
     bkv_err e = {{0}};
     uint64_t manifest = 0;
     int rc = bkv_read_current(env, path, &manifest, &e);
     if (rc) {
-        report(&c, "%s", e.msg);
+        report(c, "%s", e.msg);
         if (rc != BKV_CORRUPTION) return BKV_CORRUPTION; /* unreadable: nothing more to check */
     }
     char **names;
     size_t n;
     if (env->list_dir(env, path, &names, &n, &e)) {
-        report(&c, "%s", e.msg);
+        report(c, "%s", e.msg);
         return BKV_CORRUPTION;
     }
-    if (!(c.live = bkv_version_new())) {
+    if (!(c->live = bkv_version_new())) {
         bkv_env_free_list(names, n);
         return BKV_NOMEM;
     }
@@ -232,23 +258,23 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
             int kind = bkv_parse_file_name(names[i], &num);
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
             if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) {
-                int before = c.problems;
-                check_log(&c, p, 1, 1);
-                check_files_present(&c, path, names[i]);
+                int before = c->problems;
+                check_log(c, p, 1, 1);
+                check_files_present(c, path, names[i]);
                 manifest_found = 1;
-                manifest_sound = c.problems == before;
+                manifest_sound = c->problems == before;
             }
-            if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_version_has_table(c.live, num)))
-                check_table(&c, p, num);
-            if (pass == 1 && kind == BKV_FILE_LOG) check_log(&c, p, num >= newest_log || num < c.log_number, 0);
+            if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_version_has_table(c->live, num)))
+                check_table(c, p, num);
+            if (pass == 1 && kind == BKV_FILE_LOG) check_log(c, p, num >= newest_log || num < c->log_number, 0);
         }
     if (manifest && !manifest_found) {
         bkv_manifest_name(p, path, manifest);
-        report(&c, "%s: missing (CURRENT names it)", p);
+        report(c, "%s: missing (CURRENT names it)", p);
     }
     bkv_env_free_list(names, n);
-    bkv_version_unref(c.live);
-    return c.problems ? BKV_CORRUPTION : BKV_OK;
+    bkv_version_unref(c->live);
+    return c->problems ? BKV_CORRUPTION : BKV_OK;
 }
 
 static void put_escaped(FILE *out, const uint8_t *p, size_t n) {
@@ -262,11 +288,9 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
     bkv_table_stats st = {0};
     bkv_table *t;
     bkv_err e = {{0}};
+    if (!file || !out) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_dump_table: file or out is NULL"});
     int rc = bkv_table_open(bkv_env_posix(), file, 1, NULL, &st, &t, &e);
-    if (rc) {
-        fprintf(stderr, "%s\n", e.msg);
-        return rc;
-    }
+    if (rc) return bkv_db_error(NULL, rc, &e);
     const bkv_table_props *p = bkv_table_properties(t);
     fprintf(out, "table %s\n", file);
     fprintf(out, "  entries %llu (deletions %llu), data blocks %llu, data bytes %llu\n",
@@ -322,10 +346,7 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
                 }
                 fputc('\n', out);
             }
-            if (bkv_iiter_status(it, &e)) {
-                fprintf(stderr, "%s\n", e.msg);
-                rc = BKV_CORRUPTION;
-            }
+            if (bkv_iiter_status(it, &e)) rc = bkv_db_error(NULL, BKV_CORRUPTION, &e);
             bkv_iiter_destroy(it);
         }
     }

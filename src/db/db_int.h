@@ -17,12 +17,13 @@
 #include "wal/log.h"
 
 #define BKV_MAX_IMM 16
-#define BKV_ERR_SLOTS 16
+#define BKV_MAX_BACKGROUND_JOBS 16
 
 typedef struct bkv_writer bkv_writer;
 
 struct bkv_snapshot {
     uint64_t seq;
+    const bkv_db *db;          /* the database it belongs to: a foreign snapshot is refused */
     bkv_snapshot *prev, *next; /* the db's list, oldest first */
 };
 
@@ -46,7 +47,7 @@ struct bkv_db {
     pthread_mutex_t mu;            /* guards everything below unless noted */
     pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
     pthread_cond_t work_cv;        /* wakes the background thread */
-    pthread_t bg_threads[16];
+    pthread_t bg_threads[BKV_MAX_BACKGROUND_JOBS];
     int nbg;                       /* background threads started */
     int shutting_down;
     int flushing;                  /* a flush is in progress */
@@ -92,14 +93,6 @@ struct bkv_db {
     bkv_vf_params vparams;
     bkv_vindex *vindex;
     pthread_rwlock_t vindex_lock;
-
-    pthread_mutex_t err_mu;        /* per-thread last error messages */
-    struct {
-        pthread_t tid;
-        int used;
-        char msg[BKV_ERR_LEN];
-    } errs[BKV_ERR_SLOTS];
-    int err_next;
 };
 
 /* What a read holds on to while it works without the mutex. */
@@ -138,6 +131,9 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
  * none or out of memory: the index then scans that table); freed with
  * bkv_vf_set_destroy. */
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
+
+/* BKV_INVALID (described in e) when ro names a snapshot of another database. */
+int bkv_db_check_read_options(const bkv_db *db, const bkv_read_options *ro, bkv_err *e);
 
 /* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);

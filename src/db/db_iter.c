@@ -261,6 +261,8 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
 int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     if (!db || !out) return BKV_INVALID;
     *out = NULL;
+    bkv_err e = {{0}};
+    if (bkv_db_check_read_options(db, ro, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     bkv_iter *it = calloc(1, sizeof *it);
     if (!it) return BKV_NOMEM;
     it->db = db;

@@ -34,6 +34,7 @@ void bkv_options_init(bkv_options *o) {
     o->bits_per_key = 10;
     o->compression = BKV_COMPRESSION_NONE;
     o->memtable_filter = 1;
+    o->file_mode = 0644;
     o->compaction_style = BKV_COMPACTION_LEVELED;
     o->level0_compaction_trigger = 4;
     o->level0_slowdown_trigger = 8;
@@ -64,34 +65,24 @@ int bkv_version(void) { return BKV_VERSION_NUMBER; }
 
 void bkv_free(void *p) { free(p); }
 
+/* The last error of each thread, like errno: per thread, so any number of
+ * threads keep their own message, and tagged with the handle it came from
+ * (NULL for an open that failed) so a message is not shown for another. */
+static _Thread_local struct {
+    const void *owner;
+    char msg[BKV_ERR_LEN];
+} last_error;
+
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err) {
-    if (rc >= 0 || !db) return rc;
-    pthread_t self = pthread_self();
-    pthread_mutex_lock(&db->err_mu);
-    int slot = -1;
-    for (int i = 0; i < BKV_ERR_SLOTS; i++)
-        if (db->errs[i].used && pthread_equal(db->errs[i].tid, self)) slot = i;
-    if (slot < 0) {
-        slot = db->err_next;
-        db->err_next = (db->err_next + 1) % BKV_ERR_SLOTS;
-        db->errs[slot].used = 1;
-        db->errs[slot].tid = self;
-    }
-    snprintf(db->errs[slot].msg, sizeof db->errs[slot].msg, "%s", err && err->msg[0] ? err->msg : bkv_strerror(rc));
-    pthread_mutex_unlock(&db->err_mu);
+    if (rc >= 0) return rc;
+    last_error.owner = db;
+    snprintf(last_error.msg, sizeof last_error.msg, "%s", err && err->msg[0] ? err->msg : bkv_strerror(rc));
     return rc;
 }
 
 const char *bkv_errmsg(bkv_db *db) {
-    if (!db) return "";
-    pthread_t self = pthread_self();
-    const char *msg = "";
-    pthread_mutex_lock(&db->err_mu);
-    for (int i = 0; i < BKV_ERR_SLOTS; i++)
-        if (db->errs[i].used && pthread_equal(db->errs[i].tid, self)) msg = db->errs[i].msg;
-    pthread_mutex_unlock(&db->err_mu);
-    /* The slot outlives the call: it is only rewritten by this thread. */
-    return msg;
+    if (db && last_error.owner != db) return "";
+    return last_error.msg;
 }
 
 int bkv_parse_file_name(const char *name, uint64_t *number) {
@@ -141,6 +132,11 @@ bkv_memtable *bkv_db_new_memtable(const bkv_db *db) {
     }
     return m;
 }
+
+_Static_assert((int)BKV_WAL_RECOVERY_ABSOLUTE == (int)BKV_LOG_DAMAGE_FAIL &&
+                   (int)BKV_WAL_RECOVERY_POINT_IN_TIME == (int)BKV_LOG_DAMAGE_STOP &&
+                   (int)BKV_WAL_RECOVERY_SKIP_DAMAGED == (int)BKV_LOG_DAMAGE_SKIP,
+               "the log reader's damage modes are the wal_recovery modes");
 
 /* State gathered while recovering. */
 typedef struct recovery {
@@ -303,6 +299,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         int may_end_early = i + 1 >= newest, ended = 0;
         bkv_log_reader r;
         bkv_log_reader_init(&r, path, data, len, may_end_early);
+        r.on_damage = db->opts.wal_recovery;
         while ((rc = bkv_log_read_record(&r, e)) == BKV_OK) {
             const uint8_t *rep = r.record.data;
             if (ended) {
@@ -329,12 +326,21 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
             if (bkv_memtable_memory(mem) >= db->opts.write_buffer_size && (rc = flush_recovered(db, rec, &mem, e)))
                 break;
         }
-        if (rc == BKV_NOTFOUND)
-            rc = ended || may_end_early ? BKV_OK
-                                        : bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
-                                                   "but this one lacks its end record)", path, (unsigned long long)len);
+        /* Point in time: the state just before the first damage or lost end,
+         * so nothing of a later log may be applied either. */
+        int stop_here = r.stopped;
+        if (rc == BKV_NOTFOUND) {
+            rc = BKV_OK;
+            if (!ended && !may_end_early && !r.stopped) {
+                if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
+                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
+                    rc = bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
+                                  "but this one lacks its end record)", path, (unsigned long long)len);
+            }
+        }
         bkv_log_reader_free(&r);
         free(data);
+        if (stop_here) break;
     }
     if (rc == BKV_OK) rc = flush_recovered(db, rec, &mem, e);
     bkv_memtable_unref(mem);
@@ -349,7 +355,7 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_manifest_name(path, db->path, number);
     bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, &f, e);
+    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
     bkv_log_writer lw;
     bkv_log_writer_init(&lw, f);
@@ -378,7 +384,7 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     char current[BKV_PATH_MAX], content[64];
     snprintf(current, sizeof current, "%s/CURRENT", db->path);
     int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)number);
-    rc = bkv_env_write_atomic(db->env, db->path, current, content, (size_t)n, e);
+    rc = bkv_env_write_atomic(db->env, db->path, current, db->opts.file_mode, content, (size_t)n, e);
     if (rc) {
         bkv_file_close(f, NULL);
         return rc;
@@ -417,7 +423,7 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_log_name(path, db->path, number);
     bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, &f, e);
+    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
     db->logfile = f;
     bkv_log_writer_init(&db->log, f);
@@ -482,63 +488,115 @@ static void free_db(bkv_db *db) {
     pthread_rwlock_destroy(&db->vindex_lock);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
-    if (db->lock) db->env->unlock_file(db->env, db->lock);
+    if (db->lock) db->env->unlock_dir(db->env, db->lock);
     bkv_buf_free(&db->group);
     for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
     pthread_mutex_destroy(&db->mu);
-    pthread_mutex_destroy(&db->err_mu);
     pthread_cond_destroy(&db->bg_cv);
     pthread_cond_destroy(&db->work_cv);
     free(db->path);
     free(db);
 }
 
-static int value_options_valid(const bkv_options *o) {
-    bkv_vf_params p = {.m_bits = o->value_filter_bits, .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes : 1};
-    if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return 1;
-    return o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED &&
-           o->value_filter_hashes >= 0 && bkv_vf_params_valid(&p) && o->value_index_order >= 2 &&
-           o->value_index_order <= 1024 &&
-           (!o->value_terms || (o->value_terms_name && *o->value_terms_name &&
-                                strlen(o->value_terms_name) <= BKV_TERMS_NAME_MAX));
+/* Each check names the option and what it may be, so a caller learns
+ * which field to fix rather than that "an argument" was invalid. */
+#define REQUIRE(cond, ...) \
+    do { \
+        if (!(cond)) return bkv_fail(e, BKV_INVALID, "invalid option: " __VA_ARGS__); \
+    } while (0)
+
+static int check_value_options(const bkv_options *o, bkv_err *e) {
+    if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return BKV_OK;
+    REQUIRE(o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED,
+            "value_index = %d, must be one of BKV_VALUE_INDEX_* (0..3)", o->value_index);
+    REQUIRE(o->value_filter_bits >= 64 && o->value_filter_bits % 64 == 0 && o->value_filter_bits <= (UINT32_C(1) << 31),
+            "value_filter_bits = %u, must be a multiple of 64 in 64..2^31", o->value_filter_bits);
+    REQUIRE(o->value_filter_hashes >= 0 && o->value_filter_hashes <= BKV_VF_MAX_K,
+            "value_filter_hashes = %d, must be 0 (automatic) or 1..%d", o->value_filter_hashes, BKV_VF_MAX_K);
+    REQUIRE(o->value_index_order >= 2 && o->value_index_order <= 1024, "value_index_order = %d, must be 2..1024",
+            o->value_index_order);
+    REQUIRE(!o->value_terms || (o->value_terms_name && *o->value_terms_name &&
+                                strlen(o->value_terms_name) <= BKV_TERMS_NAME_MAX),
+            "value_terms_name must name the value_terms extractor (1..%d bytes)", BKV_TERMS_NAME_MAX);
+    return BKV_OK;
 }
 
-static int options_valid(const bkv_options *o) {
+static int check_options(const bkv_options *o, bkv_err *e) {
+    REQUIRE(o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type),
+            "filter_type = %d, must be a BKV_FILTER_* type", o->filter_type);
+    REQUIRE(o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100),
+            "bits_per_key = %g, must be in (0, 100]", o->bits_per_key);
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
-        int t = o->filter_type_per_level[i];
-        if (t > 0 && !bkv_filter_type_name(t)) return 0;
-        if (o->bits_per_key_per_level[i] > 100) return 0;
+        REQUIRE(o->filter_type_per_level[i] < 0 || o->filter_type_per_level[i] == BKV_FILTER_NONE ||
+                    bkv_filter_type_name(o->filter_type_per_level[i]),
+                "filter_type_per_level[%d] = %d, must be < 0 (the default) or a BKV_FILTER_* type", i,
+                o->filter_type_per_level[i]);
+        REQUIRE(o->bits_per_key_per_level[i] <= 100, "bits_per_key_per_level[%d] = %g, must be <= 100", i,
+                o->bits_per_key_per_level[i]);
     }
-    return (o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED) &&
-           o->level0_compaction_trigger >= 2 && o->level0_slowdown_trigger >= o->level0_compaction_trigger &&
-           o->level0_stop_trigger >= o->level0_slowdown_trigger && (o->max_bytes_for_level_base == 0 || o->max_bytes_for_level_base >= 1024) &&
-           o->level_size_multiplier >= 2 && o->target_file_size >= 1024 && o->tiered_size_ratio >= 0 &&
-           o->tiered_max_size_amplification >= 0 && o->max_background_jobs >= 1 && o->max_background_jobs <= 16 &&
-           o->write_buffer_size >= 1024 && o->block_size >= 64 && o->max_write_buffer_number >= 2 &&
-           o->max_write_buffer_number <= BKV_MAX_IMM + 1 && o->max_open_files >= 1 &&
-           (o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type)) &&
-           (o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100)) &&
-           o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD &&
-           value_options_valid(o);
+    REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,
+            "compaction_style = %d, must be BKV_COMPACTION_LEVELED or _TIERED", o->compaction_style);
+    REQUIRE(o->level0_compaction_trigger >= 2, "level0_compaction_trigger = %d, must be >= 2",
+            o->level0_compaction_trigger);
+    REQUIRE(o->level0_slowdown_trigger >= o->level0_compaction_trigger,
+            "level0_slowdown_trigger = %d, must be >= level0_compaction_trigger (%d)", o->level0_slowdown_trigger,
+            o->level0_compaction_trigger);
+    REQUIRE(o->level0_stop_trigger >= o->level0_slowdown_trigger,
+            "level0_stop_trigger = %d, must be >= level0_slowdown_trigger (%d)", o->level0_stop_trigger,
+            o->level0_slowdown_trigger);
+    REQUIRE(o->max_bytes_for_level_base == 0 || o->max_bytes_for_level_base >= 1024,
+            "max_bytes_for_level_base = %llu, must be 0 (automatic) or >= 1024",
+            (unsigned long long)o->max_bytes_for_level_base);
+    REQUIRE(o->level_size_multiplier >= 2, "level_size_multiplier = %g, must be >= 2", o->level_size_multiplier);
+    REQUIRE(o->target_file_size >= 1024, "target_file_size = %llu, must be >= 1024",
+            (unsigned long long)o->target_file_size);
+    REQUIRE(o->tiered_size_ratio >= 0, "tiered_size_ratio = %d, must be >= 0", o->tiered_size_ratio);
+    REQUIRE(o->tiered_max_size_amplification >= 0, "tiered_max_size_amplification = %d, must be >= 0",
+            o->tiered_max_size_amplification);
+    REQUIRE(o->max_background_jobs >= 1 && o->max_background_jobs <= BKV_MAX_BACKGROUND_JOBS,
+            "max_background_jobs = %d, must be 1..%d", o->max_background_jobs, BKV_MAX_BACKGROUND_JOBS);
+    REQUIRE(o->write_buffer_size >= 1024, "write_buffer_size = %zu, must be >= 1024", o->write_buffer_size);
+    REQUIRE(o->block_size >= 64, "block_size = %zu, must be >= 64", o->block_size);
+    REQUIRE(o->max_write_buffer_number >= 2 && o->max_write_buffer_number <= BKV_MAX_IMM + 1,
+            "max_write_buffer_number = %d, must be 2..%d", o->max_write_buffer_number, BKV_MAX_IMM + 1);
+    REQUIRE(o->max_open_files >= 1, "max_open_files = %d, must be >= 1", o->max_open_files);
+    REQUIRE(o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD,
+            "compression = %d, must be one of BKV_COMPRESSION_* (0..2)", o->compression);
+    REQUIRE(o->wal_recovery >= BKV_WAL_RECOVERY_ABSOLUTE && o->wal_recovery <= BKV_WAL_RECOVERY_SKIP_DAMAGED,
+            "wal_recovery = %d, must be one of BKV_WAL_RECOVERY_* (0..2)", o->wal_recovery);
+    REQUIRE((o->file_mode & ~0777u) == 0 && (o->file_mode & 0600) == 0600,
+            "file_mode = %#o, must be permission bits (<= 0777) including owner read and write (0600)",
+            o->file_mode);
+    return check_value_options(o, e);
 }
+#undef REQUIRE
+
+/* Search permission wherever the file mode grants read: 0644 -> 0755. */
+static unsigned dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 0444) >> 2); }
 
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
+    bkv_err e = {{0}};
+    if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
     *dbp = NULL;
     bkv_options defaults;
     if (!opts) {
         bkv_options_init(&defaults);
         opts = &defaults;
     }
-    if (!path || !*path || strlen(path) > BKV_PATH_MAX - 64 || !options_valid(opts)) return BKV_INVALID;
+    int rc = BKV_OK;
+    if (!path || !*path) rc = bkv_fail(&e, BKV_INVALID, "bkv_open: no path given");
+    else if (strlen(path) > BKV_PATH_MAX - 64)
+        rc = bkv_fail(&e, BKV_INVALID, "bkv_open: path longer than %d bytes", BKV_PATH_MAX - 64);
+    else rc = check_options(opts, &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
     bkv_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         free(db);
-        return BKV_NOMEM;
+        return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_open: out of memory"});
     }
     db->env = env;
     db->opts = *opts;
     pthread_mutex_init(&db->mu, NULL);
-    pthread_mutex_init(&db->err_mu, NULL);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
@@ -548,19 +606,17 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     db->owner.ctx = db;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&db->compact_pointer[l]);
 
-    bkv_err e = {{0}};
-    int rc = BKV_OK;
     char p[BKV_PATH_MAX];
     snprintf(p, sizeof p, "%s/CURRENT", path);
-    if (!opts->create_if_missing && !env->file_exists(env, p)) rc = bkv_fail(&e, BKV_INVALID, "%s: no database", path);
-    if (!rc && opts->create_if_missing) rc = env->create_dir(env, path, &e);
-    snprintf(p, sizeof p, "%s/LOCK", path);
-    if (!rc) rc = env->lock_file(env, p, &db->lock, &e);
+    if (opts->create_if_missing) rc = env->create_dir(env, path, dir_mode(opts->file_mode), &e);
+    else if (!env->file_exists(env, path))
+        rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist (use create_if_missing)", path);
+    if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
     /* Existence is decided under the lock: another process may be creating it. */
-    snprintf(p, sizeof p, "%s/CURRENT", path);
-    int exists = env->file_exists(env, p);
-    if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists", path);
-    if (!rc && !exists && !opts->create_if_missing) rc = bkv_fail(&e, BKV_INVALID, "%s: no database", path);
+    int exists = !rc && env->file_exists(env, p);
+    if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists (error_if_exists)", path);
+    if (!rc && !exists && !opts->create_if_missing)
+        rc = bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
     if (!rc) {
         db->table_cache = bkv_cache_new((size_t)opts->max_open_files);
         if (opts->block_cache_size) db->block_cache = bkv_cache_new(opts->block_cache_size);
@@ -581,7 +637,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
         pthread_mutex_unlock(&db->mu);
         for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
         free_db(db);
-        return rc;
+        return bkv_db_error(NULL, rc, &e);
     }
     *dbp = db;
     return BKV_OK;

@@ -139,10 +139,12 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     if (!db || (!key && klen) || !val || !vlen) return BKV_INVALID;
     *val = NULL;
     *vlen = 0;
+    bkv_err e = {{0}};
+    int rc = bkv_db_check_read_options(db, ro, &e);
+    if (rc) return bkv_db_error(db, rc, &e);
     bkv_read_state rs;
     bkv_read_state_acquire(db, ro, &rs);
-    bkv_err e = {{0}};
-    int rc = bkv_db_get_at(db, ro, &rs, key, klen, val, vlen, &e);
+    rc = bkv_db_get_at(db, ro, &rs, key, klen, val, vlen, &e);
     bkv_read_state_release(&rs);
     return bkv_db_error(db, rc, &e);
 }
@@ -170,6 +172,8 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
 int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,
                   void **vals, size_t *vlens, int *statuses) {
     if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return BKV_INVALID;
+    bkv_err ro_err = {{0}};
+    if (bkv_db_check_read_options(db, ro, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
     bkv_hash *hashes = malloc((n ? n : 1) * sizeof *hashes);
     uint8_t *pending = malloc(n ? n : 1), *maybe = malloc(n ? n : 1);
     bkv_hash *batch = malloc((n ? n : 1) * sizeof *batch);
@@ -241,6 +245,7 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
     if (!s) return NULL;
     pthread_mutex_lock(&db->mu);
     s->seq = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+    s->db = db;
     /* Sequences only grow, so appending keeps the list oldest first. */
     s->next = &db->snapshots;
     s->prev = db->snapshots.prev;
@@ -250,14 +255,26 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
     return s;
 }
 
+/* Only a snapshot found in db's own list is released: a second release,
+ * or one of another database, is ignored rather than corrupting the list
+ * (the pointer is compared, never followed, until it is found). */
 void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
     if (!db || !snap) return;
-    bkv_snapshot *s = (bkv_snapshot *)snap;
     pthread_mutex_lock(&db->mu);
-    s->prev->next = s->next;
-    s->next->prev = s->prev;
+    bkv_snapshot *s = db->snapshots.next;
+    while (s != &db->snapshots && s != snap) s = s->next;
+    if (s != &db->snapshots) {
+        s->prev->next = s->next;
+        s->next->prev = s->prev;
+    }
     pthread_mutex_unlock(&db->mu);
-    free(s);
+    if (s != &db->snapshots) free(s);
+}
+
+int bkv_db_check_read_options(const bkv_db *db, const bkv_read_options *ro, bkv_err *e) {
+    if (ro && ro->snapshot && ro->snapshot->db != db)
+        return bkv_fail(e, BKV_INVALID, "%s: the read options' snapshot belongs to another database", db->path);
+    return BKV_OK;
 }
 
 uint64_t bkv_db_oldest_snapshot(bkv_db *db) {

@@ -299,6 +299,7 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
                    bkv_find_stats *stats) {
     if (!db || !fn || (!val && vlen)) return BKV_INVALID;
     bkv_err e = {{0}};
+    if (bkv_db_check_read_options(db, ro, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: the database has no value index", db->path), &e);
     bkv_find_stats local;

@@ -74,7 +74,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     if (!rc) rc = bkv_file_close(db->logfile, e);
     else bkv_file_close(db->logfile, NULL);
     db->logfile = NULL;
-    if (!rc) rc = db->env->new_writable(db->env, path, &f, e);
+    if (!rc) rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     /* The new log's name must be durable before a synced write in it is
      * acknowledged: a power loss could otherwise drop the whole file. */
     if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
@@ -276,7 +276,7 @@ int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_f
     char path[BKV_PATH_MAX];
     bkv_table_name(path, db->path, number);
     bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, &f, e);
+    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
     /* A flush is bottommost only when it makes the first table of all. */
     bkv_table_options to = bkv_db_table_options(db, 0, 0);

@@ -31,12 +31,13 @@ void bkv_batch_destroy(bkv_batch *b) {
 }
 
 void bkv_batch_clear(bkv_batch *b) {
+    if (!b) return;
     b->rep.oom = 0;
     init_rep(&b->rep);
 }
 
 uint32_t bkv_batch_rep_count(const uint8_t *rep) { return bkv_get_u32(rep + 8); }
-uint32_t bkv_batch_count(const bkv_batch *b) { return b->rep.len >= BKV_BATCH_HEADER ? bkv_batch_rep_count(b->rep.data) : 0; }
+uint32_t bkv_batch_count(const bkv_batch *b) { return b && b->rep.len >= BKV_BATCH_HEADER ? bkv_batch_rep_count(b->rep.data) : 0; }
 uint64_t bkv_batch_sequence(const uint8_t *rep) { return bkv_get_u64(rep); }
 
 void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq) { bkv_put_u64(rep->data, seq); }

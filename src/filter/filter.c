@@ -57,6 +57,7 @@ int bkv_filter_alloc_payload(bkv_filter *f) {
 }
 
 int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
+    if (!out) return BKV_INVALID;
     *out = NULL;
     if (!spec_valid(spec)) return BKV_INVALID;
     const bkv_filter_ops *ops = ops_for_type(spec->type);
@@ -76,9 +77,15 @@ int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filt
     return BKV_OK;
 }
 
+static int cmp_hash(const void *a, const void *b) {
+    bkv_hash x = *(const bkv_hash *)a, y = *(const bkv_hash *)b;
+    return x < y ? -1 : x > y;
+}
+
 int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t n, bkv_filter **out) {
+    if (!out) return BKV_INVALID;
     *out = NULL;
-    if (!spec_valid(spec)) return BKV_INVALID;
+    if (!spec_valid(spec) || (n && !hashes)) return BKV_INVALID;
     const bkv_filter_ops *ops = ops_for_type(spec->type);
     if (ops->build) {
         bkv_filter *f = calloc(1, sizeof *f);
@@ -94,8 +101,23 @@ int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t
         *out = f;
         return BKV_OK;
     }
+    /* A deletable filter stores a copy per add: a key given twice would
+     * take two slots (a cuckoo bucket pair holds at most eight copies, then
+     * answers BKV_FULL), so it gets each distinct hash once, as a set. */
+    bkv_hash *distinct = NULL;
+    if (bkv_filter_is_deletable(spec->type) && n > 1) {
+        if (!(distinct = malloc(n * sizeof *distinct))) return BKV_NOMEM;
+        memcpy(distinct, hashes, n * sizeof *distinct);
+        qsort(distinct, n, sizeof *distinct, cmp_hash);
+        size_t m = 1;
+        for (size_t i = 1; i < n; i++)
+            if (distinct[i] != distinct[m - 1]) distinct[m++] = distinct[i];
+        hashes = distinct;
+        n = m;
+    }
     int rc = bkv_filter_new(spec, n, out);
     for (size_t i = 0; rc == BKV_OK && i < n; i++) rc = bkv_filter_add(*out, hashes[i]);
+    free(distinct);
     if (rc != BKV_OK) {
         bkv_filter_free(*out);
         *out = NULL;
@@ -202,6 +224,7 @@ static int fail(int rc, char *err, size_t errlen, const char *fmt, ...) {
 int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out, char *err,
                     size_t errlen) {
     const uint8_t *p = buf;
+    if (!out) return fail(BKV_INVALID, err, errlen, "bkv_filter_open: out is NULL");
     *out = NULL;
     if (!buf || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
         return fail(BKV_CORRUPTION, err, errlen, "filter truncated: %zu bytes, header and trailer need %d",

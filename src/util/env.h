@@ -25,8 +25,10 @@ typedef struct bkv_rfile { /* random-access readable file */
 } bkv_rfile;
 
 struct bkv_env {
-    /* Creates (or truncates) a file for appending. */
-    int (*new_writable)(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e);
+    /* Creates a new file for appending, with permission bits mode (less
+     * the umask). Fails if the name exists, also as a symbolic link: an
+     * existing file is never truncated and a planted link never followed. */
+    int (*new_writable)(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e);
     int (*append)(bkv_wfile *f, const void *data, size_t n, bkv_err *e);
     /* Pushes buffered bytes to the OS without forcing them to disk. */
     int (*flush)(bkv_wfile *f, bkv_err *e);
@@ -46,19 +48,25 @@ struct bkv_env {
     const uint8_t *(*mapped)(bkv_rfile *f);
     void (*close_readable)(bkv_rfile *f);
 
+    /* Whether the name exists (a dangling symbolic link counts). */
     int (*file_exists)(const bkv_env *env, const char *path);
     int (*remove_file)(const bkv_env *env, const char *path, bkv_err *e);
     /* Atomically replaces to with from. */
     int (*rename_file)(const bkv_env *env, const char *from, const char *to, bkv_err *e);
-    int (*create_dir)(const bkv_env *env, const char *path, bkv_err *e);
+    /* Creates a directory (mode less the umask); an existing one is fine. */
+    int (*create_dir)(const bkv_env *env, const char *path, unsigned mode, bkv_err *e);
     /* Makes renames, creations and removals in dir durable. */
     int (*sync_dir)(const bkv_env *env, const char *dir, bkv_err *e);
     /* Names (not paths) in dir, malloc'd; free with bkv_env_free_list. */
     int (*list_dir)(const bkv_env *env, const char *dir, char ***names, size_t *n, bkv_err *e);
-    /* An exclusive advisory lock held until unlock_file, also against
-     * other handles in this process. */
-    int (*lock_file)(const bkv_env *env, const char *path, void **lock, bkv_err *e);
-    void (*unlock_file)(const bkv_env *env, void *lock);
+    /* Locks database directory dir until unlock_dir: exclusively (a
+     * writer) or shared (readers such as check), also against other
+     * handles in this process. The lock is held on the directory itself,
+     * so deleting its LOCK file (created with mode, never through a link,
+     * and locked too for tools that look for it) cannot let a second
+     * writer in. BKV_BUSY when a conflicting lock is held. */
+    int (*lock_dir)(const bkv_env *env, const char *dir, unsigned mode, int shared, void **lock, bkv_err *e);
+    void (*unlock_dir)(const bkv_env *env, void *lock);
     void *state;
 };
 
@@ -84,8 +92,9 @@ static inline void bkv_file_close_readable(bkv_rfile *f) { f->env->close_readabl
 /* Reads a whole file into a malloc'd buffer. */
 int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e);
 /* Writes data to path via a temporary file, fsync, rename and directory
- * fsync, so that path holds either its old content or data, never a mix. */
-int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, const void *data,
-                         size_t len, bkv_err *e);
+ * fsync, so that path holds either its old content or data, never a mix.
+ * A leftover temporary (or a link planted in its name) is removed first. */
+int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, unsigned mode,
+                         const void *data, size_t len, bkv_err *e);
 
 #endif

@@ -133,7 +133,7 @@ static int fw_close(bkv_wfile *w, bkv_err *e) {
     return rc;
 }
 
-static int fe_new_writable_locked(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e) {
+static int fe_new_writable_locked(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
     bkv_fault_env *f = of(env);
     *out = NULL;
     int error;
@@ -143,20 +143,17 @@ static int fe_new_writable_locked(const bkv_env *env, const char *path, bkv_wfil
         free(fw);
         return bkv_fail(e, BKV_NOMEM, "out of memory");
     }
-    int existed = f->base->file_exists(f->base, path);
-    tracked *prev = find(f, path);
-    int durable_name = existed && (!prev || prev->exists_durable);
-    int rc = f->base->new_writable(f->base, path, &fw->inner, e);
+    int rc = f->base->new_writable(f->base, path, mode, &fw->inner, e);
     if (rc) {
         free(fw->path);
         free(fw);
         return rc;
     }
-    /* Truncated: nothing of it is durable until synced. An existing name
-     * stays durable; a new one needs a directory sync. */
+    /* A new name (the base env never reuses one): nothing of it is durable
+     * until synced, and the name itself until its directory is. */
     tracked *t = track(f, path);
     if (t) {
-        t->exists_durable = durable_name;
+        t->exists_durable = 0;
         t->len = t->synced = 0;
     }
     fw->base.env = env;
@@ -287,8 +284,8 @@ static int fe_rename_locked(const bkv_env *env, const char *from, const char *to
     return BKV_OK;
 }
 
-static int fe_create_dir(const bkv_env *env, const char *path, bkv_err *e) {
-    return of(env)->base->create_dir(of(env)->base, path, e);
+static int fe_create_dir(const bkv_env *env, const char *path, unsigned mode, bkv_err *e) {
+    return of(env)->base->create_dir(of(env)->base, path, mode, e);
 }
 
 static int fe_sync_dir_locked(const bkv_env *env, const char *dir, bkv_err *e) {
@@ -319,11 +316,11 @@ static int fe_list_dir(const bkv_env *env, const char *dir, char ***names, size_
     return of(env)->base->list_dir(of(env)->base, dir, names, n, e);
 }
 
-static int fe_lock(const bkv_env *env, const char *path, void **lock, bkv_err *e) {
-    return of(env)->base->lock_file(of(env)->base, path, lock, e);
+static int fe_lock(const bkv_env *env, const char *dir, unsigned mode, int shared, void **lock, bkv_err *e) {
+    return of(env)->base->lock_dir(of(env)->base, dir, mode, shared, lock, e);
 }
 
-static void fe_unlock(const bkv_env *env, void *lock) { of(env)->base->unlock_file(of(env)->base, lock); }
+static void fe_unlock(const bkv_env *env, void *lock) { of(env)->base->unlock_dir(of(env)->base, lock); }
 
 /* Every entry point holds the env's (recursive) mutex: the hook may call
  * back into the env, e.g. to take a snapshot. */
@@ -351,10 +348,10 @@ static int fw_sync(bkv_wfile *w, bkv_err *e) {
     return rc;
 }
 
-static int fe_new_writable(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e) {
+static int fe_new_writable(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
     bkv_fault_env *f_ = of(env);
     pthread_mutex_lock(&f_->mu);
-    int rc = fe_new_writable_locked(env, path, out, e);
+    int rc = fe_new_writable_locked(env, path, mode, out, e);
     pthread_mutex_unlock(&f_->mu);
     return rc;
 }
@@ -414,7 +411,7 @@ bkv_fault_env *bkv_fault_env_new(void) {
         .read_at = fr_read_at,           .size = fr_size,           .mapped = fr_mapped,
         .close_readable = fr_close,      .file_exists = fe_exists,  .remove_file = fe_remove,
         .rename_file = fe_rename,        .create_dir = fe_create_dir, .sync_dir = fe_sync_dir,
-        .list_dir = fe_list_dir,         .lock_file = fe_lock,      .unlock_file = fe_unlock,
+        .list_dir = fe_list_dir,         .lock_dir = fe_lock,       .unlock_dir = fe_unlock,
         .state = f,
     };
     return f;

@@ -1,4 +1,4 @@
-/* The POSIX env: buffered appends, pread, fdatasync, flock. */
+/* The POSIX env: buffered appends, pread, fdatasync, flock on the directory. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +35,7 @@ static int io_fail(bkv_err *e, const char *what, const char *path) {
     return bkv_fail(e, BKV_IOERROR, "%s %s: %s", what, path, strerror(err));
 }
 
-static int posix_new_writable(const bkv_env *env, const char *path, bkv_wfile **out, bkv_err *e) {
+static int posix_new_writable(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
     *out = NULL;
     posix_wfile *f = malloc(sizeof *f);
     char *p = strdup(path);
@@ -44,10 +44,18 @@ static int posix_new_writable(const bkv_env *env, const char *path, bkv_wfile **
         free(p);
         return bkv_fail(e, BKV_NOMEM, "out of memory opening %s", path);
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_EXCL | O_NOFOLLOW: whoever can write into the directory must not
+     * be able to point a name the engine is about to create at another file
+     * (the engine would truncate and overwrite it with the user's rights). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     if (fd < 0) {
+        int err = errno;
         free(f);
         free(p);
+        errno = err;
+        if (err == EEXIST)
+            return bkv_fail(e, BKV_IOERROR, "cannot create %s: %s (never overwritten or followed as a link)", path,
+                            strerror(err));
         return io_fail(e, "cannot create", path);
     }
     f->base.env = env;
@@ -181,9 +189,12 @@ static void posix_close_readable(bkv_rfile *rf) {
     free(f);
 }
 
+/* A name is there even when it is a dangling link (lstat, not access):
+ * callers decide whether a name is free before creating it. */
 static int posix_file_exists(const bkv_env *env, const char *path) {
     (void)env;
-    return access(path, F_OK) == 0;
+    struct stat st;
+    return lstat(path, &st) == 0;
 }
 
 static int posix_remove(const bkv_env *env, const char *path, bkv_err *e) {
@@ -198,9 +209,9 @@ static int posix_rename(const bkv_env *env, const char *from, const char *to, bk
     return BKV_OK;
 }
 
-static int posix_create_dir(const bkv_env *env, const char *path, bkv_err *e) {
+static int posix_create_dir(const bkv_env *env, const char *path, unsigned mode, bkv_err *e) {
     (void)env;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) return io_fail(e, "cannot create directory", path);
+    if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST) return io_fail(e, "cannot create directory", path);
     return BKV_OK;
 }
 
@@ -250,29 +261,68 @@ static int posix_list_dir(const bkv_env *env, const char *dir, char ***names, si
     return BKV_OK;
 }
 
+typedef struct posix_lock {
+    int dir_fd, file_fd;
+} posix_lock;
+
+static int lock_fd(int fd, int shared) {
+    while (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
+        if (errno != EINTR) return -1;
+    return 0;
+}
+
+static int lock_busy(bkv_err *e, const char *dir, int shared) {
+    return bkv_fail(e, BKV_BUSY, "%s: database in use (%s)", dir,
+                    shared ? "open for writing by another handle or process"
+                           : "locked by another handle or process, or being checked");
+}
+
 /* flock locks belong to the open file description, so a second open of the
- * same database in this process is refused just like one in another. */
-static int posix_lock(const bkv_env *env, const char *path, void **lock, bkv_err *e) {
+ * same database in this process is refused just like one in another. The
+ * directory's own lock is the one that counts: a LOCK file can be deleted
+ * and recreated under a live writer, the directory it sits in cannot. */
+static int posix_lock_dir(const bkv_env *env, const char *dir, unsigned mode, int shared, void **out, bkv_err *e) {
     (void)env;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return io_fail(e, "cannot open lock file", path);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int err = errno;
-        close(fd);
-        if (err == EWOULDBLOCK)
-            return bkv_fail(e, BKV_BUSY, "database is locked by another user: %s", path);
-        errno = err;
-        return io_fail(e, "cannot lock", path);
+    *out = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/LOCK", dir) >= (int)sizeof path)
+        return bkv_fail(e, BKV_INVALID, "path too long: %s", dir);
+    posix_lock *l = malloc(sizeof *l);
+    if (!l) return bkv_fail(e, BKV_NOMEM, "out of memory locking %s", dir);
+    l->file_fd = -1;
+    l->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = BKV_OK;
+    if (l->dir_fd < 0) rc = io_fail(e, "cannot open directory", dir);
+    else if (lock_fd(l->dir_fd, shared) != 0)
+        rc = errno == EWOULDBLOCK ? lock_busy(e, dir, shared) : io_fail(e, "cannot lock", dir);
+    if (!rc) {
+        /* Readers only lock a LOCK file that is there; a writer makes it. */
+        int flags = O_NOFOLLOW | O_CLOEXEC | (shared ? O_RDONLY : O_RDWR | O_CREAT);
+        l->file_fd = open(path, flags, (mode_t)mode);
+        if (l->file_fd < 0 && errno == ELOOP)
+            rc = bkv_fail(e, BKV_IOERROR, "cannot open lock file %s: it is a symbolic link (never followed)", path);
+        else if (l->file_fd < 0 && !(shared && errno == ENOENT))
+            rc = io_fail(e, "cannot open lock file", path);
+        else if (l->file_fd >= 0 && lock_fd(l->file_fd, shared) != 0)
+            rc = errno == EWOULDBLOCK ? lock_busy(e, dir, shared) : io_fail(e, "cannot lock", path);
     }
-    *lock = (void *)(intptr_t)(fd + 1);
+    if (rc) {
+        if (l->file_fd >= 0) close(l->file_fd);
+        if (l->dir_fd >= 0) close(l->dir_fd);
+        free(l);
+        return rc;
+    }
+    *out = l;
     return BKV_OK;
 }
 
-static void posix_unlock(const bkv_env *env, void *lock) {
+static void posix_unlock_dir(const bkv_env *env, void *lock) {
     (void)env;
-    int fd = (int)(intptr_t)lock - 1;
-    flock(fd, LOCK_UN);
-    close(fd);
+    posix_lock *l = lock;
+    if (!l) return;
+    if (l->file_fd >= 0) close(l->file_fd); /* closing the last descriptor releases its flock */
+    close(l->dir_fd);
+    free(l);
 }
 
 static const bkv_env posix_env = {
@@ -292,8 +342,8 @@ static const bkv_env posix_env = {
     .create_dir = posix_create_dir,
     .sync_dir = posix_sync_dir,
     .list_dir = posix_list_dir,
-    .lock_file = posix_lock,
-    .unlock_file = posix_unlock,
+    .lock_dir = posix_lock_dir,
+    .unlock_dir = posix_unlock_dir,
     .state = NULL,
 };
 
@@ -328,13 +378,14 @@ int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_
     return BKV_OK;
 }
 
-int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, const void *data,
-                         size_t len, bkv_err *e) {
+int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, unsigned mode,
+                         const void *data, size_t len, bkv_err *e) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return bkv_fail(e, BKV_INVALID, "path too long: %s", path);
     bkv_wfile *f;
-    int rc = env->new_writable(env, tmp, &f, e);
+    if (env->file_exists(env, tmp)) env->remove_file(env, tmp, NULL);
+    int rc = env->new_writable(env, tmp, mode, &f, e);
     if (rc) return rc;
     rc = bkv_file_append(f, data, len, e);
     if (!rc) rc = bkv_file_sync(f, e);

@@ -82,27 +82,52 @@ static const char *fragment_problem(const bkv_log_reader *r, size_t off) {
     return NULL;
 }
 
-/* Damage at off is a torn tail when nothing valid follows it: a crash can
- * only have cut the unsynced end of the file. A valid fragment after the
- * damage means bytes in the middle went bad. */
-static int damage(bkv_log_reader *r, size_t off, const char *what, bkv_err *e) {
-    int later_valid = 0;
-    for (size_t b = (off / BKV_LOG_BLOCK + 1) * BKV_LOG_BLOCK; b < r->len; b += BKV_LOG_BLOCK)
-        if (!fragment_problem(r, b)) {
-            later_valid = 1;
-            break;
-        }
-    if (r->tolerate_torn_tail && !later_valid) {
+/* The first offset >= from where a valid fragment starts, or len. A
+ * fragment can start at any offset (records are not aligned), so every
+ * one is tried; a random match needs a CRC-32C hit, about 2^-32. */
+static size_t next_valid_fragment(const bkv_log_reader *r, size_t from) {
+    for (size_t off = from; off < r->len; off++) {
+        if (BKV_LOG_BLOCK - off % BKV_LOG_BLOCK < BKV_LOG_HEADER) continue;
+        if (!fragment_problem(r, off)) return off;
+    }
+    return r->len;
+}
+
+/* Damage at off is a torn tail when no valid fragment starts at or after
+ * search_from: a crash can only have cut the unsynced end of the file. A valid fragment after the
+ * damage, even in the same block, means bytes in the middle went bad and
+ * records that were written after them are still there: dropping them
+ * with the tail would lose acknowledged writes without a word. */
+static int damage(bkv_log_reader *r, size_t off, const char *what, size_t search_from, bkv_err *e) {
+    size_t next = next_valid_fragment(r, search_from);
+    if (r->tolerate_torn_tail && next == r->len) {
         r->dropped_bytes = r->len - (r->record.len ? r->record_offset : off);
         r->pos = r->len;
         return BKV_NOTFOUND;
     }
-    return bkv_fail(e, BKV_CORRUPTION, "%s: %s at offset %zu", r->name, what, off);
+    if (r->on_damage == BKV_LOG_DAMAGE_FAIL) {
+        if (next < r->len)
+            return bkv_fail(e, BKV_CORRUPTION, "%s: %s at offset %zu, with valid records after it (from offset %zu)",
+                            r->name, what, off, next);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: %s at offset %zu", r->name, what, off);
+    }
+    size_t from = r->record.len ? r->record_offset : off;
+    if (!r->skipped_bytes) r->damage_offset = from;
+    if (r->on_damage == BKV_LOG_DAMAGE_STOP) {
+        r->skipped_bytes += r->len - from;
+        r->stopped = 1;
+        r->pos = r->len;
+        return BKV_NOTFOUND;
+    }
+    r->skipped_bytes += next - from;
+    r->pos = next;
+    bkv_buf_clear(&r->record);
+    return BKV_OK; /* the caller goes on reading at next */
 }
 
 int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
     bkv_buf_clear(&r->record);
-    int in_record = 0;
+    int in_record = 0, rc;
     for (;;) {
         size_t block_left = BKV_LOG_BLOCK - r->pos % BKV_LOG_BLOCK;
         if (block_left < BKV_LOG_HEADER) {
@@ -110,12 +135,19 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
             continue;
         }
         if (r->pos >= r->len) {
-            if (in_record) return damage(r, r->record_offset, "record cut short by end of file", e);
-            return BKV_NOTFOUND;
+            if (!in_record) return BKV_NOTFOUND;
+            rc = damage(r, r->record_offset, "record cut short by end of file", r->len, e);
+            if (rc) return rc;
+            in_record = 0;
+            continue;
         }
         size_t off = r->pos;
         const char *why = fragment_problem(r, off);
-        if (why) return damage(r, off, why, e);
+        if (why) {
+            if ((rc = damage(r, off, why, off + 1, e))) return rc;
+            in_record = 0;
+            continue;
+        }
         const uint8_t *h = r->data + off;
         size_t n = bkv_get_u16(h + 4);
         unsigned type = h[6];
@@ -124,16 +156,23 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
         switch (type) {
         case BKV_LOG_FULL:
         case BKV_LOG_FIRST:
-            if (in_record) return bkv_fail(e, BKV_CORRUPTION, "%s: record at offset %llu never ended (new one at %zu)",
-                                           r->name, (unsigned long long)r->record_offset, off);
+            if (in_record) {
+                /* Its end was lost: damage to the record in progress. */
+                r->pos = off;
+                if ((rc = damage(r, r->record_offset, "record never ended", off, e))) return rc;
+                in_record = 0;
+                continue;
+            }
             r->record_offset = off;
             bkv_buf_append(&r->record, payload, n);
             if (type == BKV_LOG_FULL) goto done;
             in_record = 1;
             break;
         default:
-            if (!in_record)
-                return bkv_fail(e, BKV_CORRUPTION, "%s: fragment without a start at offset %zu", r->name, off);
+            if (!in_record) {
+                if ((rc = damage(r, off, "fragment without a start", off, e))) return rc;
+                continue;
+            }
             bkv_buf_append(&r->record, payload, n);
             if (type == BKV_LOG_LAST) goto done;
             break;

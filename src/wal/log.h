@@ -27,15 +27,24 @@ void bkv_log_writer_init(bkv_log_writer *w, bkv_wfile *file);
 /* Appends one record (buffered: bkv_file_flush/sync to push it out). */
 int bkv_log_add_record(bkv_log_writer *w, const void *data, size_t len, bkv_err *e);
 
+/* What a reader does at damage that is not a torn tail (valid fragments
+ * follow it, or the log is not the newest): the bkv_options.wal_recovery
+ * modes, in the same order. */
+enum { BKV_LOG_DAMAGE_FAIL = 0, BKV_LOG_DAMAGE_STOP = 1, BKV_LOG_DAMAGE_SKIP = 2 };
+
 typedef struct bkv_log_reader {
     const char *name;      /* for messages */
     const uint8_t *data;   /* the whole file */
     size_t len;
     size_t pos;            /* next fragment */
     int tolerate_torn_tail;
+    int on_damage;           /* BKV_LOG_DAMAGE_*; FAIL unless set after init */
     bkv_buf record;
     uint64_t record_offset;  /* file offset of the last record returned */
     uint64_t dropped_bytes;  /* torn tail dropped, if any */
+    int stopped;             /* STOP: reading ended at damage (later logs must be ignored too) */
+    uint64_t damage_offset;  /* STOP/SKIP: where the first damage was found */
+    uint64_t skipped_bytes;  /* STOP/SKIP: bytes of damage dropped or skipped */
 } bkv_log_reader;
 
 /* data must outlive the reader. tolerate_torn_tail: the log may end in a

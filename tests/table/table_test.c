@@ -24,7 +24,7 @@ static void make_val(char *v, int i, int ver) { snprintf(v, 64, "value-%d-v%d-pa
  * (seq 1 and 2), and keys divisible by 10 are deleted at seq 3. */
 static void build_table(const char *path, int n, int compression, int filter_type) {
     bkv_wfile *f;
-    assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, &f, NULL), BKV_OK);
+    assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
     bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = filter_type,
                            .bits_per_key = 10, .compression = compression};
     bkv_table_builder *b = bkv_table_builder_new(&o, f, path);

@@ -234,9 +234,10 @@ static bkv_compaction *pick_leveled(bkv_db *db) {
     for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
     c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && gp_bytes <= 10 * o->target_file_size;
     if (best > 0) {
+        /* Out of memory, the pointer is left empty: the next pick starts
+         * the level over, which is only a worse choice, not a wrong one. */
         bkv_file_meta *f = c->inputs[0][0];
-        bkv_buf_clear(&db->compact_pointer[best]);
-        bkv_buf_append(&db->compact_pointer[best], f->largest, f->largest_len);
+        if (bkv_buf_set(&db->compact_pointer[best], f->largest, f->largest_len)) bkv_buf_clear(&db->compact_pointer[best]);
     }
     claim(c);
     return c;
@@ -424,8 +425,10 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         unsigned type = (unsigned)(trailer & 0xff);
         int new_key = !have_current || bkv_user_key_compare(k, ul, current.data, current.len) != 0;
         if (new_key) {
-            bkv_buf_clear(&current);
-            bkv_buf_append(&current, k, ul);
+            if (bkv_buf_set(&current, k, ul)) {
+                rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
+                break;
+            }
             have_current = 1;
             last_seq_for_key = UINT64_MAX;
             /* Cut only between user keys. */
@@ -450,9 +453,10 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         last_seq_for_key = seq;
         if (!drop) {
             if (!out.builder && (rc = open_output(db, c, &out, e))) break;
-            if (out.smallest.len == 0) bkv_buf_append(&out.smallest, k, kl);
-            bkv_buf_clear(&out.largest);
-            bkv_buf_append(&out.largest, k, kl);
+            if ((out.smallest.len == 0 && bkv_buf_set(&out.smallest, k, kl)) || bkv_buf_set(&out.largest, k, kl)) {
+                rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
+                break;
+            }
             if ((rc = bkv_table_builder_add(out.builder, k, kl, val, vl, e))) break;
         }
         bkv_iiter_next(it);

@@ -97,11 +97,13 @@ static void check_table(checker *c, const char *path, uint64_t number) {
     bkv_buf prev;
     bkv_buf_init(&prev);
     uint64_t n = 0, dels = 0;
+    int stopped = 0;
     for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it), n++) {
         size_t kl;
         const uint8_t *k = bkv_iiter_key(it, &kl);
         if (kl < BKV_IKEY_TRAILER) {
             report(c, "%s: entry %llu has a key shorter than its trailer", path, (unsigned long long)n);
+            stopped = 1;
             break;
         }
         unsigned type = (unsigned)(bkv_ikey_trailer(k, kl) & 0xff);
@@ -110,12 +112,15 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         dels += type == BKV_TYPE_DELETION;
         if (prev.len && bkv_ikey_compare(prev.data, prev.len, k, kl) >= 0)
             report(c, "%s: entry %llu is out of order", path, (unsigned long long)n);
-        bkv_buf_clear(&prev);
-        bkv_buf_append(&prev, k, kl);
+        if (bkv_buf_set(&prev, k, kl)) {
+            report(c, "%s: cannot check past entry %llu: out of memory", path, (unsigned long long)n);
+            stopped = 1;
+            break;
+        }
     }
     if (bkv_iiter_status(it, &e)) report(c, "%s", e.msg);
     const bkv_table_props *p = bkv_table_properties(t);
-    if (!bkv_iiter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
+    if (!stopped && !bkv_iiter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
         report(c, "%s: properties say %llu entries, %llu deletions; found %llu, %llu", path,
                (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions, (unsigned long long)n,
                (unsigned long long)dels);

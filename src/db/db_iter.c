@@ -331,9 +331,14 @@ static void check_status(bkv_iter *it) {
     if (rc) fail(it, rc, &e);
 }
 
-static void save(bkv_buf *b, const void *p, size_t n) {
-    bkv_buf_clear(b);
-    bkv_buf_append(b, p, n);
+/* Copies a key or value the iterator must remember; out of memory ends
+ * the iteration with BKV_NOMEM (a stale saved key would show shadowed or
+ * deleted entries). -1 then. */
+static int save(bkv_iter *it, bkv_buf *b, const void *p, size_t n) {
+    if (!bkv_buf_set(b, p, n)) return 0;
+    bkv_err e;
+    fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory iterating"), &e);
+    return -1;
 }
 
 /* Moves forward to the next entry to show. With skipping, entries of user
@@ -347,7 +352,7 @@ static void find_next_user_entry(bkv_iter *it, int skipping) {
         if (skipping && bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) <= 0) continue;
         if (beyond_upper(it, p.ukey, p.ulen)) break;
         if (p.type == BKV_TYPE_DELETION) {
-            save(&it->saved_key, p.ukey, p.ulen);
+            if (save(it, &it->saved_key, p.ukey, p.ulen)) return;
             skipping = 1;
             continue;
         }
@@ -376,14 +381,8 @@ static void find_prev_user_entry(bkv_iter *it) {
         } else {
             size_t vn;
             const uint8_t *v = bkv_iiter_value(it->iter, &vn);
-            save(&it->saved_key, p.ukey, p.ulen);
-            save(&it->saved_value, v, vn);
+            if (save(it, &it->saved_key, p.ukey, p.ulen) || save(it, &it->saved_value, v, vn)) return;
         }
-    }
-    if (it->saved_key.oom || it->saved_value.oom) {
-        bkv_err e;
-        fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory iterating"), &e);
-        return;
     }
     it->valid = type != BKV_TYPE_DELETION;
     check_status(it);
@@ -393,10 +392,8 @@ static void find_prev_user_entry(bkv_iter *it) {
  * reader at this sequence may see for key. */
 static void seek_internal(bkv_iter *it, const void *key, size_t klen, uint64_t seq) {
     bkv_buf *k = &it->saved_key;
-    bkv_buf_clear(k);
-    bkv_buf_append(k, key, klen);
-    bkv_buf_put_u64(k, bkv_pack_trailer(seq, 0xff));
-    if (k->oom) {
+    if (save(it, k, key, klen)) return;
+    if (bkv_buf_put_u64(k, bkv_pack_trailer(seq, 0xff))) {
         bkv_err e;
         fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory seeking"), &e);
         return;
@@ -425,7 +422,7 @@ void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen) {
     if (it->ro.prefix_same_as_start && it->db->opts.prefix_extractor) {
         size_t plen = it->db->opts.prefix_extractor(key, klen);
         if (plen <= klen) {
-            save(&it->prefix, key, plen);
+            if (save(it, &it->prefix, key, plen)) return;
             it->has_prefix = 1;
             if (build_children(it, it->prefix.data, plen)) return;
         } else if (reset_children(it)) {
@@ -474,8 +471,7 @@ void bkv_iter_next(bkv_iter *it) {
         else bkv_iiter_next(it->iter);
     } else {
         parsed p;
-        if (!parse_current(it, &p)) return;
-        save(&it->saved_key, p.ukey, p.ulen);
+        if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
         bkv_iiter_next(it->iter);
     }
     find_next_user_entry(it, 1);
@@ -486,8 +482,7 @@ void bkv_iter_prev(bkv_iter *it) {
     if (it->forward) {
         /* Step back past every entry of the current user key. */
         parsed p;
-        if (!parse_current(it, &p)) return;
-        save(&it->saved_key, p.ukey, p.ulen);
+        if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
         for (;;) {
             bkv_iiter_prev(it->iter);
             if (!bkv_iiter_valid(it->iter)) {

@@ -371,8 +371,8 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     edit.value_index = db->vrec;
     rc = bkv_version_snapshot_edit(db->current, &edit);
     if (!rc) {
-        bkv_edit_encode(&edit, &rec);
-        rc = rec.oom ? bkv_fail(e, BKV_NOMEM, "out of memory") : bkv_log_add_record(&lw, rec.data, rec.len, e);
+        rc = bkv_edit_encode(&edit, &rec) ? bkv_fail(e, BKV_NOMEM, "out of memory encoding the manifest")
+                                          : bkv_log_add_record(&lw, rec.data, rec.len, e);
     }
     if (!rc) rc = bkv_file_sync(f, e);
     bkv_buf_free(&rec);

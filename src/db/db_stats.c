@@ -83,7 +83,9 @@ static void append(bkv_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (n > 0) bkv_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    /* A report is checked once, by its terminating NUL: a failed append
+     * leaves the buffer failing every later one (oom is sticky). */
+    if (n > 0) (void)!bkv_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 /* Bytes of key filters of the tables in v that are open now. */
@@ -195,8 +197,7 @@ static char *stats_report(bkv_db *db) {
         append(&b, " %s=%llu", table_counters[i].name, (unsigned long long)val);
     }
     append(&b, "\n");
-    bkv_buf_put_u8(&b, 0);
-    if (b.oom) {
+    if (bkv_buf_put_u8(&b, 0)) {
         bkv_buf_free(&b);
         return NULL;
     }
@@ -240,9 +241,11 @@ char *bkv_property(bkv_db *db, const char *name) {
         bkv_buf b;
         bkv_buf_init(&b);
         value_index_report(db, &b);
-        bkv_buf_put_u8(&b, 0);
-        if (b.oom) bkv_buf_free(&b);
-        return b.oom ? NULL : (char *)b.data;
+        if (bkv_buf_put_u8(&b, 0)) {
+            bkv_buf_free(&b);
+            return NULL;
+        }
+        return (char *)b.data;
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
         pthread_mutex_lock(&db->mu);

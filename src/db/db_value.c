@@ -208,10 +208,9 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     if ((trailer >> 8) > fd->snapshot) return 0;
     uint8_t len[4];
     bkv_put_u32(len, (uint32_t)(ilen - BKV_IKEY_TRAILER));
-    bkv_buf_append(&fd->keys, len, 4);
-    bkv_buf_append(&fd->keys, ikey, ilen - BKV_IKEY_TRAILER);
+    if (bkv_buf_append(&fd->keys, len, 4) || bkv_buf_append(&fd->keys, ikey, ilen - BKV_IKEY_TRAILER)) return BKV_NOMEM;
     fd->nkeys++;
-    return fd->keys.oom ? BKV_NOMEM : 0;
+    return 0;
 }
 
 static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number) {

@@ -173,22 +173,19 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     bkv_writer *last = &w;
     if (rc == BKV_OK && rep) {
         bkv_buf *g = &db->group;
-        bkv_buf_clear(g);
-        g->oom = 0;
-        bkv_buf_append(g, rep->data, rep->len);
+        if (bkv_buf_set(g, rep->data, rep->len)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory grouping writes");
         size_t limit = rep->len <= (128u << 10) ? rep->len + (128u << 10) : MAX_GROUP;
         int sync = w.sync;
-        for (bkv_writer *x = w.next; x; x = x->next) {
+        for (bkv_writer *x = w.next; rc == BKV_OK && x; x = x->next) {
             /* A sync write never rides in a group that will not sync, and
-             * flush requests lead their own group. */
-            if (!x->rep || (x->sync && !sync) || g->len + x->rep->len > limit) break;
-            bkv_batch_append(g, x->rep);
+             * flush requests lead their own group. A batch that does not
+             * fit in memory waits for the next group instead. */
+            if (!x->rep || (x->sync && !sync) || g->len + x->rep->len > limit || bkv_batch_append(g, x->rep)) break;
             last = x;
         }
         uint64_t first = db->last_sequence + 1;
-        uint32_t count = bkv_batch_rep_count(g->data);
-        if (g->oom) rc = bkv_fail(&e, BKV_NOMEM, "out of memory grouping writes");
-        else if (first + count > BKV_MAX_SEQ) rc = bkv_fail(&e, BKV_INVALID, "sequence numbers exhausted");
+        uint32_t count = rc ? 0 : bkv_batch_rep_count(g->data);
+        if (rc == BKV_OK && first + count > BKV_MAX_SEQ) rc = bkv_fail(&e, BKV_INVALID, "sequence numbers exhausted");
         if (rc == BKV_OK) {
             bkv_batch_set_sequence(g, first);
             db->last_sequence += count;
@@ -243,7 +240,7 @@ static int write_one(bkv_db *db, const bkv_write_options *wo, unsigned type, con
     uint8_t mem[512];
     bkv_buf_init_with(&b.rep, mem, sizeof mem);
     uint8_t h[BKV_BATCH_HEADER] = {0};
-    bkv_buf_append(&b.rep, h, sizeof h);
+    (void)!bkv_buf_append(&b.rep, h, sizeof h); /* fits in mem */
     int rc = type == BKV_TYPE_VALUE ? bkv_batch_put(&b, key, klen, val, vlen) : bkv_batch_delete(&b, key, klen);
     if (!rc) rc = write_internal(db, wo, &b.rep);
     bkv_buf_free(&b.rep);
@@ -327,8 +324,7 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
     bkv_buf rec;
     bkv_buf_init(&rec);
-    bkv_edit_encode(edit, &rec);
-    if (rec.oom) rc = bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
+    if (bkv_edit_encode(edit, &rec)) rc = bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
     if (!rc) rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
     if (!rc) rc = bkv_file_sync(db->manifest, e);
     bkv_buf_free(&rec);

@@ -77,47 +77,49 @@ int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number) {
     return BKV_OK;
 }
 
-void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
+int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
+    int rc = 0;
     if (e->has_log_number) {
-        bkv_buf_put_varint(out, TAG_LOG_NUMBER);
-        bkv_buf_put_varint(out, e->log_number);
+        rc |= bkv_buf_put_varint(out, TAG_LOG_NUMBER);
+        rc |= bkv_buf_put_varint(out, e->log_number);
     }
     if (e->has_next_file) {
-        bkv_buf_put_varint(out, TAG_NEXT_FILE);
-        bkv_buf_put_varint(out, e->next_file);
+        rc |= bkv_buf_put_varint(out, TAG_NEXT_FILE);
+        rc |= bkv_buf_put_varint(out, e->next_file);
     }
     if (e->has_last_sequence) {
-        bkv_buf_put_varint(out, TAG_LAST_SEQUENCE);
-        bkv_buf_put_varint(out, e->last_sequence);
+        rc |= bkv_buf_put_varint(out, TAG_LAST_SEQUENCE);
+        rc |= bkv_buf_put_varint(out, e->last_sequence);
     }
     if (e->has_value_index) {
         const bkv_value_index_rec *r = &e->value_index;
-        bkv_buf_put_varint(out, TAG_VALUE_INDEX);
-        bkv_buf_put_varint(out, r->m_bits);
-        bkv_buf_put_varint(out, r->k);
-        bkv_buf_put_varint(out, r->seed);
-        bkv_buf_put_varint(out, r->partition_entries);
-        bkv_buf_put_varint(out, r->shape);
-        bkv_buf_put_varint(out, r->order);
-        bkv_buf_put_slice(out, r->terms_name, strlen(r->terms_name));
+        rc |= bkv_buf_put_varint(out, TAG_VALUE_INDEX);
+        rc |= bkv_buf_put_varint(out, r->m_bits);
+        rc |= bkv_buf_put_varint(out, r->k);
+        rc |= bkv_buf_put_varint(out, r->seed);
+        rc |= bkv_buf_put_varint(out, r->partition_entries);
+        rc |= bkv_buf_put_varint(out, r->shape);
+        rc |= bkv_buf_put_varint(out, r->order);
+        rc |= bkv_buf_put_slice(out, r->terms_name, strlen(r->terms_name));
     }
     for (size_t i = 0; i < e->ndeleted; i++) {
-        bkv_buf_put_varint(out, TAG_DELETED_FILE);
-        bkv_buf_put_varint(out, (uint64_t)e->deleted[i].level);
-        bkv_buf_put_varint(out, e->deleted[i].number);
+        rc |= bkv_buf_put_varint(out, TAG_DELETED_FILE);
+        rc |= bkv_buf_put_varint(out, (uint64_t)e->deleted[i].level);
+        rc |= bkv_buf_put_varint(out, e->deleted[i].number);
     }
     for (size_t i = 0; i < e->nadded; i++) {
         const bkv_file_meta *f = e->added[i].meta;
-        bkv_buf_put_varint(out, TAG_NEW_FILE);
-        bkv_buf_put_varint(out, (uint64_t)e->added[i].level);
-        bkv_buf_put_varint(out, f->number);
-        bkv_buf_put_varint(out, f->size);
-        bkv_buf_put_varint(out, f->entries);
-        bkv_buf_put_varint(out, f->smallest_seq);
-        bkv_buf_put_varint(out, f->largest_seq);
-        bkv_buf_put_slice(out, f->smallest, f->smallest_len);
-        bkv_buf_put_slice(out, f->largest, f->largest_len);
+        rc |= bkv_buf_put_varint(out, TAG_NEW_FILE);
+        rc |= bkv_buf_put_varint(out, (uint64_t)e->added[i].level);
+        rc |= bkv_buf_put_varint(out, f->number);
+        rc |= bkv_buf_put_varint(out, f->size);
+        rc |= bkv_buf_put_varint(out, f->entries);
+        rc |= bkv_buf_put_varint(out, f->smallest_seq);
+        rc |= bkv_buf_put_varint(out, f->largest_seq);
+        rc |= bkv_buf_put_slice(out, f->smallest, f->smallest_len);
+        rc |= bkv_buf_put_slice(out, f->largest, f->largest_len);
     }
+    return rc;
 }
 
 int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset,

@@ -85,7 +85,8 @@ void bkv_edit_free(bkv_version_edit *e);
 /* Takes a reference to meta. */
 int bkv_edit_add_file(bkv_version_edit *e, int level, bkv_file_meta *meta);
 int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number);
-void bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out);
+/* -1 when out of memory (out is then incomplete). */
+BKV_MUST_CHECK int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out);
 int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset, bkv_err *err);
 
 bkv_tree_version *bkv_version_new(void);

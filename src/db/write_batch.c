@@ -6,18 +6,16 @@
 #include "util/coding.h"
 #include "util/ikey.h"
 
-static void init_rep(bkv_buf *rep) {
-    bkv_buf_clear(rep);
+static int init_rep(bkv_buf *rep) {
     uint8_t h[BKV_BATCH_HEADER] = {0};
-    bkv_buf_append(rep, h, sizeof h);
+    return bkv_buf_set(rep, h, sizeof h);
 }
 
 bkv_batch *bkv_batch_create(void) {
     bkv_batch *b = malloc(sizeof *b);
     if (!b) return NULL;
     bkv_buf_init(&b->rep);
-    init_rep(&b->rep);
-    if (b->rep.oom) {
+    if (init_rep(&b->rep)) {
         free(b);
         return NULL;
     }
@@ -32,8 +30,8 @@ void bkv_batch_destroy(bkv_batch *b) {
 
 void bkv_batch_clear(bkv_batch *b) {
     if (!b) return;
-    b->rep.oom = 0;
-    init_rep(&b->rep);
+    /* The header fits in what the batch already holds: this cannot fail. */
+    (void)!init_rep(&b->rep);
 }
 
 uint32_t bkv_batch_rep_count(const uint8_t *rep) { return bkv_get_u32(rep + 8); }
@@ -45,10 +43,8 @@ void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq) { bkv_put_u64(rep->data,
 static int add_entry(bkv_batch *b, unsigned type, const void *key, size_t klen, const void *val, size_t vlen) {
     if (!b || (klen && !key) || (vlen && !val) || klen > UINT32_MAX - 64 || vlen > UINT32_MAX - 64) return BKV_INVALID;
     size_t before = b->rep.len;
-    bkv_buf_put_u8(&b->rep, (uint8_t)type);
-    bkv_buf_put_slice(&b->rep, key, klen);
-    if (type == BKV_TYPE_VALUE) bkv_buf_put_slice(&b->rep, val, vlen);
-    if (b->rep.oom) {
+    if (bkv_buf_put_u8(&b->rep, (uint8_t)type) || bkv_buf_put_slice(&b->rep, key, klen) ||
+        (type == BKV_TYPE_VALUE && bkv_buf_put_slice(&b->rep, val, vlen))) {
         b->rep.oom = 0;
         b->rep.len = before;
         return BKV_NOMEM;
@@ -65,9 +61,10 @@ int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen) {
     return add_entry(b, BKV_TYPE_DELETION, key, klen, NULL, 0);
 }
 
-void bkv_batch_append(bkv_buf *dst, const bkv_buf *src) {
-    bkv_buf_append(dst, src->data + BKV_BATCH_HEADER, src->len - BKV_BATCH_HEADER);
-    if (!dst->oom) bkv_put_u32(dst->data + 8, bkv_batch_rep_count(dst->data) + bkv_batch_rep_count(src->data));
+int bkv_batch_append(bkv_buf *dst, const bkv_buf *src) {
+    if (bkv_buf_append(dst, src->data + BKV_BATCH_HEADER, src->len - BKV_BATCH_HEADER)) return -1;
+    bkv_put_u32(dst->data + 8, bkv_batch_rep_count(dst->data) + bkv_batch_rep_count(src->data));
+    return 0;
 }
 
 int bkv_batch_iterate(const uint8_t *rep, size_t len, bkv_batch_fn fn, void *arg, const char *name,

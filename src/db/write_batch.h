@@ -24,7 +24,7 @@ static inline int bkv_batch_is_log_end(const uint8_t *rep, size_t len) {
     return len == BKV_BATCH_HEADER && bkv_batch_rep_count(rep) == 0;
 }
 /* Appends src's entries to dst (both valid reps). */
-void bkv_batch_append(bkv_buf *dst, const bkv_buf *src);
+BKV_MUST_CHECK int bkv_batch_append(bkv_buf *dst, const bkv_buf *src); /* -1: out of memory */
 
 typedef int (*bkv_batch_fn)(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
                             const uint8_t *val, size_t vlen);

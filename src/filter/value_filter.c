@@ -67,23 +67,25 @@ int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block) {
     return BKV_OK;
 }
 
-void bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
-    bkv_buf_put_u32(out, BKV_VF_MAGIC);
+int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
+    int rc = 0;
+    rc |= bkv_buf_put_u32(out, BKV_VF_MAGIC);
     uint8_t v[4] = {BKV_VF_VERSION, 0, (uint8_t)s->params.k, 0};
-    bkv_buf_append(out, v, 4);
-    bkv_buf_put_u32(out, s->params.m_bits);
-    bkv_buf_put_u32(out, s->nparts);
-    bkv_buf_put_u64(out, s->params.seed);
-    bkv_buf_put_u32(out, s->params.partition_entries);
-    bkv_buf_put_u32(out, 0);
+    rc |= bkv_buf_append(out, v, 4);
+    rc |= bkv_buf_put_u32(out, s->params.m_bits);
+    rc |= bkv_buf_put_u32(out, s->nparts);
+    rc |= bkv_buf_put_u64(out, s->params.seed);
+    rc |= bkv_buf_put_u32(out, s->params.partition_entries);
+    rc |= bkv_buf_put_u32(out, 0);
     for (uint32_t i = 0; i < s->nparts; i++) {
-        bkv_buf_put_u32(out, s->parts[i].first_block);
-        bkv_buf_put_u32(out, s->parts[i].last_block);
-        bkv_buf_put_u32(out, s->parts[i].entries);
-        bkv_buf_put_u32(out, s->parts[i].terms);
+        rc |= bkv_buf_put_u32(out, s->parts[i].first_block);
+        rc |= bkv_buf_put_u32(out, s->parts[i].last_block);
+        rc |= bkv_buf_put_u32(out, s->parts[i].entries);
+        rc |= bkv_buf_put_u32(out, s->parts[i].terms);
     }
     size_t words = bkv_vf_words(&s->params) * s->nparts;
-    for (size_t i = 0; i < words; i++) bkv_buf_put_u64(out, s->bits[i]);
+    for (size_t i = 0; i < words; i++) rc |= bkv_buf_put_u64(out, s->bits[i]);
+    return rc;
 }
 
 int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,

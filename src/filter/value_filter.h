@@ -75,7 +75,7 @@ static inline uint64_t *bkv_vf_part_bits(const bkv_vf_set *s, uint32_t i) {
     return s->bits + (size_t)i * bkv_vf_words(&s->params);
 }
 
-void bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out);
+BKV_MUST_CHECK int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out); /* -1: out of memory */
 /* Decodes and validates (docs/format.md) block contents of a table with
  * num_data_blocks data blocks and num_entries entries into a fresh set. */
 int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,

@@ -18,45 +18,46 @@ void bkv_block_builder_free(bkv_block_builder *b) {
     bkv_buf_free(&b->last_key);
 }
 
+/* Allocates nothing: the first add records restart point 0. */
 void bkv_block_builder_reset(bkv_block_builder *b) {
     bkv_buf_clear(&b->buf);
     bkv_buf_clear(&b->restarts);
     bkv_buf_clear(&b->last_key);
-    bkv_buf_put_u32(&b->restarts, 0);
-    b->counter = 0;
+    b->counter = b->interval;
     b->entries = 0;
 }
 
 int bkv_block_builder_empty(const bkv_block_builder *b) { return b->entries == 0; }
 
-void bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
-                           size_t vlen) {
+int bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                          size_t vlen) {
     size_t shared = 0;
     if (b->counter < b->interval) {
         size_t n = klen < b->last_key.len ? klen : b->last_key.len;
         while (shared < n && key[shared] == b->last_key.data[shared]) shared++;
     } else {
-        bkv_buf_put_u32(&b->restarts, (uint32_t)b->buf.len);
+        if (bkv_buf_put_u32(&b->restarts, (uint32_t)b->buf.len)) return -1;
         b->counter = 0;
     }
-    bkv_buf_put_varint(&b->buf, shared);
-    bkv_buf_put_varint(&b->buf, klen - shared);
-    bkv_buf_put_varint(&b->buf, vlen);
-    bkv_buf_append(&b->buf, key + shared, klen - shared);
-    bkv_buf_append(&b->buf, val, vlen);
-    bkv_buf_clear(&b->last_key);
-    bkv_buf_append(&b->last_key, key, klen);
+    if (bkv_buf_put_varint(&b->buf, shared) || bkv_buf_put_varint(&b->buf, klen - shared) ||
+        bkv_buf_put_varint(&b->buf, vlen) || bkv_buf_append(&b->buf, key + shared, klen - shared) ||
+        bkv_buf_append(&b->buf, val, vlen) || bkv_buf_set(&b->last_key, key, klen))
+        return -1;
     b->counter++;
     b->entries++;
+    return 0;
 }
 
 size_t bkv_block_builder_size_estimate(const bkv_block_builder *b) {
     return b->buf.len + b->restarts.len + 4;
 }
 
-void bkv_block_builder_finish(bkv_block_builder *b) {
-    bkv_buf_append(&b->buf, b->restarts.data, b->restarts.len);
-    bkv_buf_put_u32(&b->buf, (uint32_t)(b->restarts.len / 4));
+int bkv_block_builder_finish(bkv_block_builder *b) {
+    if (b->restarts.len == 0 && bkv_buf_put_u32(&b->restarts, 0)) return -1; /* an empty block */
+    return bkv_buf_append(&b->buf, b->restarts.data, b->restarts.len) ||
+                   bkv_buf_put_u32(&b->buf, (uint32_t)(b->restarts.len / 4))
+               ? -1
+               : 0;
 }
 
 int bkv_block_parse(bkv_block *blk, const uint8_t *data, size_t len) {
@@ -98,10 +99,9 @@ static void decode_next(bkv_block_iter *it) {
     }
     it->offset = it->next;
     it->key.len = (size_t)shared;
-    bkv_buf_append(&it->key, p, (size_t)unshared);
-    if (it->key.oom) {
+    if (bkv_buf_append(&it->key, p, (size_t)unshared)) {
         it->valid = 0;
-        it->corrupt = 1;
+        it->oom = 1;
         return;
     }
     it->val = p + unshared;

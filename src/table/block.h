@@ -23,11 +23,12 @@ void bkv_block_builder_init(bkv_block_builder *b, int restart_interval);
 void bkv_block_builder_free(bkv_block_builder *b);
 void bkv_block_builder_reset(bkv_block_builder *b);
 /* REQUIRES: key > every key added since the last reset. */
-void bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
-                           size_t vlen);
+/* -1 when out of memory: the block is then unusable (reset it). */
+BKV_MUST_CHECK int bkv_block_builder_add(bkv_block_builder *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                                         size_t vlen);
 size_t bkv_block_builder_size_estimate(const bkv_block_builder *b);
 /* Appends the restart array; the block is then b->buf. */
-void bkv_block_builder_finish(bkv_block_builder *b);
+BKV_MUST_CHECK int bkv_block_builder_finish(bkv_block_builder *b); /* -1: out of memory */
 int bkv_block_builder_empty(const bkv_block_builder *b);
 
 /* A parsed block over borrowed bytes. */
@@ -50,6 +51,7 @@ typedef struct bkv_block_iter {
     size_t vlen;
     int valid;
     int corrupt;         /* set when an entry failed to decode */
+    int oom;             /* set when its key could not be assembled: no memory, not damage */
 } bkv_block_iter;
 
 void bkv_block_iter_init(bkv_block_iter *it, const bkv_block *blk);

@@ -82,8 +82,7 @@ static int write_raw_block(bkv_table_builder *b, const uint8_t *data, size_t len
 
 static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     if (bkv_block_builder_empty(&b->data)) return BKV_OK;
-    bkv_block_builder_finish(&b->data);
-    if (b->data.buf.oom) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building a block", b->name);
+    if (bkv_block_builder_finish(&b->data)) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building a block", b->name);
     bkv_handle h;
     int rc = write_raw_block(b, b->data.buf.data, b->data.buf.len, b->opts.compression, &h, e);
     if (rc) return rc;
@@ -93,7 +92,8 @@ static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     size_t hl = (size_t)(bkv_put_varint64(bkv_put_varint64(hv, h.offset), h.size) - hv);
     /* The index key is the block's last key: the block holds every key in
      * (previous index key, this key]. */
-    bkv_block_builder_add(&b->index, b->last_ikey.data, b->last_ikey.len, hv, hl);
+    if (bkv_block_builder_add(&b->index, b->last_ikey.data, b->last_ikey.len, hv, hl))
+        return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the index", b->name);
     bkv_block_builder_reset(&b->data);
     return BKV_OK;
 }
@@ -166,16 +166,20 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
         if (!rc && plen <= ulen &&
             !(b->have_prefix && b->last_prefix.len == plen && memcmp(b->last_prefix.data, ikey, plen) == 0)) {
             rc = add_hash(b, bkv_hash_bytes_seeded(ikey, plen, BKV_PREFIX_SEED), e);
-            bkv_buf_clear(&b->last_prefix);
-            bkv_buf_append(&b->last_prefix, ikey, plen);
+            if (!rc && bkv_buf_set(&b->last_prefix, ikey, plen)) rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory", b->name);
             b->have_prefix = 1;
         }
-        if (rc) return rc;
+        if (rc) {
+            b->failed = 1;
+            return rc;
+        }
     }
-    bkv_block_builder_add(&b->data, ikey, ilen, val, vlen);
-    if (b->props.num_entries == 0) bkv_buf_append(&b->first_ikey, ikey, ilen);
-    bkv_buf_clear(&b->last_ikey);
-    bkv_buf_append(&b->last_ikey, ikey, ilen);
+    if (bkv_block_builder_add(&b->data, ikey, ilen, val, vlen) ||
+        (b->props.num_entries == 0 && bkv_buf_set(&b->first_ikey, ikey, ilen)) ||
+        bkv_buf_set(&b->last_ikey, ikey, ilen)) {
+        b->failed = 1;
+        return bkv_fail(e, BKV_NOMEM, "%s: out of memory adding an entry", b->name);
+    }
     uint64_t seq = bkv_ikey_trailer(ikey, ilen) >> 8;
     if (b->props.num_entries == 0 || seq < b->min_seq) b->min_seq = seq;
     if (seq > b->max_seq) b->max_seq = seq;
@@ -191,10 +195,10 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     return BKV_OK;
 }
 
-static void put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
+static int put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
     uint8_t buf[10];
     size_t n = (size_t)(bkv_put_varint64(buf, v) - buf);
-    bkv_block_builder_add(blk, (const uint8_t *)name, strlen(name), buf, n);
+    return bkv_block_builder_add(blk, (const uint8_t *)name, strlen(name), buf, n);
 }
 
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
@@ -225,9 +229,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     if (b->opts.value_filter) {
         bkv_buf enc;
         bkv_buf_init(&enc);
-        bkv_vf_encode(&b->vf, &enc);
         bkv_handle vh;
-        rc = enc.oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+        rc = bkv_vf_encode(&b->vf, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
                      : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &vh, e);
         bkv_buf_free(&enc);
         if (rc) return rc;
@@ -239,29 +242,27 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     b->props.creation_time = (uint64_t)time(NULL);
     bkv_block_builder props;
     bkv_block_builder_init(&props, 1);
-    put_prop(&props, "compression", (uint64_t)b->props.compression);
-    put_prop(&props, "creation.time", b->props.creation_time);
-    put_prop(&props, "data.bytes", b->props.data_bytes);
-    put_prop(&props, "filter.bytes", b->props.filter_bytes);
-    put_prop(&props, "filter.type", (uint64_t)b->props.filter_type);
-    bkv_block_builder_add(&props, (const uint8_t *)"key.largest", 11, b->last_ikey.data, b->last_ikey.len);
-    bkv_block_builder_add(&props, (const uint8_t *)"key.smallest", 12, b->first_ikey.data, b->first_ikey.len);
-    put_prop(&props, "num.data.blocks", b->props.num_data_blocks);
-    put_prop(&props, "num.deletions", b->props.num_deletions);
-    put_prop(&props, "num.entries", b->props.num_entries);
-    put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes);
-    put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes);
-    if (b->opts.value_filter) {
-        put_prop(&props, "value.filter.offset", b->props.value_filter_offset);
-        put_prop(&props, "value.filter.size", b->props.value_filter_bytes);
-    }
-    bkv_block_builder_finish(&props);
-    rc = write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
+    int oom = put_prop(&props, "compression", (uint64_t)b->props.compression) ||
+              put_prop(&props, "creation.time", b->props.creation_time) ||
+              put_prop(&props, "data.bytes", b->props.data_bytes) ||
+              put_prop(&props, "filter.bytes", b->props.filter_bytes) ||
+              put_prop(&props, "filter.type", (uint64_t)b->props.filter_type) ||
+              bkv_block_builder_add(&props, (const uint8_t *)"key.largest", 11, b->last_ikey.data, b->last_ikey.len) ||
+              bkv_block_builder_add(&props, (const uint8_t *)"key.smallest", 12, b->first_ikey.data, b->first_ikey.len) ||
+              put_prop(&props, "num.data.blocks", b->props.num_data_blocks) ||
+              put_prop(&props, "num.deletions", b->props.num_deletions) ||
+              put_prop(&props, "num.entries", b->props.num_entries) ||
+              put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes) ||
+              put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes) ||
+              (b->opts.value_filter && (put_prop(&props, "value.filter.offset", b->props.value_filter_offset) ||
+                                        put_prop(&props, "value.filter.size", b->props.value_filter_bytes))) ||
+              bkv_block_builder_finish(&props);
+    rc = oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name)
+             : write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
     bkv_block_builder_free(&props);
     if (rc) return rc;
 
-    bkv_block_builder_finish(&b->index);
-    if (b->index.buf.oom) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the index", b->name);
+    if (bkv_block_builder_finish(&b->index)) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the index", b->name);
     rc = write_raw_block(b, b->index.buf.data, b->index.buf.len, BKV_COMPRESS_NONE, &f.index, e);
     if (rc) return rc;
     uint8_t footer[BKV_FOOTER_LEN];

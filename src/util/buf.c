@@ -19,7 +19,12 @@ void bkv_buf_free(bkv_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
-void bkv_buf_clear(bkv_buf *b) { b->len = 0; }
+/* A cleared buffer starts a new sequence of appends: an earlier failure no
+ * longer taints it. */
+void bkv_buf_clear(bkv_buf *b) {
+    b->len = 0;
+    b->oom = 0;
+}
 
 int bkv_buf_reserve(bkv_buf *b, size_t n) {
     if (b->oom) return -1;
@@ -38,32 +43,41 @@ int bkv_buf_reserve(bkv_buf *b, size_t n) {
     return 0;
 }
 
-void bkv_buf_append(bkv_buf *b, const void *p, size_t n) {
-    if (n == 0 || bkv_buf_reserve(b, n) < 0) return;
+int bkv_buf_append(bkv_buf *b, const void *p, size_t n) {
+    if (n == 0) return b->oom ? -1 : 0;
+    if (bkv_buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, p, n);
     b->len += n;
+    return 0;
 }
 
-void bkv_buf_put_varint(bkv_buf *b, uint64_t v) {
-    if (bkv_buf_reserve(b, 10) < 0) return;
+int bkv_buf_put_varint(bkv_buf *b, uint64_t v) {
+    if (bkv_buf_reserve(b, 10) < 0) return -1;
     b->len = (size_t)(bkv_put_varint64(b->data + b->len, v) - b->data);
+    return 0;
 }
 
-void bkv_buf_put_u32(bkv_buf *b, uint32_t v) {
-    if (bkv_buf_reserve(b, 4) < 0) return;
+int bkv_buf_put_u32(bkv_buf *b, uint32_t v) {
+    if (bkv_buf_reserve(b, 4) < 0) return -1;
     bkv_put_u32(b->data + b->len, v);
     b->len += 4;
+    return 0;
 }
 
-void bkv_buf_put_u64(bkv_buf *b, uint64_t v) {
-    if (bkv_buf_reserve(b, 8) < 0) return;
+int bkv_buf_put_u64(bkv_buf *b, uint64_t v) {
+    if (bkv_buf_reserve(b, 8) < 0) return -1;
     bkv_put_u64(b->data + b->len, v);
     b->len += 8;
+    return 0;
 }
 
-void bkv_buf_put_u8(bkv_buf *b, uint8_t v) { bkv_buf_append(b, &v, 1); }
+int bkv_buf_put_u8(bkv_buf *b, uint8_t v) { return bkv_buf_append(b, &v, 1); }
 
-void bkv_buf_put_slice(bkv_buf *b, const void *p, size_t n) {
-    bkv_buf_put_varint(b, n);
-    bkv_buf_append(b, p, n);
+int bkv_buf_put_slice(bkv_buf *b, const void *p, size_t n) {
+    return bkv_buf_put_varint(b, n) || bkv_buf_append(b, p, n) ? -1 : 0;
+}
+
+int bkv_buf_set(bkv_buf *b, const void *p, size_t n) {
+    bkv_buf_clear(b);
+    return bkv_buf_append(b, p, n);
 }

@@ -9,7 +9,7 @@ typedef struct bkv_buf {
     uint8_t *data;
     size_t len;
     size_t cap;
-    int oom;      /* set once an allocation failed; later appends do nothing */
+    int oom;      /* set once an allocation failed; later appends fail too until a clear */
     int borrowed; /* data is the caller's memory (never freed or resized) */
 } bkv_buf;
 
@@ -19,14 +19,22 @@ void bkv_buf_init(bkv_buf *b);
 void bkv_buf_init_with(bkv_buf *b, void *mem, size_t cap);
 void bkv_buf_free(bkv_buf *b);
 void bkv_buf_clear(bkv_buf *b);
-/* Makes room for n more bytes; 0 on success, -1 (and oom set) on failure. */
-int bkv_buf_reserve(bkv_buf *b, size_t n);
-void bkv_buf_append(bkv_buf *b, const void *p, size_t n);
-void bkv_buf_put_varint(bkv_buf *b, uint64_t v);
-void bkv_buf_put_u32(bkv_buf *b, uint32_t v);
-void bkv_buf_put_u64(bkv_buf *b, uint64_t v);
-void bkv_buf_put_u8(bkv_buf *b, uint8_t v);
+/* Every call that grows a buffer returns 0, or -1 when memory ran out (oom
+ * is then set and the buffer keeps what it had: later appends do nothing).
+ * The result must be looked at: a record built from a failed append is
+ * short, and written out it would be wrong data. */
+#define BKV_MUST_CHECK __attribute__((warn_unused_result))
+
+/* Makes room for n more bytes. */
+BKV_MUST_CHECK int bkv_buf_reserve(bkv_buf *b, size_t n);
+BKV_MUST_CHECK int bkv_buf_append(bkv_buf *b, const void *p, size_t n);
+BKV_MUST_CHECK int bkv_buf_put_varint(bkv_buf *b, uint64_t v);
+BKV_MUST_CHECK int bkv_buf_put_u32(bkv_buf *b, uint32_t v);
+BKV_MUST_CHECK int bkv_buf_put_u64(bkv_buf *b, uint64_t v);
+BKV_MUST_CHECK int bkv_buf_put_u8(bkv_buf *b, uint8_t v);
 /* varint length + bytes */
-void bkv_buf_put_slice(bkv_buf *b, const void *p, size_t n);
+BKV_MUST_CHECK int bkv_buf_put_slice(bkv_buf *b, const void *p, size_t n);
+/* Replaces the content with n bytes at p. */
+BKV_MUST_CHECK int bkv_buf_set(bkv_buf *b, const void *p, size_t n);
 
 #endif

@@ -164,7 +164,7 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
                 continue;
             }
             r->record_offset = off;
-            bkv_buf_append(&r->record, payload, n);
+            if (bkv_buf_append(&r->record, payload, n)) goto done;
             if (type == BKV_LOG_FULL) goto done;
             in_record = 1;
             break;
@@ -173,7 +173,7 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
                 if ((rc = damage(r, off, "fragment without a start", off, e))) return rc;
                 continue;
             }
-            bkv_buf_append(&r->record, payload, n);
+            if (bkv_buf_append(&r->record, payload, n)) goto done;
             if (type == BKV_LOG_LAST) goto done;
             break;
         }

@@ -168,7 +168,7 @@ static void test_codec(void **state) {
     for (uint32_t i = 0; i < 4; i++) mt.vf.parts[i].entries = 8, mt.vf.parts[i].last_block = i;
     bkv_buf b;
     bkv_buf_init(&b);
-    bkv_vf_encode(&mt.vf, &b);
+    assert_int_equal(bkv_vf_encode(&mt.vf, &b), 0);
     assert_int_equal(b.len, BKV_VF_HEADER + 4 * BKV_VF_DIR_ENTRY + 4 * 512 / 8);
     bkv_vf_set out;
     assert_int_equal(bkv_vf_decode(b.data, b.len, 4, 32, &out, "t", 0, NULL), BKV_OK);

@@ -42,6 +42,7 @@ struct bkv_compaction {
     int tiered_bottommost;         /* tiered: the oldest run is an input */
     uint64_t smallest_snapshot;
     bkv_tree_version *version;     /* the version inputs were picked from */
+    int claimed;                   /* inputs referenced and marked busy (a pick that gives up has not) */
 };
 
 void bkv_db_table_obsolete(void *ctx, uint64_t number) {
@@ -152,7 +153,7 @@ static void key_range(bkv_file_meta **files, size_t n, const uint8_t **lo, size_
 static void compaction_free(bkv_compaction *c) {
     if (!c) return;
     for (int w = 0; w < 2; w++) {
-        for (size_t i = 0; i < c->ninputs[w]; i++) bkv_file_meta_unref(c->inputs[w][i]);
+        for (size_t i = 0; c->claimed && i < c->ninputs[w]; i++) bkv_file_meta_unref(c->inputs[w][i]);
         free(c->inputs[w]);
     }
     free(c->grandparents);
@@ -173,6 +174,7 @@ static bkv_compaction *new_compaction(bkv_db *db, int level, int output_level) {
 
 /* Takes references and marks the inputs busy. */
 static void claim(bkv_compaction *c) {
+    c->claimed = 1;
     for (int w = 0; w < 2; w++)
         for (size_t i = 0; i < c->ninputs[w]; i++) {
             bkv_file_meta_ref(c->inputs[w][i]);

@@ -129,7 +129,7 @@ void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen,
         uint32_t mid = lo + (hi - lo + 1) / 2;
         seek_restart(it, mid);
         decode_next(it);
-        if (it->corrupt) return;
+        if (it->corrupt || it->oom) return;
         if (!it->valid || cmp(it->key.data, it->key.len, target, tlen) >= 0) hi = mid - 1;
         else lo = mid;
     }

@@ -21,17 +21,35 @@ static int key_cmp(bkv_iiter *a, bkv_iiter *b) {
     return bkv_ikey_compare(ak, al, bk, bl);
 }
 
+/* A child that stopped on an error (damage, out of memory) ends the
+ * merge: going on without it would skip its entries and could show an
+ * older version, or a deleted key, from another child as if it were the
+ * latest. The error is then the merge's status. */
+static int child_failed(bkv_iiter *c) { return !bkv_iiter_valid(c) && bkv_iiter_status(c, NULL) != BKV_OK; }
+
 static void find_smallest(merging_iter *m) {
     bkv_iiter *best = NULL;
-    for (size_t i = 0; i < m->n; i++)
-        if (bkv_iiter_valid(m->children[i]) && (!best || key_cmp(m->children[i], best) < 0)) best = m->children[i];
+    for (size_t i = 0; i < m->n; i++) {
+        bkv_iiter *c = m->children[i];
+        if (child_failed(c)) {
+            best = NULL;
+            break;
+        }
+        if (bkv_iiter_valid(c) && (!best || key_cmp(c, best) < 0)) best = c;
+    }
     m->current = best;
 }
 
 static void find_largest(merging_iter *m) {
     bkv_iiter *best = NULL;
-    for (size_t i = m->n; i-- > 0;)
-        if (bkv_iiter_valid(m->children[i]) && (!best || key_cmp(m->children[i], best) > 0)) best = m->children[i];
+    for (size_t i = m->n; i-- > 0;) {
+        bkv_iiter *c = m->children[i];
+        if (child_failed(c)) {
+            best = NULL;
+            break;
+        }
+        if (bkv_iiter_valid(c) && (!best || key_cmp(c, best) > 0)) best = c;
+    }
     m->current = best;
 }
 

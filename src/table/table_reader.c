@@ -327,8 +327,9 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     bkv_block_iter ii;
     bkv_block_iter_init(&ii, &t->index);
     bkv_block_iter_seek(&ii, lookup, ilen, ikey_cmp);
-    if (ii.corrupt) {
-        rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed index entry", t->name);
+    if (ii.oom || ii.corrupt) {
+        rc = ii.oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory reading the index", t->name)
+                    : bkv_fail(e, BKV_CORRUPTION, "%s: malformed index entry", t->name);
         goto out;
     }
     if (!ii.valid) goto out;
@@ -339,7 +340,9 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     bkv_block_iter bi;
     bkv_block_iter_init(&bi, br.blk);
     bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
-    if (bi.corrupt) {
+    if (bi.oom) {
+        rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a data block", t->name);
+    } else if (bi.corrupt) {
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
                       (unsigned long long)h.offset);
     } else if (bi.valid && bi.key.len >= BKV_IKEY_TRAILER &&
@@ -386,6 +389,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_
         bkv_block_iter_init(&bi, br.blk);
         for (bkv_block_iter_first(&bi); !rc && bi.valid; bkv_block_iter_next(&bi))
             rc = fn(arg, bi.key.data, bi.key.len, bi.val, bi.vlen);
+        if (!rc && bi.oom) rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a data block", t->name);
         if (!rc && bi.corrupt)
             rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
                           (unsigned long long)h.offset);
@@ -429,10 +433,11 @@ static void set_error(table_iter *ti, int rc, const bkv_err *e) {
 static int load_current(table_iter *ti) {
     drop_block(ti);
     if (!ti->index_it.valid) {
-        if (ti->index_it.corrupt) {
+        if (ti->index_it.oom || ti->index_it.corrupt) {
             bkv_err e;
-            bkv_fail(&e, BKV_CORRUPTION, "%s: malformed index block", ti->t->name);
-            set_error(ti, BKV_CORRUPTION, &e);
+            int rc = ti->index_it.oom ? bkv_fail(&e, BKV_NOMEM, "%s: out of memory reading the index", ti->t->name)
+                                      : bkv_fail(&e, BKV_CORRUPTION, "%s: malformed index block", ti->t->name);
+            set_error(ti, rc, &e);
         }
         return 0;
     }
@@ -453,10 +458,11 @@ static int load_current(table_iter *ti) {
  * exhausted, moves to the neighbouring block in direction dir. */
 static void settle(table_iter *ti, int dir) {
     while (ti->have_block) {
-        if (ti->it.corrupt) {
+        if (ti->it.oom || ti->it.corrupt) {
             bkv_err e;
-            bkv_fail(&e, BKV_CORRUPTION, "%s: malformed entry in a data block", ti->t->name);
-            set_error(ti, BKV_CORRUPTION, &e);
+            int rc = ti->it.oom ? bkv_fail(&e, BKV_NOMEM, "%s: out of memory reading a data block", ti->t->name)
+                                : bkv_fail(&e, BKV_CORRUPTION, "%s: malformed entry in a data block", ti->t->name);
+            set_error(ti, rc, &e);
             return;
         }
         if (ti->it.valid) return;

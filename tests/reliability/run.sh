@@ -24,11 +24,11 @@ start=$(date +%s)
 # The tests run in the sanitized build: a sanitizer report fails them.
 bash scripts/deps
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target crash_test power_loss_test corruption_test >/dev/null
-for t in crash_test power_loss_test corruption_test; do
+cmake --build "$BUILD" -j "$(nproc)" --target crash_test power_loss_test corruption_test alloc_fail_test >/dev/null
+for t in crash_test power_loss_test corruption_test alloc_fail_test; do
     echo "== $t (BKV_SCALE=$SCALE)"
     BKV_SCALE=$SCALE "$BUILD/tests/$t" >"$LOG/$t.out" 2>&1 || { cat "$LOG/$t.out"; echo "run.sh: $t FAILED" >&2; exit 1; }
-    grep -E "^reliability:|sweep:|matrix:|checked:" "$LOG/$t.out" || true
+    grep -E "^reliability:|sweep:|matrix:|checked:|the run without" "$LOG/$t.out" || true
 done
 
 # Fuzzing needs clang and libFuzzer (Debian: clang, libclang-rt-dev).
@@ -54,6 +54,7 @@ echo "reliability summary (SCALE=$SCALE, $(($(date +%s) - start)) s):"
 echo "  crash cycles (kill -9):        $(sum crash_cycles) ($(sum crashes_during_open) before the open finished)"
 echo "  simulated power losses:        $(sum power_losses)"
 echo "  faults injected (fail-at-N):   $(sum faults_injected)"
+echo "  allocation failures injected:  $(sum allocation_failures_injected)"
 echo "  corruptions tried / detected:  $(sum corruptions_tried) / $(sum corruptions_detected)"
 for t in filter table log value_index api; do
     printf "  fuzz executions %-13s  %s\n" "$t:" "$(sum "fuzz_runs_$t")"

@@ -191,7 +191,7 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
     o.wal_recovery = co->wal_recovery;
     char current[4096];
     snprintf(current, sizeof current, "%s/CURRENT", path);
-    int is_new = create && access(current, F_OK) != 0 && errno == ENOENT;
+    int is_new = create && access(current, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR);
     o.create_if_missing = is_new;
     if (is_new && co->value_index >= 0) o.value_index = co->value_index;
     int rc = bkv_open(path, &o, db);
@@ -447,7 +447,8 @@ int bkv_cli_load(int argc, char **argv) {
         if (bar && (ls.committed + ls.pending) % 10000 == 0)
             progress(ls.committed + ls.pending, total, in != stdin ? ftell(in) : 0);
     }
-    int read_error = ferror(in) ? errno : 0;
+    /* A signal interrupts a blocked read: that is the signal, not a read error. */
+    int read_error = !load_signal && ferror(in) ? errno : 0;
     /* At the end of the input, or on a signal, the lines read are whole:
      * commit them. After a bad line or a read error the open batch is
      * dropped, so a bad line early in the input writes nothing. */

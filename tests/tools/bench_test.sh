@@ -35,5 +35,29 @@ for engine in bloomkv leveldb rocksdb; do
         check "findvalue (a scan) found" "$(field findvalue found)" 2
     fi
 done
+
+# Bad flags fail at once, before any benchmark runs, with the flag named.
+expect_fail() { # expect_fail STATUS MESSAGE -- args...
+    local want=$1 msg=$2
+    shift 3
+    local err
+    err=$("$B" bench "$@" 2>&1 >/dev/null)
+    local got=$?
+    if [ "$got" -eq "$want" ] && echo "$err" | grep -q -- "$msg"; then pass=$((pass + 1)); else
+        fail=$((fail + 1))
+        echo "FAIL: bench $*: exit $got, wanted $want with '$msg': $err"
+    fi
+}
+T=$(mktemp -d "${TMPDIR:-/tmp}/bkv-bench-flags-XXXXXX")
+expect_fail 2 "--num takes a number, not 'abc'" -- --num abc
+expect_fail 2 "--reads takes a number" -- --num 100 --reads 10x
+expect_fail 2 "--value_size takes a number" -- --num 100 --value_size ""
+expect_fail 3 "cannot create" -- --num 100 --plot "$T/missing/parent/dir"
+# --db never deletes a directory that is not a database.
+mkdir -p "$T/precious"
+echo keep >"$T/precious/file"
+expect_fail 3 "not a database; not deleting it" -- --num 100 --db "$T/precious"
+if [ -f "$T/precious/file" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --db deleted a directory"; fi
+rm -rf "$T"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

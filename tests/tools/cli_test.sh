@@ -109,5 +109,115 @@ stderr_has "scan names the table" ".sst"
 printf 'garbage' >"$D/not-a-table.sst"
 expect 3 "dump-sst of garbage" -- "$B" dump-sst "$D/not-a-table.sst"
 
+# --- Hardening (outside attack, issue 12): each case as the attacker ran it.
+h="$D/hard"
+mkdir -p "$h"
+# A planted link never makes the database write through it.
+echo secret >"$h/victim"
+mkdir "$h/S"
+ln -s ../victim "$h/S/CURRENT.tmp"
+expect 0 "put beside a planted CURRENT.tmp link" -- "$B" put "$h/S" k v
+[ "$(cat "$h/victim")" = secret ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: victim overwritten"; }
+mkdir "$h/L"
+ln -s ../lock-target "$h/L/LOCK"
+expect 3 "dangling LOCK link refused" -- "$B" put "$h/L" k v
+stderr_has "LOCK link named" "symbolic link"
+[ ! -e "$h/lock-target" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: LOCK link followed"; }
+# --hex takes hex only, everywhere.
+for args in "put --hex $h/X 0g0g 00" "put --hex $h/X 00 +f-f" "put --hex $h/X 0 00" "get --hex $h/S zz" \
+    "delete --hex $h/S 1x" "scan --hex $h/S --from qq" "find-value --hex $h/S gg"; do
+    expect 2 "bad hex: $args" -- $B $args
+done
+[ ! -e "$h/X" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: bad hex created a database"; }
+printf '0g\t00\n' >"$h/badhex.tsv"
+expect 2 "load --hex refuses non-hex" -- "$B" load --hex "$h/S" "$h/badhex.tsv"
+# -- ends the options; a help flag after it is a key.
+expect 0 "put -- -h value" -- "$B" put "$h/S" -- -h value
+expect 0 "get -- -h" -- "$B" get "$h/S" -- -h
+output_is "key -h stored" "value"
+expect 0 "--help prints usage" -- "$B" put --help
+grep -q "usage: bloomkv put" "$D/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: --help"; }
+# Flags of other commands are refused by name; so are unknown ones.
+expect 2 "get --sync" -- "$B" get "$h/S" k --sync
+stderr_has "flag named" "\-\-sync is not an option"
+expect 2 "get --entries" -- "$B" get "$h/S" k --entries
+expect 2 "scan --value-index" -- "$B" scan "$h/S" --value-index flat
+expect 2 "unknown flag" -- "$B" scan "$h/S" --bogus
+stderr_has "unknown flag named" "\-\-bogus"
+expect 2 "missing flag value" -- "$B" scan "$h/S" --from
+# A read error is not the end of the input.
+mkdir "$h/adir"
+expect 3 "load a directory" -- "$B" load "$h/S" "$h/adir"
+stderr_has "read error reported" "Is a directory"
+# An aborted load says what it committed and where it stopped.
+awk 'BEGIN { for (i = 1; i <= 2499; i++) printf "k%05d\tv%d\n", i, i; print "no tab on line 2500" }' >"$h/partial.tsv"
+expect 3 "load with a bad line after commits" -- "$B" load "$h/P" "$h/partial.tsv"
+stderr_has "committed count" "2000 records committed (input lines 1-2000), stopped at line 2500"
+expect 0 "committed rows are there" -- "$B" get "$h/P" k02000
+expect 1 "uncommitted rows are not" -- "$B" get "$h/P" k02001
+printf 'a\tb\nno tab\n' >"$h/early.tsv"
+expect 2 "bad line before any commit is a usage error" -- "$B" load "$h/E" "$h/early.tsv"
+stderr_has "nothing committed" "nothing committed, stopped at line 2"
+# A signal during load commits what was read and says so (the input is a
+# pipe that stays open, so the load is still running when the signal comes).
+{ awk 'BEGIN { for (i = 1; i <= 5000; i++) printf "s%07d\tv\n", i }'; sleep 5; } | "$B" load "$h/G" - 2>"$h/sig.err" >/dev/null &
+lp=$!
+sleep 1
+kill -TERM $lp
+wait $lp
+st=$?
+if [ "$st" -eq 143 ] && grep -q "interrupted by signal 15" "$h/sig.err" && grep -q "5000 records committed" "$h/sig.err"; then
+    pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL: load on SIGTERM: exit $st: $(cat "$h/sig.err")"; fi
+expect 0 "database usable after an interrupted load" -- "$B" check "$h/G"
+# A deleted LOCK does not let a second writer in, and check says "in use".
+expect 0 "seed" -- "$B" put "$h/K" seed 1
+awk 'BEGIN { for (i = 1; i <= 600000; i++) printf "l%07d\tv\n", i }' >"$h/long.tsv"
+"$B" load "$h/K" "$h/long.tsv" >/dev/null 2>&1 &
+lp=$!
+for _ in $(seq 50); do [ -s "$h/K/000005.log" ] || [ -n "$(ls "$h/K"/*.log 2>/dev/null | tail -n +2)" ] && break; sleep 0.05; done
+sleep 0.2
+rm -f "$h/K/LOCK"
+if kill -0 $lp 2>/dev/null; then
+    expect 3 "second writer refused after LOCK was deleted" -- "$B" put "$h/K" x y
+    stderr_has "in use" "in use"
+    expect 3 "check refuses a live database" -- "$B" check "$h/K"
+    stderr_has "check says in use" "in use"
+else
+    pass=$((pass + 4)) # the load finished first: nothing to race
+fi
+wait $lp
+expect 0 "load completed whole" -- "$B" scan "$h/K" --limit 0
+"$B" scan "$h/K" | wc -l | grep -q '^600001$' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: rows lost after LOCK deletion"; }
+# Damage in the WAL's last block before intact records: refused, naming file and offset.
+awk 'BEGIN { for (i = 1; i <= 3500; i++) printf "w%05d\t%s\n", i, "value-of-some-length" }' >"$h/w.tsv"
+expect 0 "load into WAL only" -- "$B" load "$h/W" "$h/w.tsv"
+wal=$(ls "$h/W"/*.log | head -1)
+printf '\x20' | dd of="$wal" bs=1 seek=40000 conv=notrunc status=none
+cp -r "$h/W" "$h/W2"
+cp -r "$h/W" "$h/W3"
+expect 3 "scan refuses a damaged WAL" -- "$B" scan "$h/W"
+stderr_has "WAL file and offset" ".log: fragment checksum mismatch at offset"
+expect 3 "check reports it" -- "$B" check "$h/W"
+expect 0 "point-in-time recovery" -- "$B" scan "$h/W2" --wal-recovery point-in-time --limit 0
+expect 0 "skip-damaged recovery" -- "$B" scan "$h/W3" --wal-recovery skip-damaged
+lines=$(wc -l <"$D/out")
+# The flip lands in one 1000-row batch (one WAL record): only it is lost.
+[ "$lines" -eq 2500 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: skip-damaged kept $lines"; }
+# Errors keep their reason.
+expect 3 "missing database" -- "$B" get "$h/none" k
+stderr_has "does not exist" "does not exist"
+expect 3 "check of a missing directory" -- "$B" check "$h/none"
+stderr_has "check: does not exist" "does not exist"
+echo plain >"$h/afile"
+expect 3 "database under a file" -- "$B" put "$h/afile/db" k v
+stderr_has "errno text" "Not a directory"
+# A value index is chosen at creation; another shape is refused, not switched.
+expect 0 "create with bit-sliced index" -- "$B" put "$h/V" k v --value-index bitsliced
+expect 2 "reopen asking for hierarchy" -- "$B" put "$h/V" k2 v --value-index hierarchy
+stderr_has "shape named" "has a bitsliced value index"
+expect 0 "same shape is fine" -- "$B" put "$h/V" k3 v --value-index bitsliced
+expect 2 "index on a database without one" -- "$B" put "$h/S" k v --value-index flat
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

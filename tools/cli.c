@@ -152,9 +152,10 @@ static int hex_digit(char c) {
 }
 
 /* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
- * into a malloc'd buffer; -1 on bad input or no memory. */
+ * into a malloc'd buffer; -1 (and *out NULL) on bad input or no memory. */
 static int decode(const char *s, int hex, char **out, size_t *len) {
     size_t n = strlen(s);
+    *out = NULL;
     if (!hex) {
         *out = strdup(s);
         *len = n;
@@ -167,6 +168,7 @@ static int decode(const char *s, int hex, char **out, size_t *len) {
         int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             free(*out);
+            *out = NULL;
             return -1;
         }
         (*out)[i] = (char)(hi << 4 | lo);
@@ -236,9 +238,10 @@ static int fail_db(bkv_db *db, const char *what, int rc) {
 
 int bkv_cli_put(int argc, char **argv) {
     PARSE_OR_USAGE(3);
-    char *k, *v;
+    char *k = NULL, *v = NULL;
     size_t kl, vl;
     if (decode(pos[1], o.hex, &k, &kl) || decode(pos[2], o.hex, &v, &vl)) {
+        free(k);
         fprintf(stderr, "bloomkv: put: bad hex\n");
         return EXIT_USAGE;
     }
@@ -309,6 +312,7 @@ int bkv_cli_scan(int argc, char **argv) {
     char *from = NULL, *to = NULL;
     size_t fl = 0, tl = 0;
     if ((o.from && decode(o.from, o.hex, &from, &fl)) || (o.to && decode(o.to, o.hex, &to, &tl))) {
+        free(from); /* decoded before a bad --to */
         fprintf(stderr, "bloomkv: scan: bad hex\n");
         return EXIT_USAGE;
     }

@@ -240,6 +240,12 @@ static int parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
+static int parse_double(const char *s, double *out) {
+    char *end;
+    *out = strtod(s, &end);
+    return end == s || *end ? -1 : 0;
+}
+
 int bkv_filter_bench_main(int argc, char **argv) {
     bench_config cfg = {.type = -1, .keys = 1000000, .bits_per_key = 0, .seed = 1};
     int have_queries = 0, have_bpk = 0, have_keys = 0, space = 0;
@@ -274,13 +280,11 @@ int bkv_filter_bench_main(int argc, char **argv) {
             if (parse_u64(optarg, &cfg.seed) < 0) goto bad;
             break;
         case 'b':
-            cfg.bits_per_key = strtod(optarg, NULL);
-            if (!(cfg.bits_per_key > 0 && cfg.bits_per_key <= 1024)) goto bad;
+            if (parse_double(optarg, &cfg.bits_per_key) < 0 || !(cfg.bits_per_key > 0 && cfg.bits_per_key <= 1024)) goto bad;
             have_bpk = 1;
             break;
         case 'f':
-            cfg.fpr = strtod(optarg, NULL);
-            if (!(cfg.fpr > 0 && cfg.fpr < 1)) goto bad;
+            if (parse_double(optarg, &cfg.fpr) < 0 || !(cfg.fpr > 0 && cfg.fpr < 1)) goto bad;
             break;
         case 'j': cfg.json = 1; break;
         case 'h': usage(stdout); return 0;

@@ -36,8 +36,10 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     bkv_value_index_rec *r = &db->vrec;
     if (db->has_vrec) {
         if (strcmp(r->terms_name, name) != 0)
-            return bkv_fail(e, BKV_INVALID, "%s: the value index was built with terms extractor \"%s\", not \"%s\"",
-                            db->path, r->terms_name, name);
+            return bkv_fail(e, BKV_INVALID,
+                            "%s: the value index was built with terms extractor \"%s\", not \"%s\" (open it with "
+                            "value_terms and value_terms_name \"%s\")",
+                            db->path, r->terms_name, name, r->terms_name);
         if (o->value_index != BKV_VALUE_INDEX_NONE) {
             if (o->value_filter_bits != r->m_bits || o->value_partition_entries != r->partition_entries ||
                 (o->value_filter_hashes && (uint64_t)o->value_filter_hashes != r->k))

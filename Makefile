@@ -6,22 +6,35 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-asan test-tsan fuzz reliability run install clean
+.PHONY: all deps build test test-asan test-tsan build-clang fuzz reliability run install clean
 
 all: build
 
+# Installs missing Debian packages (root or sudo). Only deps, run and the
+# test targets call it: `make build` (like plain cmake) only builds.
 deps:
 	@bash scripts/deps
 
-build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+# The side-by-side benchmark's peers (LevelDB, RocksDB) are linked into the
+# tool only when asked; the Makefile asks, a plain cmake build does not.
+PEERS ?= -DBKV_WITH_PEERS=ON
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(PEERS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: deps
+	@$(MAKE) build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The whole tree with clang and -Werror (CI builds it; gcc runs the tests).
+CLANG_BUILD ?= build-clang
+build-clang: deps
+	@CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release $(PEERS) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(CLANG_BUILD) -j $(JOBS)
+
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON $(PEERS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -33,8 +46,6 @@ test-tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'concurrency_test|db_test|iter_test|hardening_test'
 
-# The default report: the filter library's table, then bloomkv beside
-# LevelDB and RocksDB (those built in) on 1 M keys, on a temporary database.
 # libFuzzer (clang) over each target for FUZZ_SECONDS, growing fuzz/corpus.
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
@@ -53,7 +64,10 @@ SCALE ?= ci
 reliability:
 	@SCALE=$(SCALE) bash tests/reliability/run.sh
 
-run: build
+# The default report: the filter library's table, then bloomkv beside
+# LevelDB and RocksDB (those built in) on 1 M keys, on a temporary database.
+run: deps
+	@$(MAKE) build
 	@$(BUILD)/bloomkv filter-bench --keys 1000000
 	@echo
 	@$(BUILD)/bloomkv bench --compare --num 1000000 \
@@ -63,8 +77,11 @@ run: build
 	@$(BUILD)/bloomkv bench --compare --num 500000 --value_index bitsliced --searches 1000 \
 		--benchmarks fillrandom,findvalue
 
-install: build
+# The installed tool is built without the peers: it must not depend on
+# whichever LevelDB or RocksDB the build machine had.
+install:
+	@$(MAKE) build PEERS=-DBKV_WITH_PEERS=OFF
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(CLANG_BUILD)

@@ -34,7 +34,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
 }
 
 static int bkv_bench_put(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
-    bkv_write_options wo = {.sync = sync};
+    bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = sync};
     return bkv_put(h, &wo, k, kl, v, vl);
 }
 

@@ -93,7 +93,14 @@ typedef size_t (*bkv_prefix_fn)(const void *key, size_t klen);
 typedef void (*bkv_term_emit_fn)(void *ctx, const void *term, size_t tlen);
 typedef void (*bkv_terms_fn)(void *arg, const void *val, size_t vlen, bkv_term_emit_fn emit, void *ctx);
 
+/* The three options structs start with their size, set by their _init
+ * function: a program compiled against an older bloomkv.h keeps working
+ * with a newer library (fields it does not know keep their defaults), and
+ * one compiled against a newer header works with an older library as long
+ * as it leaves the fields that library lacks at their defaults (zero).
+ * Always fill a struct with its _init function, then set fields by name. */
 typedef struct bkv_options {            /* bkv_options_init() fills the defaults */
+    size_t size;                        /* sizeof(bkv_options) as compiled; set by bkv_options_init */
     int    create_if_missing;           /* create the directory and database; default 1 */
     int    error_if_exists;             /* fail if it already exists; default 0 */
     size_t write_buffer_size;           /* memtable bytes before a flush; default 64 MiB */
@@ -161,12 +168,17 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     const char *value_terms_name;       /* names the extractor (required with value_terms) */
 } bkv_options;
 
-typedef struct bkv_write_options {
+typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */
+    size_t size;                        /* set by bkv_write_options_init */
     int sync;                           /* fsync the WAL before returning; default 0 */
 } bkv_write_options;                    /* NULL = defaults */
 
-typedef struct bkv_read_options {
-    int verify_checksums;               /* blocks are always verified; kept for API parity */
+typedef struct bkv_read_options {       /* bkv_read_options_init() fills the defaults */
+    size_t size;                        /* set by bkv_read_options_init */
+    int verify_checksums;               /* every block is verified when first read from its file;
+                                           1 also re-verifies it on every later read (a cached
+                                           block is read from the file again): paranoid, slower;
+                                           default 0 */
     int fill_cache;                     /* put blocks read into the block cache; default 1 */
     const bkv_snapshot *snapshot;       /* read the state at this snapshot; NULL = latest */
     /* Iterators only: keys outside [lower_bound, upper_bound) are never
@@ -183,6 +195,7 @@ typedef struct bkv_read_options {
 
 BKV_EXPORT void bkv_options_init(bkv_options *opts);
 BKV_EXPORT void bkv_read_options_init(bkv_read_options *ro);
+BKV_EXPORT void bkv_write_options_init(bkv_write_options *wo);
 
 /* Opens (or creates) the database in directory path. *dbp is set only on
  * success; on failure bkv_errmsg(NULL) says why ("does not exist (use

@@ -248,7 +248,7 @@ int bkv_cli_put(int argc, char **argv) {
     bkv_db *db;
     int ec = open_db(pos[0], 1, &o, &db);
     if (!ec) {
-        bkv_write_options wo = {.sync = o.sync};
+        bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = o.sync};
         int rc = bkv_put(db, &wo, k, kl, v, vl);
         ec = rc ? fail_db(db, "put", rc) : (bkv_close(db), 0);
     }
@@ -299,7 +299,7 @@ int bkv_cli_delete(int argc, char **argv) {
     bkv_db *db;
     int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
-        bkv_write_options wo = {.sync = o.sync};
+        bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = o.sync};
         int rc = bkv_delete(db, &wo, k, kl);
         ec = rc ? fail_db(db, "delete", rc) : (bkv_close(db), 0);
     }

@@ -132,8 +132,21 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
  * bkv_vf_set_destroy. */
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
 
-/* BKV_INVALID (described in e) when ro names a snapshot of another database. */
-int bkv_db_check_read_options(const bkv_db *db, const bkv_read_options *ro, bkv_err *e);
+/* The table read flags (BKV_READ_*) ro asks for; NULL: fill the cache. */
+int bkv_db_read_flags(const bkv_read_options *ro);
+
+/* Copies a caller's options struct (whose first field is its size) over
+ * dst, which holds defaults and is dst_size bytes (options.c says how
+ * other sizes are treated); BKV_INVALID described in e. */
+int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *what, bkv_err *e);
+/* BKV_INVALID, naming the option and its allowed range, unless o is valid. */
+int bkv_check_options(const bkv_options *o, bkv_err *e);
+
+/* The read options to use for a call given ro (NULL stays NULL): ro
+ * itself, or its fields adopted into *local when it has another layout.
+ * BKV_INVALID (described in e) for a bad size or a snapshot of another
+ * database. */
+int bkv_db_read_options(const bkv_db *db, const bkv_read_options **ro, bkv_read_options *local, bkv_err *e);
 
 /* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);

@@ -67,7 +67,7 @@ typedef struct level_iter {
     size_t cur;                  /* index of the open table, nfiles when none */
     bkv_cache_entry *entry;
     bkv_iiter *table;
-    int fill_cache;
+    int read_flags;
     int rc;
     bkv_err err;
 } level_iter;
@@ -87,7 +87,7 @@ static int li_open(level_iter *li, size_t i) {
     li_close_table(li);
     if (i >= li->nfiles || li->rc) return 0;
     int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
-    if (!rc) rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->fill_cache, &li->db->tstats, &li->table);
+    if (!rc) rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags, &li->db->tstats, &li->table);
     if (rc) {
         li->rc = rc;
         li_close_table(li);
@@ -176,7 +176,7 @@ static void li_destroy(bkv_iiter *b) {
 static const bkv_iiter_ops level_iter_ops = {li_valid, li_first, li_last,  li_seek,   li_next,
                                              li_prev,  li_key,   li_value, li_status, li_destroy};
 
-static bkv_iiter *level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int fill_cache) {
+static bkv_iiter *level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags) {
     level_iter *li = calloc(1, sizeof *li);
     if (!li) return NULL;
     li->base.ops = &level_iter_ops;
@@ -184,7 +184,7 @@ static bkv_iiter *level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t
     li->files = files;
     li->nfiles = n;
     li->cur = n;
-    li->fill_cache = fill_cache;
+    li->read_flags = read_flags;
     return &li->base;
 }
 
@@ -215,7 +215,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
         if (l > 0 && !prefix) {
             /* Without a prefix to filter tables by, a deeper level is one
              * lazily opened run. */
-            if (v->nfiles[l] && !(children[n++] = level_iter_new(it->db, v->files[l], v->nfiles[l], it->ro.fill_cache)))
+            if (v->nfiles[l] && !(children[n++] = level_iter_new(it->db, v->files[l], v->nfiles[l], bkv_db_read_flags(&it->ro))))
                 rc = BKV_NOMEM;
             continue;
         }
@@ -241,7 +241,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
                 }
             }
             it->tables[it->ntables++] = entry;
-            rc = bkv_table_iter_new(t, it->ro.fill_cache, &it->db->tstats, &children[n]);
+            rc = bkv_table_iter_new(t, bkv_db_read_flags(&it->ro), &it->db->tstats, &children[n]);
             if (!rc) n++;
         }
     }
@@ -262,7 +262,8 @@ int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     if (!db || !out) return BKV_INVALID;
     *out = NULL;
     bkv_err e = {{0}};
-    if (bkv_db_check_read_options(db, ro, &e)) return bkv_db_error(db, BKV_INVALID, &e);
+    bkv_read_options local;
+    if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     bkv_iter *it = calloc(1, sizeof *it);
     if (!it) return BKV_NOMEM;
     it->db = db;

@@ -22,45 +22,6 @@
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
-void bkv_options_init(bkv_options *o) {
-    memset(o, 0, sizeof *o);
-    o->create_if_missing = 1;
-    o->write_buffer_size = 64u << 20;
-    o->max_write_buffer_number = 3;
-    o->block_size = 4096;
-    o->block_cache_size = 64u << 20;
-    o->max_open_files = 1000;
-    o->filter_type = BKV_FILTER_BLOCKED_BLOOM;
-    o->bits_per_key = 10;
-    o->compression = BKV_COMPRESSION_NONE;
-    o->memtable_filter = 1;
-    o->file_mode = 0644;
-    o->compaction_style = BKV_COMPACTION_LEVELED;
-    o->level0_compaction_trigger = 4;
-    o->level0_slowdown_trigger = 8;
-    o->level0_stop_trigger = 12;
-    o->max_bytes_for_level_base = 0;
-    o->level_size_multiplier = 10;
-    o->level_compaction_dynamic_level_bytes = 1;
-    o->target_file_size = 16u << 20;
-    o->tiered_size_ratio = 20;
-    o->tiered_max_size_amplification = 200;
-    o->max_background_jobs = 2;
-    o->value_filter_bits = 16384;
-    o->value_partition_entries = 512;
-    o->value_index_order = 4;
-    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
-        o->filter_type_per_level[i] = -1;
-        o->bits_per_key_per_level[i] = -1;
-    }
-}
-
-void bkv_read_options_init(bkv_read_options *ro) {
-    memset(ro, 0, sizeof *ro);
-    ro->verify_checksums = 1;
-    ro->fill_cache = 1;
-}
-
 int bkv_version(void) { return BKV_VERSION_NUMBER; }
 
 void bkv_free(void *p) { free(p); }
@@ -498,79 +459,6 @@ static void free_db(bkv_db *db) {
     free(db);
 }
 
-/* Each check names the option and what it may be, so a caller learns
- * which field to fix rather than that "an argument" was invalid. */
-#define REQUIRE(cond, ...) \
-    do { \
-        if (!(cond)) return bkv_fail(e, BKV_INVALID, "invalid option: " __VA_ARGS__); \
-    } while (0)
-
-static int check_value_options(const bkv_options *o, bkv_err *e) {
-    if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return BKV_OK;
-    REQUIRE(o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED,
-            "value_index = %d, must be one of BKV_VALUE_INDEX_* (0..3)", o->value_index);
-    REQUIRE(o->value_filter_bits >= 64 && o->value_filter_bits % 64 == 0 && o->value_filter_bits <= (UINT32_C(1) << 31),
-            "value_filter_bits = %u, must be a multiple of 64 in 64..2^31", o->value_filter_bits);
-    REQUIRE(o->value_filter_hashes >= 0 && o->value_filter_hashes <= BKV_VF_MAX_K,
-            "value_filter_hashes = %d, must be 0 (automatic) or 1..%d", o->value_filter_hashes, BKV_VF_MAX_K);
-    REQUIRE(o->value_index_order >= 2 && o->value_index_order <= 1024, "value_index_order = %d, must be 2..1024",
-            o->value_index_order);
-    REQUIRE(!o->value_terms || (o->value_terms_name && *o->value_terms_name &&
-                                strlen(o->value_terms_name) <= BKV_TERMS_NAME_MAX),
-            "value_terms_name must name the value_terms extractor (1..%d bytes)", BKV_TERMS_NAME_MAX);
-    return BKV_OK;
-}
-
-static int check_options(const bkv_options *o, bkv_err *e) {
-    REQUIRE(o->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(o->filter_type),
-            "filter_type = %d, must be a BKV_FILTER_* type", o->filter_type);
-    REQUIRE(o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100),
-            "bits_per_key = %g, must be in (0, 100]", o->bits_per_key);
-    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
-        REQUIRE(o->filter_type_per_level[i] < 0 || o->filter_type_per_level[i] == BKV_FILTER_NONE ||
-                    bkv_filter_type_name(o->filter_type_per_level[i]),
-                "filter_type_per_level[%d] = %d, must be < 0 (the default) or a BKV_FILTER_* type", i,
-                o->filter_type_per_level[i]);
-        REQUIRE(o->bits_per_key_per_level[i] <= 100, "bits_per_key_per_level[%d] = %g, must be <= 100", i,
-                o->bits_per_key_per_level[i]);
-    }
-    REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,
-            "compaction_style = %d, must be BKV_COMPACTION_LEVELED or _TIERED", o->compaction_style);
-    REQUIRE(o->level0_compaction_trigger >= 2, "level0_compaction_trigger = %d, must be >= 2",
-            o->level0_compaction_trigger);
-    REQUIRE(o->level0_slowdown_trigger >= o->level0_compaction_trigger,
-            "level0_slowdown_trigger = %d, must be >= level0_compaction_trigger (%d)", o->level0_slowdown_trigger,
-            o->level0_compaction_trigger);
-    REQUIRE(o->level0_stop_trigger >= o->level0_slowdown_trigger,
-            "level0_stop_trigger = %d, must be >= level0_slowdown_trigger (%d)", o->level0_stop_trigger,
-            o->level0_slowdown_trigger);
-    REQUIRE(o->max_bytes_for_level_base == 0 || o->max_bytes_for_level_base >= 1024,
-            "max_bytes_for_level_base = %llu, must be 0 (automatic) or >= 1024",
-            (unsigned long long)o->max_bytes_for_level_base);
-    REQUIRE(o->level_size_multiplier >= 2, "level_size_multiplier = %g, must be >= 2", o->level_size_multiplier);
-    REQUIRE(o->target_file_size >= 1024, "target_file_size = %llu, must be >= 1024",
-            (unsigned long long)o->target_file_size);
-    REQUIRE(o->tiered_size_ratio >= 0, "tiered_size_ratio = %d, must be >= 0", o->tiered_size_ratio);
-    REQUIRE(o->tiered_max_size_amplification >= 0, "tiered_max_size_amplification = %d, must be >= 0",
-            o->tiered_max_size_amplification);
-    REQUIRE(o->max_background_jobs >= 1 && o->max_background_jobs <= BKV_MAX_BACKGROUND_JOBS,
-            "max_background_jobs = %d, must be 1..%d", o->max_background_jobs, BKV_MAX_BACKGROUND_JOBS);
-    REQUIRE(o->write_buffer_size >= 1024, "write_buffer_size = %zu, must be >= 1024", o->write_buffer_size);
-    REQUIRE(o->block_size >= 64, "block_size = %zu, must be >= 64", o->block_size);
-    REQUIRE(o->max_write_buffer_number >= 2 && o->max_write_buffer_number <= BKV_MAX_IMM + 1,
-            "max_write_buffer_number = %d, must be 2..%d", o->max_write_buffer_number, BKV_MAX_IMM + 1);
-    REQUIRE(o->max_open_files >= 1, "max_open_files = %d, must be >= 1", o->max_open_files);
-    REQUIRE(o->compression >= BKV_COMPRESSION_NONE && o->compression <= BKV_COMPRESSION_ZSTD,
-            "compression = %d, must be one of BKV_COMPRESSION_* (0..2)", o->compression);
-    REQUIRE(o->wal_recovery >= BKV_WAL_RECOVERY_ABSOLUTE && o->wal_recovery <= BKV_WAL_RECOVERY_SKIP_DAMAGED,
-            "wal_recovery = %d, must be one of BKV_WAL_RECOVERY_* (0..2)", o->wal_recovery);
-    REQUIRE((o->file_mode & ~0777u) == 0 && (o->file_mode & 0600) == 0600,
-            "file_mode = %#o, must be permission bits (<= 0777) including owner read and write (0600)",
-            o->file_mode);
-    return check_value_options(o, e);
-}
-#undef REQUIRE
-
 /* Search permission wherever the file mode grants read: 0644 -> 0755. */
 static unsigned dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 0444) >> 2); }
 
@@ -578,17 +466,16 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     bkv_err e = {{0}};
     if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
     *dbp = NULL;
-    bkv_options defaults;
-    if (!opts) {
-        bkv_options_init(&defaults);
-        opts = &defaults;
-    }
+    bkv_options adopted;
+    bkv_options_init(&adopted);
     int rc = BKV_OK;
     if (!path || !*path) rc = bkv_fail(&e, BKV_INVALID, "bkv_open: no path given");
     else if (strlen(path) > BKV_PATH_MAX - 64)
         rc = bkv_fail(&e, BKV_INVALID, "bkv_open: path longer than %d bytes", BKV_PATH_MAX - 64);
-    else rc = check_options(opts, &e);
+    else if (opts) rc = bkv_adopt_options(&adopted, sizeof adopted, opts, "bkv_options", &e);
+    if (!rc) rc = bkv_check_options(&adopted, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
+    opts = &adopted;
     bkv_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         free(db);

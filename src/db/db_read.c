@@ -108,7 +108,7 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     }
     int found = 0;
     unsigned type = 0;
-    *rc = bkv_table_get(t, key, klen, snapshot, ro ? ro->verify_checksums : 1, ro ? ro->fill_cache : 1, &found, &type,
+    *rc = bkv_table_get(t, key, klen, snapshot, bkv_db_read_flags(ro), &found, &type,
                         val, vlen, &db->tstats, e);
     int has_filter = bkv_table_filter_memory(t) > 0;
     bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
@@ -140,7 +140,8 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     *val = NULL;
     *vlen = 0;
     bkv_err e = {{0}};
-    int rc = bkv_db_check_read_options(db, ro, &e);
+    bkv_read_options local;
+    int rc = bkv_db_read_options(db, &ro, &local, &e);
     if (rc) return bkv_db_error(db, rc, &e);
     bkv_read_state rs;
     bkv_read_state_acquire(db, ro, &rs);
@@ -173,7 +174,8 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
                   void **vals, size_t *vlens, int *statuses) {
     if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return BKV_INVALID;
     bkv_err ro_err = {{0}};
-    if (bkv_db_check_read_options(db, ro, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
+    bkv_read_options local;
+    if (bkv_db_read_options(db, &ro, &local, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
     bkv_hash *hashes = malloc((n ? n : 1) * sizeof *hashes);
     uint8_t *pending = malloc(n ? n : 1), *maybe = malloc(n ? n : 1);
     bkv_hash *batch = malloc((n ? n : 1) * sizeof *batch);
@@ -271,7 +273,19 @@ void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
     if (s != &db->snapshots) free(s);
 }
 
-int bkv_db_check_read_options(const bkv_db *db, const bkv_read_options *ro, bkv_err *e) {
+int bkv_db_read_flags(const bkv_read_options *ro) {
+    if (!ro) return BKV_READ_FILL_CACHE;
+    return (ro->fill_cache ? BKV_READ_FILL_CACHE : 0) | (ro->verify_checksums ? BKV_READ_VERIFY_ALL : 0);
+}
+
+int bkv_db_read_options(const bkv_db *db, const bkv_read_options **rop, bkv_read_options *local, bkv_err *e) {
+    const bkv_read_options *ro = *rop;
+    if (ro && ro->size != sizeof *ro) {
+        bkv_read_options_init(local);
+        int rc = bkv_adopt_options(local, sizeof *local, ro, "bkv_read_options", e);
+        if (rc) return rc;
+        *rop = ro = local;
+    }
     if (ro && ro->snapshot && ro->snapshot->db != db)
         return bkv_fail(e, BKV_INVALID, "%s: the read options' snapshot belongs to another database", db->path);
     return BKV_OK;

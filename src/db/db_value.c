@@ -230,7 +230,7 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read
     int rc = bkv_db_get_table(fd->db, f, &entry, e);
     if (rc) return rc;
     fd->matched = 0;
-    rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? ro->fill_cache : 0,
+    rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? bkv_db_read_flags(ro) : 0,
                                &fd->db->tstats, consider, fd, e);
     bkv_cache_release(fd->db->table_cache, entry);
     if (rc == BKV_NOMEM) bkv_fail(e, rc, "out of memory collecting candidates");
@@ -300,7 +300,8 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
                    bkv_find_stats *stats) {
     if (!db || !fn || (!val && vlen)) return BKV_INVALID;
     bkv_err e = {{0}};
-    if (bkv_db_check_read_options(db, ro, &e)) return bkv_db_error(db, BKV_INVALID, &e);
+    bkv_read_options ro_local;
+    if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: the database has no value index", db->path), &e);
     bkv_find_stats local;

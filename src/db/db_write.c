@@ -150,6 +150,13 @@ static int insert_entry(void *arg, uint64_t seq, unsigned type, const uint8_t *k
 }
 
 static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf *rep) {
+    bkv_write_options adopted;
+    if (wo && wo->size != sizeof *wo) {
+        bkv_err e;
+        bkv_write_options_init(&adopted);
+        if (bkv_adopt_options(&adopted, sizeof adopted, wo, "bkv_write_options", &e)) return bkv_db_error(db, BKV_INVALID, &e);
+        wo = &adopted;
+    }
     bkv_writer w;
     memset(&w, 0, sizeof w);
     w.rep = rep;

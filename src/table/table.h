@@ -95,13 +95,20 @@ int bkv_table_may_contain(const bkv_table *t, bkv_hash h);
 /* The same for n hashes with prefetching (bkv_filter_may_contain_batch). */
 void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out);
 
+/* How a read treats blocks (the read_flags of the calls below; 0 = neither). */
+enum {
+    BKV_READ_FILL_CACHE = 1, /* blocks read from the file go into the block cache */
+    BKV_READ_VERIFY_ALL = 2  /* every block's checksum is verified on every read, read again from
+                                the file on a cache hit; without it each block is verified once,
+                                when first read from the file */
+};
+
 /* Newest version of key with sequence <= snapshot. Returns BKV_OK and
  * *found = 1 with *type and a malloc'd copy of the value (when type is
  * BKV_TYPE_VALUE), or *found = 0; errors name the file and offset. The
  * filter is not consulted: call bkv_table_may_contain first. */
-int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int verify,
-                  int fill_cache, int *found, unsigned *type, void **val, size_t *vlen,
-                  bkv_table_stats *stats, bkv_err *e);
+int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
+                  unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e);
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
 
@@ -113,16 +120,16 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
  * last is clamped to the table's last block). Stops early, returning fn's
  * value, when fn returns non-zero. */
 typedef int (*bkv_table_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen);
-int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_cache, bkv_table_stats *stats,
+int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e);
 size_t bkv_table_filter_memory(const bkv_table *t);
 /* The key filter, NULL when absent or damaged. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
 
-/* An internal iterator over the table's entries (table/iterator.h). It
- * reads blocks through the block cache (adding them when fill_cache). The
- * table must stay open while the iterator lives. */
+/* An internal iterator over the table's entries (util/iterator.h). It
+ * reads blocks through the block cache as read_flags say. The table must
+ * stay open while the iterator lives. */
 struct bkv_iiter;
-int bkv_table_iter_new(bkv_table *t, int fill_cache, bkv_table_stats *stats, struct bkv_iiter **out);
+int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, struct bkv_iiter **out);
 
 #endif

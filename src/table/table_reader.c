@@ -254,8 +254,9 @@ static int64_t block_number(const bkv_table *t, size_t entry_offset) {
 }
 
 /* number: the block's index entry, or -1 when unknown. */
-static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache, block_ref *b, bkv_table_stats *stats,
+static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags, block_ref *b, bkv_table_stats *stats,
                       bkv_err *e) {
+    int verify_all = read_flags & BKV_READ_VERIFY_ALL;
     b->entry = NULL;
     b->own = NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
@@ -268,7 +269,7 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache
         uint8_t type = p[h.size];
         if (type == BKV_COMPRESS_NONE) {
             if (stats) __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
-            if (number < 0 || !__atomic_load_n(&t->verified[number], __ATOMIC_ACQUIRE)) {
+            if (verify_all || number < 0 || !__atomic_load_n(&t->verified[number], __ATOMIC_ACQUIRE)) {
                 int rc = bkv_block_verify(p, h, t->name, e);
                 if (rc) return rc;
                 if (number >= 0) __atomic_store_n(&t->verified[number], 1, __ATOMIC_RELEASE);
@@ -280,7 +281,8 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache
             return BKV_OK;
         }
     }
-    if (t->cache && (b->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
+    /* A cached block was verified when it was read; verify_all reads it again. */
+    if (t->cache && !verify_all && (b->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
         if (stats) __atomic_fetch_add(&stats->cache_hits, 1, __ATOMIC_RELAXED);
         b->blk = &((cached_block *)bkv_cache_value(b->entry))->blk;
         return BKV_OK;
@@ -301,7 +303,7 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache
         return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
                         (unsigned long long)h.offset);
     }
-    if (t->cache && fill_cache &&
+    if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
         (b->entry = bkv_cache_insert(t->cache, t->number, h.offset, cb, cb->len + sizeof *cb, delete_block))) {
         b->blk = &cb->blk;
         return BKV_OK;
@@ -311,10 +313,8 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int fill_cache
     return BKV_OK;
 }
 
-int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int verify,
-                  int fill_cache, int *found, unsigned *type, void **val, size_t *vlen,
-                  bkv_table_stats *stats, bkv_err *e) {
-    (void)verify; /* every block is verified when first read */
+int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
+                  unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e) {
     *found = 0;
     uint8_t stackbuf[256];
     size_t ilen = klen + BKV_IKEY_TRAILER;
@@ -336,7 +336,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     bkv_handle h;
     if ((rc = decode_handle(t, ii.val, ii.vlen, &h, e))) goto out;
     block_ref br;
-    if ((rc = load_block(t, h, block_number(t, ii.offset), fill_cache, &br, stats, e))) goto out;
+    if ((rc = load_block(t, h, block_number(t, ii.offset), read_flags, &br, stats, e))) goto out;
     bkv_block_iter bi;
     bkv_block_iter_init(&bi, br.blk);
     bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
@@ -373,7 +373,7 @@ out:
     return rc;
 }
 
-int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_cache, bkv_table_stats *stats,
+int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e) {
     uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks
                                                                         : t->index.num_restarts;
@@ -383,7 +383,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_
         bkv_handle h;
         block_ref br;
         int rc = index_handle_at(t, i, &h, e);
-        if (!rc) rc = load_block(t, h, i, fill_cache, &br, stats, e);
+        if (!rc) rc = load_block(t, h, i, read_flags, &br, stats, e);
         if (rc) return rc;
         bkv_block_iter bi;
         bkv_block_iter_init(&bi, br.blk);
@@ -405,7 +405,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int fill_
 typedef struct table_iter {
     bkv_iiter base;
     bkv_table *t;
-    int fill_cache;
+    int read_flags;
     bkv_table_stats *stats;
     bkv_block_iter index_it;
     block_ref cur;            /* the current block */
@@ -444,7 +444,7 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
-    if (!rc) rc = load_block(ti->t, h, block_number(ti->t, ti->index_it.offset), ti->fill_cache, &ti->cur, ti->stats, &e);
+    if (!rc) rc = load_block(ti->t, h, block_number(ti->t, ti->index_it.offset), ti->read_flags, &ti->cur, ti->stats, &e);
     if (rc) {
         set_error(ti, rc, &e);
         return 0;
@@ -543,12 +543,12 @@ static void ti_destroy(bkv_iiter *b) {
 static const bkv_iiter_ops table_iter_ops = {ti_valid, ti_first, ti_last, ti_seek, ti_next,
                                              ti_prev,  ti_key,   ti_value, ti_status, ti_destroy};
 
-int bkv_table_iter_new(bkv_table *t, int fill_cache, bkv_table_stats *stats, bkv_iiter **out) {
+int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv_iiter **out) {
     table_iter *ti = calloc(1, sizeof *ti);
     if (!ti) return BKV_NOMEM;
     ti->base.ops = &table_iter_ops;
     ti->t = t;
-    ti->fill_cache = fill_cache;
+    ti->read_flags = read_flags;
     ti->stats = stats;
     bkv_block_iter_init(&ti->index_it, &t->index);
     *out = &ti->base;

@@ -28,7 +28,7 @@ static int acked[WRITERS]; /* writes each writer has had acknowledged */
 
 static void *writer(void *arg) {
     int id = (int)(intptr_t)arg;
-    bkv_write_options wo = {0};
+    bkv_write_options wo = {.size = sizeof(bkv_write_options)};
     for (int i = 0; i < PER_WRITER; i++) {
         char key[32], val[48];
         snprintf(key, sizeof key, "w%d-%05d", id, i);

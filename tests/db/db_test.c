@@ -306,7 +306,7 @@ static void synced_writes_survive_kill_9(void **state) {
             bkv_options o = small_options();
             bkv_db *db;
             if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
-            bkv_write_options wo = {.sync = round % 2 == 0};
+            bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = round % 2 == 0};
             for (uint32_t i = 0;; i++) {
                 char key[32], val[32];
                 snprintf(key, sizeof key, "r%d-%06u", round, i);

@@ -419,6 +419,61 @@ static void library_contract(void **state) {
     assert_int_equal(bkv_close(b), BKV_OK);
 }
 
+/* Options structs carry their size: an older (smaller) layout gets the
+ * defaults for what it lacks, a newer (larger) one is accepted while the
+ * fields this library does not know are zero, an uninitialized one is
+ * refused with a hint. */
+static void options_carry_their_size(void **state) {
+    (void)state;
+    char db[300];
+    sub(db, sizeof db, "abi");
+    bkv_options o;
+    bkv_options_init(&o);
+    assert_int_equal(o.size, sizeof o);
+    o.size = offsetof(bkv_options, value_index); /* compiled before the value index existed */
+    o.value_index = 99;                            /* beyond its size: never read */
+    bkv_db *d;
+    assert_int_equal(bkv_open(db, &o, &d), BKV_OK);
+    char *vi = bkv_property(d, "bloomkv.value-index");
+    assert_string_equal(vi, "");
+    bkv_free(vi);
+    assert_int_equal(bkv_close(d), BKV_OK);
+
+    struct {
+        bkv_options o;
+        uint64_t future[2];
+    } newer;
+    memset(&newer, 0, sizeof newer);
+    bkv_options_init(&newer.o);
+    newer.o.size = sizeof newer;
+    assert_int_equal(bkv_open(db, &newer.o, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
+    newer.future[1] = 1;
+    assert_int_equal(bkv_open(db, &newer.o, &d), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "does not know"));
+
+    memset(&o, 0, sizeof o);
+    assert_int_equal(bkv_open(db, &o, &d), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "bkv_options_init"));
+
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    bkv_write_options wo = {0};
+    assert_int_equal(bkv_put(d, &wo, "k", 1, "v", 1), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(d), "bkv_write_options_init"));
+    bkv_write_options_init(&wo);
+    wo.sync = 1;
+    assert_int_equal(bkv_put(d, &wo, "k", 1, "v", 1), BKV_OK);
+    bkv_read_options ro = {0};
+    void *v;
+    size_t vl;
+    assert_int_equal(bkv_get(d, &ro, "k", 1, &v, &vl), BKV_INVALID);
+    ro.size = offsetof(bkv_read_options, snapshot); /* older: snapshot and bounds unknown */
+    ro.fill_cache = 1;
+    assert_int_equal(bkv_get(d, &ro, "k", 1, &v, &vl), BKV_OK);
+    bkv_free(v);
+    assert_int_equal(bkv_close(d), BKV_OK);
+}
+
 /* A cuckoo filter built from keys given more than once holds each once
  * (it used to run out of slots and answer BKV_FULL). */
 static void cuckoo_build_accepts_duplicates(void **state) {
@@ -448,6 +503,7 @@ int main(void) {
         cmocka_unit_test(errors_keep_their_reason),
         cmocka_unit_test(error_messages_are_per_thread),
         cmocka_unit_test(library_contract),
+        cmocka_unit_test(options_carry_their_size),
         cmocka_unit_test(cuckoo_build_accepts_duplicates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -177,7 +177,7 @@ static int apply(bkv_db *db, const workload *w, int i) {
     char key[32], val[64];
     key_of(key, w->ops[i].key);
     val_of(val, i);
-    bkv_write_options wo = {.sync = w->ops[i].sync};
+    bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = w->ops[i].sync};
     return w->ops[i].del ? bkv_delete(db, &wo, key, strlen(key)) : bkv_put(db, &wo, key, strlen(key), val, strlen(val));
 }
 
@@ -331,7 +331,7 @@ static void wal_read_error_at_open_is_not_ignored(void **state) {
     o.write_buffer_size = 1 << 20; /* everything stays in the WAL */
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    bkv_write_options wo = {.sync = 1};
+    bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = 1};
     for (int i = 0; i < 50; i++) assert_int_equal(bkv_put(db, &wo, "k", 1, "v", 1), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
     int failed_opens = 0;
@@ -367,7 +367,7 @@ static void junk_wal_tail_never_yields_a_damaged_value(void **state) {
     for (int pattern = 0; pattern < 3; pattern++) {
         bkv_db *db;
         assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-        bkv_write_options wo = {.sync = 1};
+        bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = 1};
         char val[64];
         for (int i = 0; i < 20; i++) {
             val_of(val, i + 100 * pattern);

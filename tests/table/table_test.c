@@ -64,7 +64,7 @@ static void check_table(bkv_table *t, int n, bkv_table_stats *st) {
         void *v;
         size_t vlen;
         bkv_err e;
-        assert_int_equal(bkv_table_get(t, k, strlen(k), 100, 1, 1, &found, &type, &v, &vlen, st, &e), BKV_OK);
+        assert_int_equal(bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, st, &e), BKV_OK);
         int present = i % 2 == 0 && i < 2 * n;
         assert_int_equal(found, present);
         if (!present) continue;
@@ -79,7 +79,7 @@ static void check_table(bkv_table *t, int n, bkv_table_stats *st) {
         }
         /* Older snapshot sees version 1. */
         if (i < 100 && i % 10 != 0) {
-            assert_int_equal(bkv_table_get(t, k, strlen(k), 1, 1, 1, &found, &type, &v, &vlen, st, &e), BKV_OK);
+            assert_int_equal(bkv_table_get(t, k, strlen(k), 1, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, st, &e), BKV_OK);
             assert_int_equal(found, 1);
             make_val(expect, i, 1);
             assert_memory_equal(v, expect, vlen);
@@ -206,7 +206,7 @@ static void damage_never_yields_wrong_values(void **state) {
             unsigned type;
             void *v;
             size_t vlen;
-            rc = bkv_table_get(t, k, strlen(k), 100, 1, 1, &found, &type, &v, &vlen, &st, &e);
+            rc = bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v, &vlen, &st, &e);
             if (rc != BKV_OK) {
                 assert_int_equal(rc, BKV_CORRUPTION);
                 assert_non_null(strstr(e.msg, "offset"));
@@ -234,10 +234,53 @@ static void damage_never_yields_wrong_values(void **state) {
     free(data);
 }
 
+/* Damage that appears after a block was first read (and verified): a
+ * normal read trusts the earlier verification, BKV_READ_VERIFY_ALL (the
+ * verify_checksums read option) finds it, on the mapped and on the cached
+ * path (compressed blocks live in the block cache). */
+static void verify_all_rereads_every_block(void **state) {
+    (void)state;
+    for (int compression = 0; compression <= 1; compression++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/%06d.sst", dir, 30 + compression);
+        build_table(p, 200, compression ? BKV_COMPRESS_LZ4 : BKV_COMPRESS_NONE, BKV_FILTER_BLOCKED_BLOOM);
+        bkv_cache *cache = bkv_cache_new(1 << 20);
+        bkv_table_stats st = {0};
+        bkv_table *t;
+        bkv_err e;
+        assert_int_equal(bkv_table_open(bkv_env_posix(), p, 30 + compression, cache, &st, &t, &e), BKV_OK);
+        int found;
+        unsigned type;
+        void *v;
+        size_t vlen;
+        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, &st, &e),
+                         BKV_OK);
+        assert_true(found);
+        free(v);
+        FILE *f = fopen(p, "r+b"); /* the first data block starts at offset 0 */
+        assert_non_null(f);
+        fseek(f, 20, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, 20, SEEK_SET);
+        fputc(c ^ 0x08, f);
+        fclose(f);
+        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, &st, &e),
+                         BKV_OK); /* verified once, trusted since */
+        if (found && type == BKV_TYPE_VALUE) free(v);
+        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type,
+                                       &v, &vlen, &st, &e),
+                         BKV_CORRUPTION);
+        assert_non_null(strstr(e.msg, "offset"));
+        bkv_table_close(t);
+        bkv_cache_free(cache);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(point_reads_all_compressions),
         cmocka_unit_test(damage_never_yields_wrong_values),
+        cmocka_unit_test(verify_all_rereads_every_block),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

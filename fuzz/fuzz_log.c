@@ -31,9 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (void)bkv_batch_iterate(r.record.data, r.record.len, count_entry, &bytes, "fuzz.log", r.record_offset, &e);
             bkv_version_edit ed;
             if (bkv_edit_decode(&ed, r.record.data, r.record.len, "fuzz", 0, &e) == BKV_OK) {
-                bkv_tree_version *base = bkv_version_new(), *v = NULL;
-                if (base && bkv_version_apply(base, &ed, &v) == BKV_OK) bkv_version_unref(v);
-                bkv_version_unref(base);
+                bkv_tree_version *base = bkv_tree_version_new(), *v = NULL;
+                if (base && bkv_tree_version_apply(base, &ed, &v) == BKV_OK) bkv_tree_version_unref(v);
+                bkv_tree_version_unref(base);
                 bkv_edit_free(&ed);
             }
         }

@@ -45,8 +45,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bloomkv_export.h"
-#include "bloomkv_filter.h" /* status codes, bkv_hash, filter types */
+#include "bloomkv_common.h" /* BKV_EXPORT, versions, status codes */
+#include "bloomkv_filter.h" /* bkv_hash, filter types */
 
 #ifdef __cplusplus
 extern "C" {
@@ -318,8 +318,6 @@ BKV_EXPORT void bkv_batch_clear(bkv_batch *b);
 BKV_EXPORT int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
 BKV_EXPORT int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen);
 BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);
-
-BKV_EXPORT int bkv_version(void);  /* BKV_VERSION_NUMBER of the library */
 
 /* Offline inspection (the database must not be open elsewhere).
  *

@@ -25,27 +25,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bloomkv_export.h"
+#include "bloomkv_common.h" /* BKV_EXPORT, versions, status codes */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Status codes, shared with the engine (bloomkv.h). Errors are negative,
- * non-error outcomes positive. */
-enum {
-    BKV_OK = 0,
-    BKV_NOTFOUND = 1,
-    BKV_CORRUPTION = -1,  /* stored bytes are damaged or truncated */
-    BKV_IOERROR = -2,
-    BKV_INVALID = -3,     /* bad argument, or well-formed but unsupported input */
-    BKV_NOMEM = -4,
-    BKV_BUSY = -5,
-    BKV_FULL = -6         /* a filter has no room for the key (nothing was changed) */
-};
-
-/* A readable name for a status code; a static string, never NULL. */
-BKV_EXPORT const char *bkv_strerror(int rc);
 
 /* ---- Hashing ----------------------------------------------------------- */
 

@@ -157,7 +157,7 @@ static void compaction_free(bkv_compaction *c) {
         free(c->inputs[w]);
     }
     free(c->grandparents);
-    bkv_version_unref(c->version);
+    bkv_tree_version_unref(c->version);
     free(c);
 }
 

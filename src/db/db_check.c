@@ -153,8 +153,8 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
                 if (ed.has_value_index) c->whole_values = ed.value_index.terms_name[0] == 0;
                 if (ed.has_log_number) c->log_number = ed.log_number, c->has_log_number = 1;
                 bkv_tree_version *next;
-                if (c->live && bkv_version_apply(c->live, &ed, &next) == BKV_OK) {
-                    bkv_version_unref(c->live);
+                if (c->live && bkv_tree_version_apply(c->live, &ed, &next) == BKV_OK) {
+                    bkv_tree_version_unref(c->live);
                     c->live = next;
                 } else if (c->live) {
                     report(c, "%s: record at offset %llu does not apply to the tables before it", path,
@@ -239,7 +239,7 @@ static int check_locked(const char *path, checker *c) {
         report(c, "%s", e.msg);
         return BKV_CORRUPTION;
     }
-    if (!(c->live = bkv_version_new())) {
+    if (!(c->live = bkv_tree_version_new())) {
         bkv_env_free_list(names, n);
         return BKV_NOMEM;
     }
@@ -269,7 +269,7 @@ static int check_locked(const char *path, checker *c) {
                 manifest_found = 1;
                 manifest_sound = c->problems == before;
             }
-            if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_version_has_table(c->live, num)))
+            if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_tree_version_has_table(c->live, num)))
                 check_table(c, p, num);
             if (pass == 1 && kind == BKV_FILE_LOG) check_log(c, p, num >= newest_log || num < c->log_number, 0);
         }
@@ -278,7 +278,7 @@ static int check_locked(const char *path, checker *c) {
         report(c, "%s: missing (CURRENT names it)", p);
     }
     bkv_env_free_list(names, n);
-    bkv_version_unref(c->live);
+    bkv_tree_version_unref(c->live);
     return c->problems ? BKV_CORRUPTION : BKV_OK;
 }
 

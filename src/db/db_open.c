@@ -22,7 +22,7 @@
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
-int bkv_version(void) { return BKV_VERSION_NUMBER; }
+int bkv_library_version(void) { return BKV_VERSION_NUMBER; }
 
 void bkv_free(void *p) { free(p); }
 
@@ -139,7 +139,7 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
 
     bkv_log_reader r;
     bkv_log_reader_init(&r, path, data, len, 1);
-    bkv_tree_version *v = bkv_version_new();
+    bkv_tree_version *v = bkv_tree_version_new();
     int have_next = 0, have_log = 0, have_seq = 0;
     if (!v) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     while (rc == BKV_OK && (rc = bkv_log_read_record(&r, e)) == BKV_OK) {
@@ -151,10 +151,10 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
         if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
         bkv_tree_version *nv;
-        rc = bkv_version_apply(v, &ed, &nv);
+        rc = bkv_tree_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);
         if (rc) break;
-        bkv_version_unref(v);
+        bkv_tree_version_unref(v);
         v = nv;
     }
     if (rc == BKV_NOTFOUND) rc = BKV_OK;
@@ -175,11 +175,11 @@ static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
     if (rc == BKV_OK && !(have_next && have_log && have_seq))
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
     if (rc) {
-        bkv_version_unref(v);
+        bkv_tree_version_unref(v);
         return rc;
     }
     db->manifest_number = number;
-    bkv_version_unref(db->current);
+    bkv_tree_version_unref(db->current);
     db->current = v;
     return BKV_OK;
 }
@@ -330,7 +330,7 @@ static int install_new_manifest(bkv_db *db, bkv_err *e) {
     bkv_buf_init(&rec);
     edit.has_value_index = db->has_vrec;
     edit.value_index = db->vrec;
-    rc = bkv_version_snapshot_edit(db->current, &edit);
+    rc = bkv_tree_version_snapshot_edit(db->current, &edit);
     if (!rc) {
         rc = bkv_edit_encode(&edit, &rec) ? bkv_fail(e, BKV_NOMEM, "out of memory encoding the manifest")
                                           : bkv_log_add_record(&lw, rec.data, rec.len, e);
@@ -366,7 +366,7 @@ static void delete_obsolete_files(bkv_db *db) {
         switch (kind) {
         case BKV_FILE_LOG: keep = num >= db->mem_log; break;
         case BKV_FILE_MANIFEST: keep = num == db->manifest_number; break;
-        case BKV_FILE_TABLE: keep = bkv_version_has_table(db->current, num); break;
+        case BKV_FILE_TABLE: keep = bkv_tree_version_has_table(db->current, num); break;
         case BKV_FILE_TEMP: keep = 0; break;
         default: break;
         }
@@ -397,7 +397,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     memset(&rec, 0, sizeof rec);
     bkv_edit_init(&rec.edit);
     int rc = BKV_OK;
-    db->current = bkv_version_new();
+    db->current = bkv_tree_version_new();
     if (!db->current) return bkv_fail(e, BKV_NOMEM, "out of memory");
     db->next_file = 2;
     if (exists) rc = read_manifest(db, &rec, e);
@@ -407,9 +407,9 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     if (!rc && rec.max_sequence > db->last_sequence) db->last_sequence = rec.max_sequence;
     if (!rc && rec.edit.nadded) {
         bkv_tree_version *nv;
-        rc = bkv_version_apply(db->current, &rec.edit, &nv);
+        rc = bkv_tree_version_apply(db->current, &rec.edit, &nv);
         if (!rc) {
-            bkv_version_unref(db->current);
+            bkv_tree_version_unref(db->current);
             db->current = nv;
         }
     }
@@ -444,7 +444,7 @@ static void free_db(bkv_db *db) {
     if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
-    bkv_version_unref(db->current);
+    bkv_tree_version_unref(db->current);
     bkv_vindex_free(db->vindex);
     pthread_rwlock_destroy(&db->vindex_lock);
     if (db->table_cache) bkv_cache_free(db->table_cache);

@@ -36,7 +36,7 @@ void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_r
 void bkv_read_state_release(bkv_read_state *rs) {
     bkv_memtable_unref(rs->mem);
     for (int i = 0; i < rs->nimm; i++) bkv_memtable_unref(rs->imm[i]);
-    bkv_version_unref(rs->version);
+    bkv_tree_version_unref(rs->version);
 }
 
 static void table_deleter(uint64_t k1, uint64_t k2, void *v) {

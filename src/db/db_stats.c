@@ -177,7 +177,7 @@ static char *stats_report(bkv_db *db) {
     amplification a = amplifications(db, v);
     append(&b, "amplification: write %.2f, space %.2f, read %.2f tables per get\n", a.write, a.space, a.read);
     value_index_report(db, &b);
-    bkv_version_unref(v);
+    bkv_tree_version_unref(v);
     uint64_t probes = 0, negatives = 0, fps = 0;
     counter_value(db, "filter-probes", &probes);
     counter_value(db, "filter-negatives", &negatives);
@@ -253,7 +253,7 @@ char *bkv_property(bkv_db *db, const char *name) {
         __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&db->mu);
         uint64_t m = filter_memory(db, v);
-        bkv_version_unref(v);
+        bkv_tree_version_unref(v);
         return format("%llu", (unsigned long long)m);
     }
     return NULL;

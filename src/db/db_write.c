@@ -327,7 +327,7 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     edit->next_file = db->next_file;
     edit->last_sequence = db->last_sequence;
     bkv_tree_version *nv;
-    int rc = bkv_version_apply(db->current, edit, &nv);
+    int rc = bkv_tree_version_apply(db->current, edit, &nv);
     if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
     bkv_buf rec;
     bkv_buf_init(&rec);
@@ -336,12 +336,12 @@ int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     if (!rc) rc = bkv_file_sync(db->manifest, e);
     bkv_buf_free(&rec);
     if (rc) {
-        bkv_version_unref(nv);
+        bkv_tree_version_unref(nv);
         /* The manifest may now end in a partial record: nothing more may
          * be appended after it. */
         return bkv_db_set_bg_error(db, rc, e);
     }
-    bkv_version_unref(db->current);
+    bkv_tree_version_unref(db->current);
     db->current = nv;
     return BKV_OK;
 }

@@ -200,20 +200,20 @@ nomem:
     return bkv_fail(err, BKV_NOMEM, "%s: out of memory reading the manifest", name);
 }
 
-bkv_tree_version *bkv_version_new(void) {
+bkv_tree_version *bkv_tree_version_new(void) {
     bkv_tree_version *v = calloc(1, sizeof *v);
     if (v) v->refs = 1;
     return v;
 }
 
-int bkv_version_has_table(const bkv_tree_version *v, uint64_t number) {
+int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (v->files[l][i]->number == number) return 1;
     return 0;
 }
 
-void bkv_version_unref(bkv_tree_version *v) {
+void bkv_tree_version_unref(bkv_tree_version *v) {
     if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         for (size_t i = 0; i < v->nfiles[l]; i++) bkv_file_meta_unref(v->files[l][i]);
@@ -242,8 +242,8 @@ static int deleted(const bkv_version_edit *e, int level, uint64_t number) {
     return 0;
 }
 
-int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out) {
-    bkv_tree_version *v = bkv_version_new();
+int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out) {
+    bkv_tree_version *v = bkv_tree_version_new();
     if (!v) return BKV_NOMEM;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         size_t cap = base->nfiles[l];
@@ -251,7 +251,7 @@ int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit
         if (!cap) continue;
         v->files[l] = malloc(cap * sizeof *v->files[l]);
         if (!v->files[l]) {
-            bkv_version_unref(v);
+            bkv_tree_version_unref(v);
             return BKV_NOMEM;
         }
         for (size_t i = 0; i < base->nfiles[l]; i++)
@@ -270,7 +270,7 @@ int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit
     return BKV_OK;
 }
 
-int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit) {
+int bkv_tree_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit) {
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (bkv_edit_add_file(edit, l, v->files[l][i])) return BKV_NOMEM;

@@ -89,15 +89,15 @@ int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number);
 BKV_MUST_CHECK int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out);
 int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset, bkv_err *err);
 
-bkv_tree_version *bkv_version_new(void);
-void bkv_version_unref(bkv_tree_version *v);
+bkv_tree_version *bkv_tree_version_new(void);
+void bkv_tree_version_unref(bkv_tree_version *v);
 /* The version obtained by applying edit to base (base unchanged). Level 0
  * is kept newest data first (by largest sequence); deeper levels by
  * smallest key. */
-int bkv_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
+int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Whether table number is in v, at any level. */
-int bkv_version_has_table(const bkv_tree_version *v, uint64_t number);
+int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);
 /* Encodes the whole of v as one edit (the first record of a manifest). */
-int bkv_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);
+int bkv_tree_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);
 
 #endif

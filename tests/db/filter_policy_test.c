@@ -39,7 +39,7 @@ static void inspect(bkv_db *db, level_filters out[BKV_NUM_LEVELS]) {
         }
         out[l].bits_per_key = keys ? (double)bits / (double)keys : 0;
     }
-    bkv_version_unref(v);
+    bkv_tree_version_unref(v);
 }
 
 static void filters_follow_the_level_policy(void **state) {

@@ -6,6 +6,10 @@
 
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
+    if (bkv_library_version() != BKV_VERSION_NUMBER) {
+        fprintf(stderr, "built against %d, running with %d\n", BKV_VERSION_NUMBER, bkv_library_version());
+        return 1;
+    }
     bkv_db *db;
     if (bkv_open(argv[1], NULL, &db) != BKV_OK) {
         fprintf(stderr, "open: %s\n", bkv_errmsg(NULL));

@@ -26,7 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/table_file.h"
+#include "db/version_set.h"
 #include "util/coding.h"
 #include "util/ikey.h"
 #include "util/iterator.h"
@@ -303,82 +306,33 @@ static int is_base_level_for_key(const bkv_compaction *c, const uint8_t *k, size
     return 1;
 }
 
-/* The output table being written. */
-typedef struct output {
-    bkv_wfile *file;
-    bkv_table_builder *builder;
-    uint64_t number;
-    char path[BKV_PATH_MAX];
-    bkv_buf smallest, largest;
-} output;
-
-static int open_output(bkv_db *db, const bkv_compaction *c, output *out, bkv_err *e) {
+/* Starts the next output table. Bottommost: no older data for its keys
+ * anywhere below, which decides its filter policy. */
+static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out, bkv_err *e) {
     pthread_mutex_lock(&db->mu);
-    out->number = db->next_file++;
+    uint64_t number = db->next_file++;
     pthread_mutex_unlock(&db->mu);
-    bkv_table_name(out->path, db->path, out->number);
-    int rc = db->env->new_writable(db->env, out->path, db->opts.file_mode, &out->file, e);
-    if (rc) return rc;
-    /* Bottommost: no older data for these keys anywhere below. */
     int bottom = c->tiered_bottommost;
     if (c->output_level > 0) {
         bottom = 1;
         for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
             if (c->version->nfiles[l]) bottom = 0;
     }
-    bkv_table_options to = bkv_db_table_options(db, c->output_level, bottom);
-    out->builder = bkv_table_builder_new(&to, out->file, out->path);
-    bkv_buf_init(&out->smallest);
-    bkv_buf_init(&out->largest);
-    if (!out->builder) {
-        bkv_file_close(out->file, NULL);
-        out->file = NULL;
-        return bkv_fail(e, BKV_NOMEM, "out of memory");
-    }
-    return BKV_OK;
+    return bkv_table_file_open(db, number, c->output_level, bottom, out, e);
 }
 
-static int finish_output(bkv_db *db, output *out, bkv_version_edit *edit, int level, bkv_err *e) {
-    int rc = bkv_table_builder_finish(out->builder, e);
-    uint64_t size = bkv_table_builder_file_size(out->builder), entries = bkv_table_builder_entries(out->builder);
-    uint64_t lo, hi;
-    bkv_table_builder_seq_range(out->builder, &lo, &hi);
-    bkv_vf_set *vf = bkv_db_take_value_filters(out->builder);
-    bkv_table_builder_free(out->builder);
-    out->builder = NULL;
-    if (!rc) rc = bkv_file_sync(out->file, e);
-    int crc = bkv_file_close(out->file, rc ? NULL : e);
-    out->file = NULL;
-    if (!rc) rc = crc;
-    if (!rc) {
-        bkv_file_meta *f = bkv_file_meta_new(out->number, size, entries, out->smallest.data, out->smallest.len,
-                                             out->largest.data, out->largest.len);
-        if (!f) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
-        else {
-            f->smallest_seq = lo;
-            f->largest_seq = hi;
-            f->vf = vf;
-            vf = NULL;
-            rc = bkv_edit_add_file(edit, level, f);
-            bkv_file_meta_unref(f);
-            atomic_fetch_add_explicit(&db->c.compaction_bytes_written, size, memory_order_relaxed);
-        }
+static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit, int level, bkv_err *e) {
+    bkv_file_meta *f;
+    int rc = bkv_table_file_finish(out, &f, e);
+    if (rc) return rc;
+    if ((rc = bkv_edit_add_file(edit, level, f))) {
+        rc = bkv_fail(e, rc, "out of memory");
+        db->env->remove_file(db->env, out->path, NULL);
+    } else {
+        atomic_fetch_add_explicit(&db->c.compaction_bytes_written, f->size, memory_order_relaxed);
     }
-    if (rc) db->env->remove_file(db->env, out->path, NULL);
-    bkv_vf_set_destroy(vf);
-    bkv_buf_free(&out->smallest);
-    bkv_buf_free(&out->largest);
+    bkv_file_meta_unref(f);
     return rc;
-}
-
-static void abandon_output(bkv_db *db, output *out) {
-    if (!out->builder) return;
-    bkv_table_builder_free(out->builder);
-    bkv_file_close(out->file, NULL);
-    db->env->remove_file(db->env, out->path, NULL);
-    bkv_buf_free(&out->smallest);
-    bkv_buf_free(&out->largest);
-    out->builder = NULL;
 }
 
 /* Merges the inputs into new tables listed in edit. Runs without db->mu. */
@@ -402,7 +356,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         children = NULL;
         if (!it) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     }
-    output out = {0};
+    bkv_table_file out = {0};
     bkv_buf current;
     bkv_buf_init(&current);
     int have_current = 0;
@@ -442,7 +396,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
             }
             seen_key = 1;
             if (out.builder && c->output_level > 0 &&
-                (bkv_table_builder_estimated_size(out.builder) >= db->opts.target_file_size ||
+                (bkv_table_file_size_estimate(&out) >= db->opts.target_file_size ||
                  gp_overlap > 10 * db->opts.target_file_size)) {
                 rc = finish_output(db, &out, edit, c->output_level, e);
                 gp_overlap = 0;
@@ -455,17 +409,13 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         last_seq_for_key = seq;
         if (!drop) {
             if (!out.builder && (rc = open_output(db, c, &out, e))) break;
-            if ((out.smallest.len == 0 && bkv_buf_set(&out.smallest, k, kl)) || bkv_buf_set(&out.largest, k, kl)) {
-                rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
-                break;
-            }
-            if ((rc = bkv_table_builder_add(out.builder, k, kl, val, vl, e))) break;
+            if ((rc = bkv_table_file_add(&out, k, kl, val, vl, e))) break;
         }
         bkv_iiter_next(it);
     }
     if (!rc && it) rc = bkv_iiter_status(it, e);
     if (!rc && out.builder) rc = finish_output(db, &out, edit, c->output_level, e);
-    abandon_output(db, &out);
+    bkv_table_file_abandon(&out);
     bkv_buf_free(&current);
     bkv_iiter_destroy(it);
     if (children)
@@ -491,7 +441,6 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     } else {
         pthread_mutex_unlock(&db->mu);
         rc = merge_inputs(db, c, &edit, &e);
-        if (!rc) bkv_db_value_index_add(db, &edit);
         pthread_mutex_lock(&db->mu);
         for (int w = 0; w < 2 && !rc; w++)
             for (size_t i = 0; i < c->ninputs[w] && !rc; i++)
@@ -507,15 +456,10 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
                     c->inputs[w][i]->obsolete = 1;
                 }
         outputs_unrecorded = 0;
-        rc = bkv_log_and_apply(db, &edit, &e);
+        rc = bkv_vset_commit(db, &edit, !c->trivial_move, &e);
         if (rc)
             for (int w = 0; w < 2; w++)
                 for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->obsolete = 0;
-    }
-    if (!c->trivial_move) {
-        pthread_mutex_unlock(&db->mu);
-        bkv_db_value_index_finish(db, &edit, rc == BKV_OK);
-        pthread_mutex_lock(&db->mu);
     }
     /* A failed compaction stops writes (the database stays readable):
      * its cause, a full disk or damaged input, would fail the next one. */

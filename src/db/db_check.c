@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "db/version.h"
 #include "db/write_batch.h"
 #include "util/coding.h"

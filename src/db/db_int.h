@@ -162,6 +162,23 @@ bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommo
 /* Deletes an obsolete table file (the bkv_file_owner callback). */
 void bkv_db_table_obsolete(void *db, uint64_t number);
 
+/* Puts the database into its read-only error state (first error wins).
+ * REQUIRES: db->mu. Returns rc. */
+int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e);
+/* The read-only error state as a status described in e. REQUIRES: db->mu. */
+int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
+/* Records err as this thread's last error on db (NULL: a call without a
+ * handle); returns rc. */
+int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
+
+bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
+/* Writes mem to a new level-0 table numbered number (no table when mem is
+ * empty: *out stays NULL), synced and with its directory entry durable.
+ * Called without db->mu held. */
+int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_file_meta **out, bkv_err *e);
+/* The background threads' loop (background.c). */
+void *bkv_db_background(void *arg);
+
 /* Opens with an explicit env (tests inject faults through it). */
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp);
 

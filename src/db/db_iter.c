@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "util/coding.h"
 #include "util/hash.h"
 #include "util/ikey.h"

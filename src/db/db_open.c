@@ -18,7 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
@@ -46,32 +48,6 @@ const char *bkv_errmsg(bkv_db *db) {
     return last_error.msg;
 }
 
-int bkv_parse_file_name(const char *name, uint64_t *number) {
-    *number = 0;
-    if (strcmp(name, "CURRENT") == 0) return BKV_FILE_CURRENT;
-    if (strcmp(name, "LOCK") == 0) return BKV_FILE_LOCK;
-    size_t len = strlen(name);
-    if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) return BKV_FILE_TEMP;
-    const char *p = name;
-    int kind;
-    if (strncmp(name, "MANIFEST-", 9) == 0) {
-        p += 9;
-        kind = BKV_FILE_MANIFEST;
-    } else {
-        kind = -1;
-    }
-    if (*p < '0' || *p > '9') return BKV_FILE_OTHER;
-    uint64_t n = 0;
-    while (*p >= '0' && *p <= '9') {
-        if (n > UINT64_MAX / 10 - 1) return BKV_FILE_OTHER;
-        n = n * 10 + (uint64_t)(*p++ - '0');
-    }
-    *number = n;
-    if (kind == BKV_FILE_MANIFEST) return *p ? BKV_FILE_OTHER : kind;
-    if (strcmp(p, ".log") == 0) return BKV_FILE_LOG;
-    if (strcmp(p, ".sst") == 0) return BKV_FILE_TABLE;
-    return BKV_FILE_OTHER;
-}
 
 static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
                            const uint8_t *val, size_t vlen) {
@@ -106,88 +82,12 @@ typedef struct recovery {
     uint64_t max_sequence;
 } recovery;
 
-int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e) {
-    char path[BKV_PATH_MAX];
-    snprintf(path, sizeof path, "%s/CURRENT", dir);
-    uint8_t *data;
-    size_t len;
-    int rc = bkv_env_read_all(env, path, &data, &len, e);
-    if (rc) return rc;
-    char name[64];
-    if (len < 2 || len >= sizeof name || data[len - 1] != '\n') {
-        free(data);
-        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed (offset 0)", path);
-    }
-    memcpy(name, data, len - 1);
-    name[len - 1] = 0;
-    free(data);
-    if (strlen(name) != len - 1 || bkv_parse_file_name(name, manifest) != BKV_FILE_MANIFEST)
-        return bkv_fail(e, BKV_CORRUPTION, "%s: does not name a manifest (offset 0)", path);
-    return BKV_OK;
-}
 
-static int read_manifest(bkv_db *db, recovery *rec, bkv_err *e) {
-    char path[BKV_PATH_MAX];
-    uint64_t number;
-    uint8_t *data;
-    size_t len;
-    int rc = bkv_read_current(db->env, db->path, &number, e);
-    if (rc) return rc;
-    bkv_manifest_name(path, db->path, number);
-    rc = bkv_env_read_all(db->env, path, &data, &len, e);
-    if (rc) return rc;
-
-    bkv_log_reader r;
-    bkv_log_reader_init(&r, path, data, len, 1);
-    bkv_tree_version *v = bkv_tree_version_new();
-    int have_next = 0, have_log = 0, have_seq = 0;
-    if (!v) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
-    while (rc == BKV_OK && (rc = bkv_log_read_record(&r, e)) == BKV_OK) {
-        bkv_version_edit ed;
-        rc = bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, e);
-        if (rc) break;
-        if (ed.has_log_number) rec->log_number = ed.log_number, have_log = 1;
-        if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
-        if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
-        if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
-        bkv_tree_version *nv;
-        rc = bkv_tree_version_apply(v, &ed, &nv);
-        bkv_edit_free(&ed);
-        if (rc) break;
-        bkv_tree_version_unref(v);
-        v = nv;
-    }
-    if (rc == BKV_NOTFOUND) rc = BKV_OK;
-    uint64_t dropped = r.dropped_bytes, dropped_at = len - dropped;
-    bkv_log_reader_free(&r);
-    free(data);
-    /* A damaged last record is dropped like a torn write only if it can
-     * have been one: an edit is committed (and the WAL it retires deleted)
-     * only after its sync returned, so while the WAL named by the surviving
-     * log number is still there, nothing committed is being dropped. */
-    if (rc == BKV_OK && dropped && have_log) {
-        char log[BKV_PATH_MAX];
-        bkv_log_name(log, db->path, rec->log_number);
-        if (!db->env->file_exists(db->env, log))
-            rc = bkv_fail(e, BKV_CORRUPTION, "%s: damaged record at offset %llu was committed (%06llu.log is gone)",
-                          path, (unsigned long long)dropped_at, (unsigned long long)rec->log_number);
-    }
-    if (rc == BKV_OK && !(have_next && have_log && have_seq))
-        rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
-    if (rc) {
-        bkv_tree_version_unref(v);
-        return rc;
-    }
-    db->manifest_number = number;
-    bkv_tree_version_unref(db->current);
-    db->current = v;
-    return BKV_OK;
-}
 
 static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_err *e) {
     if (bkv_memtable_entries(*mem) == 0) return BKV_OK;
     bkv_file_meta *meta = NULL;
-    int rc = bkv_write_level0_table(db, *mem, db->next_file++, &meta, e);
+    int rc = bkv_db_write_memtable(db, *mem, db->next_file++, &meta, e);
     if (rc) return rc;
     rc = bkv_edit_add_file(&rec->edit, 0, meta);
     bkv_file_meta_unref(meta);
@@ -309,52 +209,6 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     return rc;
 }
 
-/* Writes a manifest holding the whole current state and points CURRENT at
- * it. REQUIRES: db->logfile is the new WAL, db->mem_log its number. */
-static int install_new_manifest(bkv_db *db, bkv_err *e) {
-    uint64_t number = db->next_file++;
-    char path[BKV_PATH_MAX];
-    bkv_manifest_name(path, db->path, number);
-    bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
-    if (rc) return rc;
-    bkv_log_writer lw;
-    bkv_log_writer_init(&lw, f);
-    bkv_version_edit edit;
-    bkv_edit_init(&edit);
-    edit.has_log_number = edit.has_next_file = edit.has_last_sequence = 1;
-    edit.log_number = db->mem_log;
-    edit.next_file = db->next_file;
-    edit.last_sequence = db->last_sequence;
-    bkv_buf rec;
-    bkv_buf_init(&rec);
-    edit.has_value_index = db->has_vrec;
-    edit.value_index = db->vrec;
-    rc = bkv_tree_version_snapshot_edit(db->current, &edit);
-    if (!rc) {
-        rc = bkv_edit_encode(&edit, &rec) ? bkv_fail(e, BKV_NOMEM, "out of memory encoding the manifest")
-                                          : bkv_log_add_record(&lw, rec.data, rec.len, e);
-    }
-    if (!rc) rc = bkv_file_sync(f, e);
-    bkv_buf_free(&rec);
-    bkv_edit_free(&edit);
-    if (rc) {
-        bkv_file_close(f, NULL);
-        return rc;
-    }
-    char current[BKV_PATH_MAX], content[64];
-    snprintf(current, sizeof current, "%s/CURRENT", db->path);
-    int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)number);
-    rc = bkv_env_write_atomic(db->env, db->path, current, db->opts.file_mode, content, (size_t)n, e);
-    if (rc) {
-        bkv_file_close(f, NULL);
-        return rc;
-    }
-    db->manifest = f;
-    db->manifest_log = lw;
-    db->manifest_number = number;
-    return BKV_OK;
-}
 
 static void delete_obsolete_files(bkv_db *db) {
     char **names;
@@ -400,7 +254,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     db->current = bkv_tree_version_new();
     if (!db->current) return bkv_fail(e, BKV_NOMEM, "out of memory");
     db->next_file = 2;
-    if (exists) rc = read_manifest(db, &rec, e);
+    if (exists) rc = bkv_vset_recover(db, &rec.log_number, e);
     /* Before replay: tables it writes carry value filters. */
     if (!rc) rc = bkv_db_value_index_setup(db, e);
     if (!rc) rc = replay_logs(db, &rec, e);
@@ -424,7 +278,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
         }
     if (!rc) rc = open_new_log(db, e);
-    if (!rc) rc = install_new_manifest(db, e);
+    if (!rc) rc = bkv_vset_write_manifest(db, e);
     if (!rc) rc = bkv_db_value_index_open(db, e);
     if (!rc) {
         atomic_store(&db->visible_sequence, db->last_sequence);

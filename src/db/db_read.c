@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "util/ikey.h"
 
 void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 
 typedef struct counter_name {
     const char *name;

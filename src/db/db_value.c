@@ -13,7 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "util/ikey.h"
 
 /* Value filters are hashed with this seed ("value_v1"), recorded in the

@@ -1,5 +1,6 @@
 /*
- * The write path and flushes.
+ * The write path: group commit into the WAL and the memtable, and the
+ * switch to a new memtable when one fills (its flush is background.c).
  *
  * Group commit: writers queue up; the one at the head (the leader) takes
  * every queued batch it can, gives them consecutive sequence numbers,
@@ -20,7 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "db/db_files.h"
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
@@ -41,18 +44,7 @@ struct bkv_writer {
 
 static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number - 1; }
 
-int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
-    if (!db->bg_error) {
-        db->bg_error = rc;
-        snprintf(db->bg_msg, sizeof db->bg_msg, "%s", e && e->msg[0] ? e->msg : bkv_strerror(rc));
-    }
-    pthread_cond_broadcast(&db->bg_cv);
-    return rc;
-}
 
-static int bg_error(bkv_db *db, bkv_err *e) {
-    return bkv_fail(e, db->bg_error, "database is read-only after an earlier error: %s", db->bg_msg);
-}
 
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. */
@@ -110,7 +102,7 @@ static void slow_down(bkv_db *db) {
 static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
     int allow_delay = !force;
     for (;;) {
-        if (db->bg_error) return bg_error(db, e);
+        if (db->bg_error) return bkv_db_bg_status(db, e);
         size_t used = bkv_memtable_memory(db->mem);
         if (force && bkv_memtable_entries(db->mem) == 0) return BKV_OK;
         size_t l0 = db->current->nfiles[0];
@@ -269,178 +261,12 @@ int bkv_flush(bkv_db *db) {
     pthread_mutex_lock(&db->mu);
     while ((db->nimm > 0 || db->flushing) && !db->bg_error) pthread_cond_wait(&db->bg_cv, &db->mu);
     bkv_err e = {{0}};
-    if (db->bg_error) rc = bg_error(db, &e);
+    if (db->bg_error) rc = bkv_db_bg_status(db, &e);
     pthread_mutex_unlock(&db->mu);
     return bkv_db_error(db, rc, &e);
 }
 
-int bkv_write_level0_table(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_file_meta **out, bkv_err *e) {
-    *out = NULL;
-    if (bkv_memtable_entries(mem) == 0) return BKV_OK;
-    char path[BKV_PATH_MAX];
-    bkv_table_name(path, db->path, number);
-    bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
-    if (rc) return rc;
-    /* A flush is bottommost only when it makes the first table of all. */
-    bkv_table_options to = bkv_db_table_options(db, 0, 0);
-    bkv_table_builder *b = bkv_table_builder_new(&to, f, path);
-    if (!b) rc = bkv_fail(e, BKV_NOMEM, "out of memory building %s", path);
-    bkv_memtable_iter it;
-    bkv_memtable_iter_init(&it, mem);
-    const uint8_t *smallest = NULL, *largest = NULL;
-    size_t slen = 0, llen = 0;
-    for (bkv_memtable_iter_first(&it); !rc && bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
-        size_t klen, vlen;
-        const uint8_t *k = bkv_memtable_iter_ikey(&it, &klen), *v = bkv_memtable_iter_value(&it, &vlen);
-        if (!smallest) smallest = k, slen = klen;
-        largest = k, llen = klen;
-        rc = bkv_table_builder_add(b, k, klen, v, vlen, e);
-    }
-    if (!rc) rc = bkv_table_builder_finish(b, e);
-    uint64_t size = b ? bkv_table_builder_file_size(b) : 0, entries = b ? bkv_table_builder_entries(b) : 0;
-    uint64_t lo = 0, hi = 0;
-    if (b) bkv_table_builder_seq_range(b, &lo, &hi);
-    bkv_vf_set *vf = b && !rc ? bkv_db_take_value_filters(b) : NULL;
-    bkv_table_builder_free(b);
-    if (!rc) rc = bkv_file_sync(f, e);
-    int crc = bkv_file_close(f, rc ? NULL : e);
-    if (!rc) rc = crc;
-    /* The new name must be durable before a manifest refers to it. */
-    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
-    if (!rc && !(*out = bkv_file_meta_new(number, size, entries, smallest, slen, largest, llen)))
-        rc = bkv_fail(e, BKV_NOMEM, "out of memory");
-    if (!rc) {
-        (*out)->smallest_seq = lo;
-        (*out)->largest_seq = hi;
-        (*out)->vf = vf;
-        vf = NULL;
-        atomic_fetch_add_explicit(&db->c.flush_bytes_written, size, memory_order_relaxed);
-    }
-    if (rc) db->env->remove_file(db->env, path, NULL);
-    bkv_vf_set_destroy(vf);
-    return rc;
-}
 
-int bkv_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
-    edit->has_next_file = edit->has_last_sequence = 1;
-    edit->next_file = db->next_file;
-    edit->last_sequence = db->last_sequence;
-    bkv_tree_version *nv;
-    int rc = bkv_tree_version_apply(db->current, edit, &nv);
-    if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
-    bkv_buf rec;
-    bkv_buf_init(&rec);
-    if (bkv_edit_encode(edit, &rec)) rc = bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
-    if (!rc) rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
-    if (!rc) rc = bkv_file_sync(db->manifest, e);
-    bkv_buf_free(&rec);
-    if (rc) {
-        bkv_tree_version_unref(nv);
-        /* The manifest may now end in a partial record: nothing more may
-         * be appended after it. */
-        return bkv_db_set_bg_error(db, rc, e);
-    }
-    bkv_tree_version_unref(db->current);
-    db->current = nv;
-    return BKV_OK;
-}
 
-/* Flushes the oldest immutable memtable. REQUIRES: db->mu held. */
-static void flush_one(bkv_db *db) {
-    bkv_memtable *mem = db->imm[0];
-    uint64_t old_log = db->imm_log[0];
-    uint64_t number = db->next_file++;
-    db->flushing = 1;
-    pthread_mutex_unlock(&db->mu);
-    bkv_err e = {{0}};
-    bkv_file_meta *meta = NULL;
-    int rc = bkv_write_level0_table(db, mem, number, &meta, &e);
-    bkv_version_edit edit;
-    bkv_edit_init(&edit);
-    if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");
-    bkv_file_meta_unref(meta);
-    if (!rc) bkv_db_value_index_add(db, &edit);
-    pthread_mutex_lock(&db->mu);
-    db->flushing = 0;
-    if (!rc) {
-        edit.has_log_number = 1;
-        edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
-        rc = bkv_log_and_apply(db, &edit, &e);
-        if (rc) {
-            pthread_mutex_unlock(&db->mu);
-            bkv_db_value_index_finish(db, &edit, 0);
-            pthread_mutex_lock(&db->mu);
-        }
-    }
-    bkv_edit_free(&edit);
-    if (rc) {
-        bkv_db_set_bg_error(db, rc, &e);
-        return;
-    }
-    memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof db->imm[0]);
-    memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
-    db->nimm--;
-    bkv_memtable_unref(mem);
-    atomic_fetch_add_explicit(&db->c.flushes, 1, memory_order_relaxed);
-    char path[BKV_PATH_MAX];
-    bkv_log_name(path, db->path, old_log);
-    db->env->remove_file(db->env, path, NULL);
-    pthread_cond_broadcast(&db->bg_cv);
-}
 
-/* Each background thread flushes when a flush is due and none is running,
- * else compacts when a compaction is due and none is running, else waits.
- * With two or more threads a long compaction never holds up flushes. */
-void *bkv_db_background(void *arg) {
-    bkv_db *db = arg;
-    pthread_mutex_lock(&db->mu);
-    while (!db->shutting_down) {
-        if (db->nimm > 0 && !db->flushing && !db->bg_error) {
-            flush_one(db);
-            pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
-            continue;
-        }
-        if (!db->compacting && !db->bg_error) {
-            bkv_compaction *c = bkv_pick_compaction(db);
-            if (c) {
-                db->compacting = 1;
-                bkv_run_compaction(db, c);
-                db->compacting = 0;
-                pthread_cond_broadcast(&db->bg_cv);
-                pthread_cond_broadcast(&db->work_cv);
-                continue;
-            }
-        }
-        pthread_cond_wait(&db->work_cv, &db->mu);
-    }
-    pthread_cond_broadcast(&db->bg_cv);
-    pthread_mutex_unlock(&db->mu);
-    return NULL;
-}
 
-int bkv_compact(bkv_db *db) {
-    if (!db) return BKV_INVALID;
-    int rc = bkv_flush(db);
-    if (rc) return rc;
-    pthread_mutex_lock(&db->mu);
-    pthread_cond_broadcast(&db->work_cv);
-    for (;;) {
-        if (db->bg_error) break;
-        if (!db->compacting && !db->flushing && db->nimm == 0) {
-            bkv_compaction *c = bkv_pick_compaction(db);
-            if (!c) break;
-            /* Run it here rather than wait: the caller asked for it. */
-            db->compacting = 1;
-            bkv_run_compaction(db, c);
-            db->compacting = 0;
-            pthread_cond_broadcast(&db->bg_cv);
-            continue;
-        }
-        pthread_cond_wait(&db->bg_cv, &db->mu);
-    }
-    bkv_err e = {{0}};
-    if (db->bg_error) rc = bg_error(db, &e);
-    pthread_mutex_unlock(&db->mu);
-    return bkv_db_error(db, rc, &e);
-}

@@ -64,6 +64,9 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e);
 uint64_t bkv_table_builder_file_size(const bkv_table_builder *b);
 uint64_t bkv_table_builder_entries(const bkv_table_builder *b);
+/* The first and last internal keys added (valid until the builder is freed). */
+void bkv_table_builder_key_range(const bkv_table_builder *b, const uint8_t **smallest, size_t *slen,
+                                 const uint8_t **largest, size_t *llen);
 /* Smallest and largest sequence numbers added. */
 void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi);
 /* Hands the value filters built (after finish) to the caller, who frees

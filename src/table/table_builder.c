@@ -276,6 +276,14 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
 uint64_t bkv_table_builder_file_size(const bkv_table_builder *b) { return b->offset; }
 uint64_t bkv_table_builder_entries(const bkv_table_builder *b) { return b->props.num_entries; }
 
+void bkv_table_builder_key_range(const bkv_table_builder *b, const uint8_t **smallest, size_t *slen,
+                                 const uint8_t **largest, size_t *llen) {
+    *smallest = b->first_ikey.data;
+    *slen = b->first_ikey.len;
+    *largest = b->last_ikey.data;
+    *llen = b->last_ikey.len;
+}
+
 void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi) {
     *lo = b->min_seq;
     *hi = b->max_seq;

@@ -1,0 +1,150 @@
+/*
+ * Background work: flushes of immutable memtables and compactions, the
+ * threads that run them, the read-only error state a failure leaves, and
+ * the calls that wait for them (bkv_compact).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db_int.h"
+#include "db/filename.h"
+#include "db/table_file.h"
+#include "db/version_set.h"
+
+int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
+    if (!db->bg_error) {
+        db->bg_error = rc;
+        snprintf(db->bg_msg, sizeof db->bg_msg, "%s", e && e->msg[0] ? e->msg : bkv_strerror(rc));
+    }
+    pthread_cond_broadcast(&db->bg_cv);
+    return rc;
+}
+
+int bkv_db_bg_status(const bkv_db *db, bkv_err *e) {
+    return bkv_fail(e, db->bg_error, "database is read-only after an earlier error: %s", db->bg_msg);
+}
+
+int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_file_meta **out, bkv_err *e) {
+    *out = NULL;
+    if (bkv_memtable_entries(mem) == 0) return BKV_OK;
+    /* A flush is never bottommost: older data may sit below any key. */
+    bkv_table_file tf;
+    int rc = bkv_table_file_open(db, number, 0, 0, &tf, e);
+    if (rc) return rc;
+    bkv_memtable_iter it;
+    bkv_memtable_iter_init(&it, mem);
+    for (bkv_memtable_iter_first(&it); !rc && bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
+        size_t klen, vlen;
+        const uint8_t *k = bkv_memtable_iter_ikey(&it, &klen), *v = bkv_memtable_iter_value(&it, &vlen);
+        rc = bkv_table_file_add(&tf, k, klen, v, vlen, e);
+    }
+    if (rc) {
+        bkv_table_file_abandon(&tf);
+        return rc;
+    }
+    rc = bkv_table_file_finish(&tf, out, e);
+    /* The new name must be durable before a manifest refers to it. */
+    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
+    if (rc) {
+        if (*out) db->env->remove_file(db->env, tf.path, NULL);
+        bkv_file_meta_unref(*out);
+        *out = NULL;
+        return rc;
+    }
+    atomic_fetch_add_explicit(&db->c.flush_bytes_written, (*out)->size, memory_order_relaxed);
+    return BKV_OK;
+}
+
+/* Flushes the oldest immutable memtable. REQUIRES: db->mu held. */
+static void flush_one(bkv_db *db) {
+    bkv_memtable *mem = db->imm[0];
+    uint64_t old_log = db->imm_log[0];
+    uint64_t number = db->next_file++;
+    db->flushing = 1;
+    pthread_mutex_unlock(&db->mu);
+    bkv_err e = {{0}};
+    bkv_file_meta *meta = NULL;
+    int rc = bkv_db_write_memtable(db, mem, number, &meta, &e);
+    bkv_version_edit edit;
+    bkv_edit_init(&edit);
+    if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");
+    bkv_file_meta_unref(meta);
+    pthread_mutex_lock(&db->mu);
+    if (!rc) {
+        /* The WALs from the next memtable's on are still needed. */
+        edit.has_log_number = 1;
+        edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
+        rc = bkv_vset_commit(db, &edit, 1, &e);
+    }
+    db->flushing = 0;
+    bkv_edit_free(&edit);
+    if (rc) {
+        bkv_db_set_bg_error(db, rc, &e);
+        return;
+    }
+    memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof db->imm[0]);
+    memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
+    db->nimm--;
+    bkv_memtable_unref(mem);
+    atomic_fetch_add_explicit(&db->c.flushes, 1, memory_order_relaxed);
+    char path[BKV_PATH_MAX];
+    bkv_log_name(path, db->path, old_log);
+    db->env->remove_file(db->env, path, NULL);
+    pthread_cond_broadcast(&db->bg_cv);
+}
+
+/* Each background thread flushes when a flush is due and none is running,
+ * else compacts when a compaction is due and none is running, else waits.
+ * With two or more threads a long compaction never holds up flushes. */
+void *bkv_db_background(void *arg) {
+    bkv_db *db = arg;
+    pthread_mutex_lock(&db->mu);
+    while (!db->shutting_down) {
+        if (db->nimm > 0 && !db->flushing && !db->bg_error) {
+            flush_one(db);
+            pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
+            continue;
+        }
+        if (!db->compacting && !db->bg_error) {
+            bkv_compaction *c = bkv_pick_compaction(db);
+            if (c) {
+                db->compacting = 1;
+                bkv_run_compaction(db, c);
+                db->compacting = 0;
+                pthread_cond_broadcast(&db->bg_cv);
+                pthread_cond_broadcast(&db->work_cv);
+                continue;
+            }
+        }
+        pthread_cond_wait(&db->work_cv, &db->mu);
+    }
+    pthread_cond_broadcast(&db->bg_cv);
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}
+
+int bkv_compact(bkv_db *db) {
+    if (!db) return BKV_INVALID;
+    int rc = bkv_flush(db);
+    if (rc) return rc;
+    pthread_mutex_lock(&db->mu);
+    pthread_cond_broadcast(&db->work_cv);
+    for (;;) {
+        if (db->bg_error) break;
+        if (!db->compacting && !db->flushing && db->nimm == 0) {
+            bkv_compaction *c = bkv_pick_compaction(db);
+            if (!c) break;
+            /* Run it here rather than wait: the caller asked for it. */
+            db->compacting = 1;
+            bkv_run_compaction(db, c);
+            db->compacting = 0;
+            pthread_cond_broadcast(&db->bg_cv);
+            continue;
+        }
+        pthread_cond_wait(&db->bg_cv, &db->mu);
+    }
+    bkv_err e = {{0}};
+    if (db->bg_error) rc = bkv_db_bg_status(db, &e);
+    pthread_mutex_unlock(&db->mu);
+    return bkv_db_error(db, rc, &e);
+}

@@ -1,0 +1,65 @@
+#include "db/table_file.h"
+
+#include <string.h>
+
+int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, bkv_table_file *tf, bkv_err *e) {
+    memset(tf, 0, sizeof *tf);
+    tf->db = db;
+    tf->number = number;
+    bkv_table_name(tf->path, db->path, number);
+    int rc = db->env->new_writable(db->env, tf->path, db->opts.file_mode, &tf->file, e);
+    if (rc) return rc;
+    bkv_table_options to = bkv_db_table_options(db, level, bottommost);
+    if (!(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
+        bkv_table_file_abandon(tf);
+        return bkv_fail(e, BKV_NOMEM, "out of memory building %s", tf->path);
+    }
+    return BKV_OK;
+}
+
+int bkv_table_file_add(bkv_table_file *tf, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen,
+                       bkv_err *e) {
+    return bkv_table_builder_add(tf->builder, ikey, ilen, val, vlen, e);
+}
+
+uint64_t bkv_table_file_size_estimate(const bkv_table_file *tf) {
+    return bkv_table_builder_estimated_size(tf->builder);
+}
+
+int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e) {
+    *out = NULL;
+    bkv_db *db = tf->db;
+    int rc = bkv_table_builder_finish(tf->builder, e);
+    bkv_vf_set *vf = rc ? NULL : bkv_db_take_value_filters(tf->builder);
+    if (!rc) rc = bkv_file_sync(tf->file, e);
+    int crc = bkv_file_close(tf->file, rc ? NULL : e);
+    tf->file = NULL;
+    if (!rc) rc = crc;
+    if (!rc) {
+        const uint8_t *smallest, *largest;
+        size_t slen, llen;
+        bkv_table_builder_key_range(tf->builder, &smallest, &slen, &largest, &llen);
+        *out = bkv_file_meta_new(tf->number, bkv_table_builder_file_size(tf->builder),
+                                 bkv_table_builder_entries(tf->builder), smallest, slen, largest, llen);
+        if (!*out) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    }
+    if (!rc) {
+        bkv_table_builder_seq_range(tf->builder, &(*out)->smallest_seq, &(*out)->largest_seq);
+        (*out)->vf = vf;
+        vf = NULL;
+    }
+    bkv_vf_set_destroy(vf);
+    bkv_table_builder_free(tf->builder);
+    tf->builder = NULL;
+    if (rc) db->env->remove_file(db->env, tf->path, NULL);
+    return rc;
+}
+
+void bkv_table_file_abandon(bkv_table_file *tf) {
+    if (!tf->file) return;
+    bkv_table_builder_free(tf->builder);
+    tf->builder = NULL;
+    bkv_file_close(tf->file, NULL);
+    tf->file = NULL;
+    tf->db->env->remove_file(tf->db->env, tf->path, NULL);
+}

@@ -1,0 +1,33 @@
+/* Writing one table of the database: the one path for flushes and
+ * compactions alike (create, build, sync, close, describe; removed again
+ * on any failure). */
+#ifndef BKV_DB_TABLE_FILE_H
+#define BKV_DB_TABLE_FILE_H
+
+#include "db/db_int.h"
+#include "db/filename.h"
+
+typedef struct bkv_table_file {
+    bkv_db *db;
+    uint64_t number;
+    char path[BKV_PATH_MAX];
+    bkv_wfile *file;
+    bkv_table_builder *builder;
+} bkv_table_file;
+
+/* Creates table number, to be written to level (bottommost: no older data
+ * for its keys below it, which decides its filter policy). */
+int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, bkv_table_file *tf, bkv_err *e);
+/* REQUIRES: ikey greater than every key added before. */
+int bkv_table_file_add(bkv_table_file *tf, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen,
+                       bkv_err *e);
+uint64_t bkv_table_file_size_estimate(const bkv_table_file *tf);
+/* Finishes the table, syncs and closes it, and describes it in *out (with
+ * its value filters, for the value index). The directory entry is not yet
+ * durable: the caller syncs the directory before a manifest names it. On
+ * failure the file is removed. */
+int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e);
+/* Gives up on an open table file and removes it; nothing if none is open. */
+void bkv_table_file_abandon(bkv_table_file *tf);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+ * The version set: the database's persistent state, as the manifest
+ * records it. Reading the manifest at open, writing a fresh one, and
+ * committing each change (a flush or a compaction) as a version edit that
+ * is appended and synced before the new version is installed.
+ *
+ * The value index follows the versions: a table enters the index before
+ * the version naming it is installed, and leaves after the version that
+ * drops it (docs/design.md, "Search by value"), so a search that picks a
+ * version never misses a table of it. bkv_vset_commit applies that rule
+ * for every edit.
+ */
+#include "db/version_set.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/filename.h"
+#include "db/write_batch.h"
+
+int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e) {
+    char path[BKV_PATH_MAX];
+    bkv_current_name(path, dir);
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_env_read_all(env, path, &data, &len, e);
+    if (rc) return rc;
+    char name[64];
+    if (len < 2 || len >= sizeof name || data[len - 1] != '\n') {
+        free(data);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed (offset 0)", path);
+    }
+    memcpy(name, data, len - 1);
+    name[len - 1] = 0;
+    free(data);
+    if (strlen(name) != len - 1 || bkv_parse_file_name(name, manifest) != BKV_FILE_MANIFEST)
+        return bkv_fail(e, BKV_CORRUPTION, "%s: does not name a manifest (offset 0)", path);
+    return BKV_OK;
+}
+
+int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
+    char path[BKV_PATH_MAX];
+    uint64_t number;
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_read_current(db->env, db->path, &number, e);
+    if (rc) return rc;
+    bkv_manifest_name(path, db->path, number);
+    rc = bkv_env_read_all(db->env, path, &data, &len, e);
+    if (rc) return rc;
+
+    bkv_log_reader r;
+    bkv_log_reader_init(&r, path, data, len, 1);
+    bkv_tree_version *v = bkv_tree_version_new();
+    int have_next = 0, have_log = 0, have_seq = 0;
+    if (!v) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    while (rc == BKV_OK && (rc = bkv_log_read_record(&r, e)) == BKV_OK) {
+        bkv_version_edit ed;
+        rc = bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, e);
+        if (rc) break;
+        if (ed.has_log_number) *log_number = ed.log_number, have_log = 1;
+        if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
+        if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
+        if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
+        bkv_tree_version *nv;
+        rc = bkv_tree_version_apply(v, &ed, &nv);
+        bkv_edit_free(&ed);
+        if (rc) break;
+        bkv_tree_version_unref(v);
+        v = nv;
+    }
+    if (rc == BKV_NOTFOUND) rc = BKV_OK;
+    uint64_t dropped = r.dropped_bytes, dropped_at = len - dropped;
+    bkv_log_reader_free(&r);
+    free(data);
+    /* A damaged last record is dropped like a torn write only if it can
+     * have been one: an edit is committed (and the WAL it retires deleted)
+     * only after its sync returned, so while the WAL named by the surviving
+     * log number is still there, nothing committed is being dropped. */
+    if (rc == BKV_OK && dropped && have_log) {
+        char log[BKV_PATH_MAX];
+        bkv_log_name(log, db->path, *log_number);
+        if (!db->env->file_exists(db->env, log))
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: damaged record at offset %llu was committed (%06llu.log is gone)",
+                          path, (unsigned long long)dropped_at, (unsigned long long)*log_number);
+    }
+    if (rc == BKV_OK && !(have_next && have_log && have_seq))
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
+    if (rc) {
+        bkv_tree_version_unref(v);
+        return rc;
+    }
+    db->manifest_number = number;
+    bkv_tree_version_unref(db->current);
+    db->current = v;
+    return BKV_OK;
+}
+
+int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
+    uint64_t number = db->next_file++;
+    char path[BKV_PATH_MAX];
+    bkv_manifest_name(path, db->path, number);
+    bkv_wfile *f;
+    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
+    if (rc) return rc;
+    bkv_log_writer lw;
+    bkv_log_writer_init(&lw, f);
+    bkv_version_edit edit;
+    bkv_edit_init(&edit);
+    edit.has_log_number = edit.has_next_file = edit.has_last_sequence = 1;
+    edit.log_number = db->mem_log;
+    edit.next_file = db->next_file;
+    edit.last_sequence = db->last_sequence;
+    bkv_buf rec;
+    bkv_buf_init(&rec);
+    edit.has_value_index = db->has_vrec;
+    edit.value_index = db->vrec;
+    rc = bkv_tree_version_snapshot_edit(db->current, &edit);
+    if (!rc) {
+        rc = bkv_edit_encode(&edit, &rec) ? bkv_fail(e, BKV_NOMEM, "out of memory encoding the manifest")
+                                          : bkv_log_add_record(&lw, rec.data, rec.len, e);
+    }
+    if (!rc) rc = bkv_file_sync(f, e);
+    bkv_buf_free(&rec);
+    bkv_edit_free(&edit);
+    if (rc) {
+        bkv_file_close(f, NULL);
+        return rc;
+    }
+    char current[BKV_PATH_MAX], content[64];
+    snprintf(current, sizeof current, "%s/CURRENT", db->path);
+    int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)number);
+    rc = bkv_env_write_atomic(db->env, db->path, current, db->opts.file_mode, content, (size_t)n, e);
+    if (rc) {
+        bkv_file_close(f, NULL);
+        return rc;
+    }
+    db->manifest = f;
+    db->manifest_log = lw;
+    db->manifest_number = number;
+    return BKV_OK;
+}
+
+int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
+    edit->has_next_file = edit->has_last_sequence = 1;
+    edit->next_file = db->next_file;
+    edit->last_sequence = db->last_sequence;
+    bkv_tree_version *nv;
+    int rc = bkv_tree_version_apply(db->current, edit, &nv);
+    if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
+    bkv_buf rec;
+    bkv_buf_init(&rec);
+    if (bkv_edit_encode(edit, &rec)) rc = bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
+    if (!rc) rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
+    if (!rc) rc = bkv_file_sync(db->manifest, e);
+    bkv_buf_free(&rec);
+    if (rc) {
+        bkv_tree_version_unref(nv);
+        /* The manifest may now end in a partial record: nothing more may
+         * be appended after it. */
+        return bkv_db_set_bg_error(db, rc, e);
+    }
+    bkv_tree_version_unref(db->current);
+    db->current = nv;
+    return BKV_OK;
+}
+
+int bkv_vset_commit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e) {
+    if (reindex) {
+        pthread_mutex_unlock(&db->mu);
+        bkv_db_value_index_add(db, edit);
+        pthread_mutex_lock(&db->mu);
+    }
+    int rc = bkv_vset_log_and_apply(db, edit, e);
+    if (reindex) {
+        pthread_mutex_unlock(&db->mu);
+        bkv_db_value_index_finish(db, edit, rc == BKV_OK);
+        pthread_mutex_lock(&db->mu);
+    }
+    return rc;
+}

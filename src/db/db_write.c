@@ -23,7 +23,6 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
-#include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
 

@@ -1,0 +1,241 @@
+/*
+ * The compaction picker: which tables to compact next (leveled or tiered).
+ * It sees a version and the options only, so it is tested on its own
+ * (tests/db/compaction_pick_test.c).
+ *
+ * Leveled: level 0 is compacted into level 1 once it holds
+ * level0_compaction_trigger tables; a deeper level n once its bytes exceed
+ * its target (max_bytes_for_level_base * multiplier^(n-1)). Within a level
+ * the file to compact is chosen round robin (after the last key compacted
+ * there). A file with no overlap below, and overlapping at most
+ * BKV_MAX_GRANDPARENT_OVERLAP target files two levels down, is moved down
+ * without rewriting.
+ *
+ * Tiered: every table is a sorted run in level 0, newest first. Everything
+ * is merged when the newer runs together exceed
+ * tiered_max_size_amplification percent of the oldest; otherwise, from
+ * the newest run, the longest window of runs each not larger than
+ * (100 + tiered_size_ratio)% of the runs before it in the window is merged;
+ * failing that, the newest runs are merged to bring the count under the
+ * trigger.
+ *
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/compaction.h"
+#include "util/ikey.h"
+
+static uint64_t level_bytes(const bkv_tree_version *v, int level) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < v->nfiles[level]; i++) total += v->files[level][i]->size;
+    return total;
+}
+
+/* Level 1's target. By default (0) as large as a full level 0, so that an
+ * L0 -> L1 compaction rewrites about as much of level 1 as it brings in. */
+static double level_base(const bkv_options *o) {
+    if (o->max_bytes_for_level_base) return (double)o->max_bytes_for_level_base;
+    return (double)o->write_buffer_size * o->level0_compaction_trigger;
+}
+
+static double static_target(const bkv_options *o, int level) {
+    double t = level_base(o);
+    for (int l = 1; l < level; l++) t *= o->level_size_multiplier;
+    return t;
+}
+
+/* Target bytes of level n >= 1. Static targets grow from the top; with
+ * dynamic level bytes the levels above the deepest non-empty one are
+ * sized from it instead (each a multiplier smaller than the next, never
+ * below the base), so the last level holds ~90% of the data and space
+ * amplification stays near 1.1 whatever the database size. The deepest
+ * level keeps its static target, so the tree grows a level when needed. */
+static double level_target(const bkv_options *o, const bkv_tree_version *v, int level) {
+    if (!o->level_compaction_dynamic_level_bytes) return static_target(o, level);
+    int last = 0;
+    for (int l = BKV_NUM_LEVELS - 1; l >= 1 && !last; l--)
+        if (v->nfiles[l]) last = l;
+    if (level >= last) return static_target(o, level);
+    double t = (double)level_bytes(v, last);
+    for (int l = level; l < last; l++) t /= o->level_size_multiplier;
+    return t > level_base(o) ? t : level_base(o);
+}
+
+static const uint8_t *ukey(const uint8_t *ikey, size_t len, size_t *ulen) {
+    *ulen = len - BKV_IKEY_TRAILER;
+    return ikey;
+}
+
+/* Files of level overlapping user keys [lo, hi]. */
+static int overlapping(const bkv_tree_version *v, int level, const uint8_t *lo, size_t lol, const uint8_t *hi,
+                       size_t hil, bkv_file_meta ***out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (!v->nfiles[level]) return BKV_OK;
+    bkv_file_meta **arr = malloc(v->nfiles[level] * sizeof *arr);
+    if (!arr) return BKV_NOMEM;
+    for (size_t i = 0; i < v->nfiles[level]; i++) {
+        bkv_file_meta *f = v->files[level][i];
+        size_t sl, ll;
+        const uint8_t *s = ukey(f->smallest, f->smallest_len, &sl), *l = ukey(f->largest, f->largest_len, &ll);
+        if (bkv_user_key_compare(l, ll, lo, lol) < 0 || bkv_user_key_compare(s, sl, hi, hil) > 0) continue;
+        arr[(*n)++] = f;
+    }
+    *out = arr;
+    return BKV_OK;
+}
+
+static int any_busy(bkv_file_meta **files, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (files[i]->being_compacted) return 1;
+    return 0;
+}
+
+/* The user-key range of a set of files. */
+static void key_range(bkv_file_meta **files, size_t n, const uint8_t **lo, size_t *lol, const uint8_t **hi,
+                      size_t *hil) {
+    for (size_t i = 0; i < n; i++) {
+        size_t sl, ll;
+        const uint8_t *s = ukey(files[i]->smallest, files[i]->smallest_len, &sl);
+        const uint8_t *l = ukey(files[i]->largest, files[i]->largest_len, &ll);
+        if (i == 0 || bkv_user_key_compare(s, sl, *lo, *lol) < 0) *lo = s, *lol = sl;
+        if (i == 0 || bkv_user_key_compare(l, ll, *hi, *hil) > 0) *hi = l, *hil = ll;
+    }
+}
+
+void bkv_compaction_free(bkv_compaction *c) {
+    if (!c) return;
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = 0; c->claimed && i < c->ninputs[w]; i++) bkv_file_meta_unref(c->inputs[w][i]);
+        free(c->inputs[w]);
+    }
+    free(c->grandparents);
+    bkv_tree_version_unref(c->version);
+    free(c);
+}
+
+static bkv_compaction *new_compaction(bkv_tree_version *v, int level, int output_level) {
+    bkv_compaction *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->level = level;
+    c->output_level = output_level;
+    c->version = v;
+    __atomic_add_fetch(&c->version->refs, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+/* Takes references and marks the inputs busy. */
+static void claim(bkv_compaction *c) {
+    c->claimed = 1;
+    for (int w = 0; w < 2; w++)
+        for (size_t i = 0; i < c->ninputs[w]; i++) {
+            bkv_file_meta_ref(c->inputs[w][i]);
+            c->inputs[w][i]->being_compacted = 1;
+        }
+}
+
+static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
+    int best = -1;
+    double best_score = 1.0;
+    for (int l = 0; l < BKV_NUM_LEVELS - 1; l++) {
+        double score = l == 0 ? (double)v->nfiles[0] / o->level0_compaction_trigger
+                              : (double)level_bytes(v, l) / level_target(o, v, l);
+        if (score >= best_score && !(l == 0 && any_busy(v->files[0], v->nfiles[0]))) {
+            best = l;
+            best_score = score;
+        }
+    }
+    if (best < 0) return NULL;
+    bkv_compaction *c = new_compaction(v, best, best + 1);
+    if (!c) return NULL;
+    if (best == 0) {
+        c->inputs[0] = malloc(v->nfiles[0] * sizeof *c->inputs[0]);
+        if (!c->inputs[0]) goto none;
+        memcpy(c->inputs[0], v->files[0], v->nfiles[0] * sizeof *c->inputs[0]);
+        c->ninputs[0] = v->nfiles[0];
+    } else {
+        /* Round robin: the first file past where this level last stopped. */
+        const bkv_buf *ptr = &compact_pointer[best];
+        bkv_file_meta *pick = NULL;
+        for (size_t i = 0; i < v->nfiles[best] && !pick; i++) {
+            bkv_file_meta *f = v->files[best][i];
+            if (!f->being_compacted &&
+                (!ptr->len || bkv_ikey_compare(f->largest, f->largest_len, ptr->data, ptr->len) > 0))
+                pick = f;
+        }
+        for (size_t i = 0; i < v->nfiles[best] && !pick; i++)
+            if (!v->files[best][i]->being_compacted) pick = v->files[best][i];
+        if (!pick || !(c->inputs[0] = malloc(sizeof *c->inputs[0]))) goto none;
+        c->inputs[0][0] = pick;
+        c->ninputs[0] = 1;
+    }
+    const uint8_t *lo, *hi;
+    size_t lol, hil;
+    key_range(c->inputs[0], c->ninputs[0], &lo, &lol, &hi, &hil);
+    if (overlapping(v, best + 1, lo, lol, hi, hil, &c->inputs[1], &c->ninputs[1])) goto none;
+    if (any_busy(c->inputs[1], c->ninputs[1])) goto none;
+    /* The whole range, for the grandparents. */
+    bkv_file_meta **all = malloc((c->ninputs[0] + c->ninputs[1]) * sizeof *all);
+    if (!all) goto none;
+    memcpy(all, c->inputs[0], c->ninputs[0] * sizeof *all);
+    if (c->ninputs[1]) memcpy(all + c->ninputs[0], c->inputs[1], c->ninputs[1] * sizeof *all);
+    key_range(all, c->ninputs[0] + c->ninputs[1], &lo, &lol, &hi, &hil);
+    free(all);
+    if (best + 2 < BKV_NUM_LEVELS && overlapping(v, best + 2, lo, lol, hi, hil, &c->grandparents, &c->ngrand)) goto none;
+    uint64_t gp_bytes = 0;
+    for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
+    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size;
+    if (best > 0) {
+        /* Out of memory, the pointer is left empty: the next pick starts
+         * the level over, which is only a worse choice, not a wrong one. */
+        bkv_file_meta *f = c->inputs[0][0];
+        if (bkv_buf_set(&compact_pointer[best], f->largest, f->largest_len)) bkv_buf_clear(&compact_pointer[best]);
+    }
+    claim(c);
+    return c;
+none:
+    bkv_compaction_free(c);
+    return NULL;
+}
+
+static bkv_compaction *pick_tiered(const bkv_options *o, bkv_tree_version *v) {
+    size_t n = v->nfiles[0];
+    if (n < (size_t)o->level0_compaction_trigger || any_busy(v->files[0], n)) return NULL;
+    bkv_file_meta **runs = v->files[0]; /* newest first */
+    size_t start = 0, len = 0;
+    uint64_t newer = 0;
+    for (size_t i = 0; i + 1 < n; i++) newer += runs[i]->size;
+    if (newer * 100 >= (uint64_t)o->tiered_max_size_amplification * runs[n - 1]->size) {
+        len = n;
+    } else {
+        for (size_t s = 0; s < n && len < 2; s++) {
+            uint64_t acc = runs[s]->size;
+            size_t j = s + 1;
+            while (j < n && runs[j]->size * 100 <= acc * (uint64_t)(100 + o->tiered_size_ratio)) acc += runs[j++]->size;
+            if (j - s >= 2) {
+                start = s;
+                len = j - s;
+            }
+        }
+        if (len < 2) {
+            start = 0;
+            len = n - (size_t)o->level0_compaction_trigger + 2;
+        }
+    }
+    bkv_compaction *c = new_compaction(v, 0, 0);
+    if (!c || !(c->inputs[0] = malloc(len * sizeof *c->inputs[0]))) {
+        bkv_compaction_free(c);
+        return NULL;
+    }
+    memcpy(c->inputs[0], runs + start, len * sizeof *c->inputs[0]);
+    c->ninputs[0] = len;
+    c->tiered_bottommost = start + len == n;
+    claim(c);
+    return c;
+}
+
+bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
+    return o->compaction_style == BKV_COMPACTION_TIERED ? pick_tiered(o, v) : pick_leveled(o, v, compact_pointer);
+}
+

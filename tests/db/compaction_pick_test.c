@@ -1,0 +1,187 @@
+/* The compaction picker on its own: versions built by hand, the options
+ * changed one at a time, the chosen inputs checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "db/compaction.h"
+#include "util/ikey.h"
+
+/* A table of size bytes holding user keys lo..hi (one letter each, so
+ * ranges read at a glance), its versions sequenced from seq. */
+static bkv_file_meta *table(uint64_t number, uint64_t size, char lo, char hi, uint64_t seq) {
+    uint8_t s[9], l[9];
+    s[0] = (uint8_t)lo;
+    l[0] = (uint8_t)hi;
+    bkv_put_u64(s + 1, bkv_pack_trailer(seq + 1, BKV_TYPE_VALUE));
+    bkv_put_u64(l + 1, bkv_pack_trailer(seq, BKV_TYPE_VALUE));
+    bkv_file_meta *f = bkv_file_meta_new(number, size, 10, s, 9, l, 9);
+    assert_non_null(f);
+    f->smallest_seq = seq;
+    f->largest_seq = seq + 1;
+    return f;
+}
+
+typedef struct fixture {
+    bkv_tree_version *v;
+    bkv_buf pointers[BKV_NUM_LEVELS];
+    bkv_options o;
+} fixture;
+
+static void start(fixture *fx) {
+    memset(fx, 0, sizeof *fx);
+    fx->v = bkv_tree_version_new();
+    assert_non_null(fx->v);
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&fx->pointers[l]);
+    bkv_options_init(&fx->o);
+    fx->o.write_buffer_size = 1000;
+    fx->o.level0_compaction_trigger = 4;
+    fx->o.max_bytes_for_level_base = 10000;
+    fx->o.target_file_size = 1000;
+    fx->o.level_compaction_dynamic_level_bytes = 0;
+}
+
+static void add(fixture *fx, int level, bkv_file_meta *f) {
+    bkv_version_edit e;
+    bkv_edit_init(&e);
+    assert_int_equal(bkv_edit_add_file(&e, level, f), BKV_OK);
+    bkv_file_meta_unref(f);
+    bkv_tree_version *nv;
+    assert_int_equal(bkv_tree_version_apply(fx->v, &e, &nv), BKV_OK);
+    bkv_edit_free(&e);
+    bkv_tree_version_unref(fx->v);
+    fx->v = nv;
+}
+
+static void finish(fixture *fx) {
+    bkv_tree_version_unref(fx->v);
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_free(&fx->pointers[l]);
+}
+
+static bkv_compaction *pick(fixture *fx) { return bkv_compaction_pick(&fx->o, fx->v, fx->pointers); }
+
+static int has_input(const bkv_compaction *c, int which, uint64_t number) {
+    for (size_t i = 0; i < c->ninputs[which]; i++)
+        if (c->inputs[which][i]->number == number) return 1;
+    return 0;
+}
+
+/* Releases a pick as a finished compaction would: inputs no longer busy. */
+static void done(bkv_compaction *c) {
+    for (int w = 0; w < 2; w++)
+        for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->being_compacted = 0;
+    bkv_compaction_free(c);
+}
+
+static void level0_waits_for_its_trigger(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    for (int i = 0; i < 3; i++) add(&fx, 0, table(10 + (uint64_t)i, 500, 'a', 'm', 100 * (uint64_t)i));
+    add(&fx, 1, table(20, 500, 'a', 'c', 1));
+    add(&fx, 1, table(21, 500, 'x', 'z', 1));
+    assert_null(pick(&fx));
+    add(&fx, 0, table(13, 500, 'b', 'd', 400));
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->level, 0);
+    assert_int_equal(c->output_level, 1);
+    assert_int_equal(c->ninputs[0], 4); /* every level-0 table: they overlap */
+    assert_int_equal(c->ninputs[1], 1); /* only the level-1 table in a..m */
+    assert_true(has_input(c, 1, 20));
+    assert_false(c->trivial_move);
+    /* While they are being compacted, nothing else may take them. */
+    assert_null(pick(&fx));
+    done(c);
+    finish(&fx);
+}
+
+static void deeper_levels_round_robin(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    /* Level 1 over its 10000-byte target; level 2 below some of it. */
+    const char ranges[][2] = {{'a', 'b'}, {'c', 'd'}, {'e', 'f'}, {'g', 'h'}};
+    for (int i = 0; i < 4; i++) add(&fx, 1, table(30 + (uint64_t)i, 4000, ranges[i][0], ranges[i][1], 1));
+    add(&fx, 2, table(40, 4000, 'c', 'e', 0));
+    uint64_t picked[4];
+    for (int round = 0; round < 4; round++) {
+        bkv_compaction *c = pick(&fx);
+        assert_non_null(c);
+        assert_int_equal(c->level, 1);
+        assert_int_equal(c->ninputs[0], 1);
+        picked[round] = c->inputs[0][0]->number;
+        /* Tables with no overlap below move down whole. */
+        uint64_t n = picked[round];
+        assert_int_equal(c->trivial_move, n == 30 || n == 33);
+        assert_int_equal(has_input(c, 1, 40), n == 31 || n == 32);
+        done(c);
+    }
+    /* Round robin: each table once, in key order, then again from the start. */
+    for (int round = 0; round < 4; round++) assert_int_equal(picked[round], 30 + (uint64_t)round);
+    bkv_compaction *c = pick(&fx);
+    assert_int_equal(c->inputs[0][0]->number, 30);
+    done(c);
+    finish(&fx);
+}
+
+static void within_target_nothing_is_due(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    add(&fx, 1, table(50, 9000, 'a', 'z', 1));
+    assert_null(pick(&fx));
+    add(&fx, 2, table(51, 90000, 'a', 'z', 0));
+    assert_null(pick(&fx)); /* level 2's target is 100000 */
+    add(&fx, 2, table(52, 20000, 'z', 'z', 0));
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->level, 2);
+    done(c);
+    finish(&fx);
+}
+
+static void tiered_merges_similar_runs(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    fx.o.compaction_style = BKV_COMPACTION_TIERED;
+    fx.o.tiered_size_ratio = 20;
+    fx.o.tiered_max_size_amplification = 200;
+    /* Oldest first: one big run, then three small ones of similar size. */
+    add(&fx, 0, table(60, 100000, 'a', 'z', 0));
+    add(&fx, 0, table(61, 1000, 'a', 'z', 100));
+    add(&fx, 0, table(62, 1100, 'a', 'z', 200));
+    assert_null(pick(&fx)); /* three runs, trigger four */
+    add(&fx, 0, table(63, 1050, 'a', 'z', 300));
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->output_level, 0);
+    assert_int_equal(c->ninputs[0], 3);
+    assert_false(has_input(c, 0, 60)); /* the big run waits */
+    assert_false(c->tiered_bottommost);
+    done(c);
+    /* Newer runs past 200% of the oldest: everything is merged. */
+    add(&fx, 0, table(64, 300000, 'a', 'z', 400));
+    c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->ninputs[0], 5);
+    assert_true(c->tiered_bottommost);
+    done(c);
+    finish(&fx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(level0_waits_for_its_trigger),
+        cmocka_unit_test(deeper_levels_round_robin),
+        cmocka_unit_test(within_target_nothing_is_due),
+        cmocka_unit_test(tiered_merges_similar_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

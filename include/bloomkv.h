@@ -285,6 +285,33 @@ BKV_EXPORT int bkv_flush(bkv_db *db);
  * its target), and returns when they are done. */
 BKV_EXPORT int bkv_compact(bkv_db *db);
 
+/* Compacts the key range [begin, end] (NULL: unbounded at that end; both
+ * NULL: everything) down to the deepest level that holds any of it (tiered:
+ * into one run), dropping overwritten versions and tombstones no snapshot
+ * needs, and returns when done (after a flush of the memtable). */
+BKV_EXPORT int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen);
+
+/* The bytes the tables take for keys in [start, limit) (NULL: unbounded),
+ * estimated from their index blocks (no data block is read); memtables are
+ * not counted. Like LevelDB's GetApproximateSizes, for planning and
+ * splitting, not accounting. */
+BKV_EXPORT int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void *limit, size_t llen,
+                                    uint64_t *bytes);
+
+/* Writes a consistent copy of the database into directory dir, which must
+ * not exist (BKV_INVALID otherwise) and should be on the same file system:
+ * then tables are hard links and the copy takes almost no space or time
+ * (across file systems they are copied). The copy holds every write
+ * acknowledged before the call and opens as a database of its own; later
+ * writes to either do not reach the other (tables are never modified, and
+ * each has its own manifest and WAL). On failure nothing is left in dir. */
+BKV_EXPORT int bkv_checkpoint(bkv_db *db, const char *dir);
+
+/* Deletes the database in directory path (closed: BKV_BUSY while it is
+ * open anywhere): every file the engine made, then the directory unless
+ * other files are in it (they are left alone). A missing path is BKV_OK. */
+BKV_EXPORT int bkv_destroy(const char *path);
+
 /* A malloc'd text (free with bkv_free), or NULL for an unknown name:
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.num-files-at-level<N>"  decimal

@@ -47,7 +47,13 @@ static const usage_text usages[] = {
      "print key<TAB>value for every key whose value is VALUE (needs a value index); exit 1 if none; "
      "--stats reports on stderr what the search touched", "hex stats wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
-    {"compact", "DB " RECOVERY_FLAG, "flush and run every due compaction", "wal-recovery"},
+    {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
+     "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
+     "down to the deepest level holding it", "from to hex wal-recovery"},
+    {"checkpoint", "DB DIR " RECOVERY_FLAG,
+     "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
+     "wal-recovery"},
+    {"destroy", "DB", "delete the database: every file it made, then DB unless other files are in it", ""},
     {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
     {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
 };
@@ -565,13 +571,42 @@ int bkv_cli_stats(int argc, char **argv) {
 
 int bkv_cli_compact(int argc, char **argv) {
     PARSE_OR_USAGE(1);
+    char *from = NULL, *to = NULL;
+    size_t fl = 0, tl = 0;
+    if ((o.from && decode(o.from, o.hex, &from, &fl)) || (o.to && decode(o.to, o.hex, &to, &tl))) {
+        free(from);
+        fprintf(stderr, "bloomkv: compact: bad hex\n");
+        return EXIT_USAGE;
+    }
+    bkv_db *db;
+    int ec = open_db(pos[0], 0, &o, &db);
+    if (!ec) {
+        int rc = o.from || o.to ? bkv_compact_range(db, from, fl, to, tl) : bkv_compact(db);
+        ec = rc ? fail_db(db, "compact", rc) : (bkv_close(db), 0);
+    }
+    free(from);
+    free(to);
+    return ec;
+}
+
+int bkv_cli_checkpoint(int argc, char **argv) {
+    PARSE_OR_USAGE(2);
     bkv_db *db;
     int ec = open_db(pos[0], 0, &o, &db);
     if (ec) return ec;
-    int rc = bkv_compact(db);
-    if (rc) return fail_db(db, "compact", rc);
+    int rc = bkv_checkpoint(db, pos[1]);
+    if (rc) return fail_db(db, "checkpoint", rc);
     bkv_close(db);
+    printf("checkpoint of %s written to %s\n", pos[0], pos[1]);
     return 0;
+}
+
+int bkv_cli_destroy(int argc, char **argv) {
+    PARSE_OR_USAGE(1);
+    int rc = bkv_destroy(pos[0]);
+    if (rc == BKV_OK) return 0;
+    fprintf(stderr, "bloomkv: destroy: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
+    return EXIT_ERROR;
 }
 
 static void print_problem(void *arg, const char *problem) {

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db_int.h"
+#include "db/compaction.h"
 #include "db/filename.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
+#include "util/ikey.h"
 
 int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
     if (!db->bg_error) {
@@ -142,6 +143,67 @@ int bkv_compact(bkv_db *db) {
             continue;
         }
         pthread_cond_wait(&db->bg_cv, &db->mu);
+    }
+    bkv_err e = {{0}};
+    if (db->bg_error) rc = bkv_db_bg_status(db, &e);
+    pthread_mutex_unlock(&db->mu);
+    return bkv_db_error(db, rc, &e);
+}
+
+/* Runs one manual compaction of level into output_level, waiting while a
+ * background one holds the inputs. 1 if one ran, 0 if there was nothing to
+ * do. REQUIRES: db->mu held. */
+static int run_manual(bkv_db *db, int level, int output_level, const void *begin, size_t blen, const void *end,
+                      size_t elen) {
+    for (;;) {
+        if (db->bg_error || db->shutting_down) return 0;
+        if (!db->compacting && !db->flushing) {
+            int busy;
+            bkv_compaction *c = bkv_compaction_manual(&db->opts, db->current, level, output_level, begin, blen, end,
+                                                      elen, &busy);
+            if (c) {
+                c->smallest_snapshot = bkv_db_oldest_snapshot(db);
+                db->compacting = 1;
+                bkv_run_compaction(db, c);
+                db->compacting = 0;
+                pthread_cond_broadcast(&db->bg_cv);
+                pthread_cond_broadcast(&db->work_cv);
+                return 1;
+            }
+            if (!busy) return 0;
+        }
+        pthread_cond_wait(&db->bg_cv, &db->mu);
+    }
+}
+
+/* The deepest level holding keys of [begin, end], or -1. REQUIRES: db->mu. */
+static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
+    const bkv_tree_version *v = db->current;
+    for (int l = BKV_NUM_LEVELS - 1; l >= 0; l--)
+        for (size_t i = 0; i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
+            if ((!end || bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, end, elen) <= 0) &&
+                (!begin || bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, begin, blen) >= 0))
+                return l;
+        }
+    return -1;
+}
+
+int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
+    if (!db || (!begin && blen) || (!end && elen)) return BKV_INVALID;
+    int rc = bkv_flush(db);
+    if (rc) return rc;
+    pthread_mutex_lock(&db->mu);
+    if (db->opts.compaction_style == BKV_COMPACTION_TIERED) {
+        run_manual(db, 0, 0, begin, blen, end, elen);
+    } else {
+        int last = deepest_level_in_range(db, begin, blen, end, elen);
+        if (last == 0) last = 1; /* level 0 alone: down to level 1 */
+        int ran = 0;
+        for (int l = 0; l < last && !db->bg_error; l++) ran += run_manual(db, l, l + 1, begin, blen, end, elen);
+        /* Everything was already in the last level: rewrite it there, so
+         * its overwritten versions and tombstones go too. */
+        if (!ran && last > 0) run_manual(db, last, last, begin, blen, end, elen);
     }
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);

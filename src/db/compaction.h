@@ -30,6 +30,13 @@ struct bkv_compaction {
  * holds references to v and its inputs, which are marked busy; free it
  * with bkv_compaction_free. smallest_snapshot is left 0 for the caller. */
 bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer);
+/* A compaction asked for by bkv_compact_range: the tables of level that
+ * hold user keys in [lo, hi] (NULL: unbounded; all of level 0, which
+ * overlaps itself), merged into output_level (= level: rewritten in
+ * place). NULL when there is nothing to do, or (*busy) when an input is
+ * being compacted now. Never a trivial move: the point is to rewrite. */
+bkv_compaction *bkv_compaction_manual(const bkv_options *o, bkv_tree_version *v, int level, int output_level,
+                                      const uint8_t *lo, size_t lol, const uint8_t *hi, size_t hil, int *busy);
 void bkv_compaction_free(bkv_compaction *c);
 
 #endif

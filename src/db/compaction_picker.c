@@ -135,6 +135,29 @@ static void claim(bkv_compaction *c) {
         }
 }
 
+/* Given inputs[0], adds the files of the output level they overlap (unless
+ * the level is rewritten in place) and the grandparents the output is cut
+ * against. -1 when out of memory or when an added input is busy. */
+static int add_outputs_inputs(const bkv_tree_version *v, bkv_compaction *c) {
+    const uint8_t *lo, *hi;
+    size_t lol, hil;
+    key_range(c->inputs[0], c->ninputs[0], &lo, &lol, &hi, &hil);
+    if (c->output_level != c->level) {
+        if (overlapping(v, c->output_level, lo, lol, hi, hil, &c->inputs[1], &c->ninputs[1])) return -1;
+        if (any_busy(c->inputs[1], c->ninputs[1])) return -1;
+        /* The whole range, for the grandparents. */
+        bkv_file_meta **all = malloc((c->ninputs[0] + c->ninputs[1]) * sizeof *all);
+        if (!all) return -1;
+        memcpy(all, c->inputs[0], c->ninputs[0] * sizeof *all);
+        if (c->ninputs[1]) memcpy(all + c->ninputs[0], c->inputs[1], c->ninputs[1] * sizeof *all);
+        key_range(all, c->ninputs[0] + c->ninputs[1], &lo, &lol, &hi, &hil);
+        free(all);
+    }
+    int gp = c->output_level + 1;
+    if (gp < BKV_NUM_LEVELS && overlapping(v, gp, lo, lol, hi, hil, &c->grandparents, &c->ngrand)) return -1;
+    return 0;
+}
+
 static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
     int best = -1;
     double best_score = 1.0;
@@ -170,22 +193,11 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
         c->inputs[0][0] = pick;
         c->ninputs[0] = 1;
     }
-    const uint8_t *lo, *hi;
-    size_t lol, hil;
-    key_range(c->inputs[0], c->ninputs[0], &lo, &lol, &hi, &hil);
-    if (overlapping(v, best + 1, lo, lol, hi, hil, &c->inputs[1], &c->ninputs[1])) goto none;
-    if (any_busy(c->inputs[1], c->ninputs[1])) goto none;
-    /* The whole range, for the grandparents. */
-    bkv_file_meta **all = malloc((c->ninputs[0] + c->ninputs[1]) * sizeof *all);
-    if (!all) goto none;
-    memcpy(all, c->inputs[0], c->ninputs[0] * sizeof *all);
-    if (c->ninputs[1]) memcpy(all + c->ninputs[0], c->inputs[1], c->ninputs[1] * sizeof *all);
-    key_range(all, c->ninputs[0] + c->ninputs[1], &lo, &lol, &hi, &hil);
-    free(all);
-    if (best + 2 < BKV_NUM_LEVELS && overlapping(v, best + 2, lo, lol, hi, hil, &c->grandparents, &c->ngrand)) goto none;
+    if (add_outputs_inputs(v, c)) goto none;
     uint64_t gp_bytes = 0;
     for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
-    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size;
+    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 &&
+                      gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size;
     if (best > 0) {
         /* Out of memory, the pointer is left empty: the next pick starts
          * the level over, which is only a worse choice, not a wrong one. */
@@ -239,3 +251,53 @@ bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, b
     return o->compaction_style == BKV_COMPACTION_TIERED ? pick_tiered(o, v) : pick_leveled(o, v, compact_pointer);
 }
 
+
+bkv_compaction *bkv_compaction_manual(const bkv_options *o, bkv_tree_version *v, int level, int output_level,
+                                      const uint8_t *lo, size_t lol, const uint8_t *hi, size_t hil, int *busy) {
+    *busy = 0;
+    size_t n = v->nfiles[level];
+    if (n == 0) return NULL;
+    /* Unbounded ends: the level's own first and last keys. */
+    const uint8_t *flo, *fhi;
+    size_t flol, fhil;
+    key_range(v->files[level], n, &flo, &flol, &fhi, &fhil);
+    if (!lo) lo = flo, lol = flol;
+    if (!hi) hi = fhi, hil = fhil;
+    bkv_compaction *c = new_compaction(v, level, output_level);
+    if (!c) return NULL;
+    /* Level-0 tables overlap one another, so all of them go (as in an
+     * automatic level-0 compaction); deeper, only those in the range. */
+    if (level == 0 || o->compaction_style == BKV_COMPACTION_TIERED) {
+        c->inputs[0] = malloc(n * sizeof *c->inputs[0]);
+        if (c->inputs[0]) memcpy(c->inputs[0], v->files[level], n * sizeof *c->inputs[0]);
+        c->ninputs[0] = c->inputs[0] ? n : 0;
+    } else if (overlapping(v, level, lo, lol, hi, hil, &c->inputs[0], &c->ninputs[0])) {
+        c->ninputs[0] = 0;
+    }
+    if (c->ninputs[0] == 0) goto none;
+    if (level == 0 && o->compaction_style != BKV_COMPACTION_TIERED) {
+        /* Nothing of level 0 in the range: no need to move it down. */
+        int any = 0;
+        for (size_t i = 0; i < n && !any; i++) {
+            const bkv_file_meta *f = v->files[0][i];
+            any = bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lol) >= 0 &&
+                  bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, hi, hil) <= 0;
+        }
+        if (!any) goto none;
+    }
+    if (any_busy(c->inputs[0], c->ninputs[0])) {
+        *busy = 1;
+        goto none;
+    }
+    if (o->compaction_style == BKV_COMPACTION_TIERED) {
+        c->tiered_bottommost = 1;
+    } else if (add_outputs_inputs(v, c)) {
+        *busy = any_busy(c->inputs[1], c->ninputs[1]);
+        goto none;
+    }
+    claim(c);
+    return c;
+none:
+    bkv_compaction_free(c);
+    return NULL;
+}

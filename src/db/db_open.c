@@ -349,7 +349,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
 
     char p[BKV_PATH_MAX];
     snprintf(p, sizeof p, "%s/CURRENT", path);
-    if (opts->create_if_missing) rc = env->create_dir(env, path, dir_mode(opts->file_mode), &e);
+    if (opts->create_if_missing) rc = env->create_dir(env, path, dir_mode(opts->file_mode), 0, &e);
     else if (!env->file_exists(env, path))
         rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist (use create_if_missing)", path);
     if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);

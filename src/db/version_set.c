@@ -96,45 +96,55 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
     return BKV_OK;
 }
 
-int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
-    uint64_t number = db->next_file++;
+int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_version *v, uint64_t manifest_number,
+                            uint64_t log_number, uint64_t next_file, uint64_t last_sequence, bkv_wfile **keep,
+                            bkv_log_writer *lw, bkv_err *e) {
     char path[BKV_PATH_MAX];
-    bkv_manifest_name(path, db->path, number);
+    bkv_manifest_name(path, dir, manifest_number);
     bkv_wfile *f;
     int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
-    bkv_log_writer lw;
-    bkv_log_writer_init(&lw, f);
+    bkv_log_writer_init(lw, f);
     bkv_version_edit edit;
     bkv_edit_init(&edit);
     edit.has_log_number = edit.has_next_file = edit.has_last_sequence = 1;
-    edit.log_number = db->mem_log;
-    edit.next_file = db->next_file;
-    edit.last_sequence = db->last_sequence;
-    bkv_buf rec;
-    bkv_buf_init(&rec);
+    edit.log_number = log_number;
+    edit.next_file = next_file;
+    edit.last_sequence = last_sequence;
     edit.has_value_index = db->has_vrec;
     edit.value_index = db->vrec;
-    rc = bkv_tree_version_snapshot_edit(db->current, &edit);
+    bkv_buf rec;
+    bkv_buf_init(&rec);
+    rc = bkv_tree_version_snapshot_edit(v, &edit);
     if (!rc) {
         rc = bkv_edit_encode(&edit, &rec) ? bkv_fail(e, BKV_NOMEM, "out of memory encoding the manifest")
-                                          : bkv_log_add_record(&lw, rec.data, rec.len, e);
+                                          : bkv_log_add_record(lw, rec.data, rec.len, e);
     }
     if (!rc) rc = bkv_file_sync(f, e);
     bkv_buf_free(&rec);
     bkv_edit_free(&edit);
-    if (rc) {
-        bkv_file_close(f, NULL);
-        return rc;
+    if (!rc) {
+        char current[BKV_PATH_MAX], content[64];
+        bkv_current_name(current, dir);
+        int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)manifest_number);
+        rc = bkv_env_write_atomic(db->env, dir, current, db->opts.file_mode, content, (size_t)n, e);
     }
-    char current[BKV_PATH_MAX], content[64];
-    snprintf(current, sizeof current, "%s/CURRENT", db->path);
-    int n = snprintf(content, sizeof content, "MANIFEST-%06llu\n", (unsigned long long)number);
-    rc = bkv_env_write_atomic(db->env, db->path, current, db->opts.file_mode, content, (size_t)n, e);
-    if (rc) {
-        bkv_file_close(f, NULL);
-        return rc;
+    if (rc || !keep) {
+        int crc = bkv_file_close(f, rc ? NULL : e);
+        if (!rc) rc = crc;
+    } else {
+        *keep = f;
     }
+    return rc;
+}
+
+int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
+    uint64_t number = db->next_file++;
+    bkv_wfile *f;
+    bkv_log_writer lw;
+    int rc = bkv_vset_write_snapshot(db, db->path, db->current, number, db->mem_log, db->next_file, db->last_sequence,
+                                     &f, &lw, e);
+    if (rc) return rc;
     db->manifest = f;
     db->manifest_log = lw;
     db->manifest_number = number;

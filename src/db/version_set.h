@@ -20,6 +20,14 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e);
  * number; called while opening (no other thread runs). */
 int bkv_vset_write_manifest(bkv_db *db, bkv_err *e);
 
+/* Writes in dir manifest number manifest_number holding the whole of v
+ * (with db's value index record and the given log number, next file and
+ * last sequence), synced, and points dir's CURRENT at it. keep: the file
+ * stays open for appends through *lw (NULL: closed). */
+int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_version *v, uint64_t manifest_number,
+                            uint64_t log_number, uint64_t next_file, uint64_t last_sequence, bkv_wfile **keep,
+                            bkv_log_writer *lw, bkv_err *e);
+
 /* Appends edit to the manifest, syncs it, and installs the new version; a
  * failure puts the database into its read-only error state.
  * REQUIRES: db->mu held. */

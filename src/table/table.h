@@ -126,6 +126,10 @@ typedef int (*bkv_table_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, c
 int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e);
 size_t bkv_table_filter_memory(const bkv_table *t);
+/* The file offset where entries >= ikey begin, to a block: the start of
+ * the data block holding the first such entry (the end of the data when
+ * none does). From the index alone: no data block is read. */
+uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t ilen);
 /* The key filter, NULL when absent or damaged. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
 

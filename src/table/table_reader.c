@@ -373,6 +373,17 @@ out:
     return rc;
 }
 
+uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t ilen) {
+    bkv_block_iter ii;
+    bkv_block_iter_init(&ii, &t->index);
+    bkv_block_iter_seek(&ii, ikey, ilen, ikey_cmp);
+    uint64_t off = t->props.data_bytes; /* past every block: the key is beyond the table */
+    bkv_handle h;
+    if (ii.valid && decode_handle(t, ii.val, ii.vlen, &h, NULL) == BKV_OK) off = h.offset;
+    bkv_block_iter_free(&ii);
+    return off;
+}
+
 int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e) {
     uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks

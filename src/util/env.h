@@ -53,8 +53,15 @@ struct bkv_env {
     int (*remove_file)(const bkv_env *env, const char *path, bkv_err *e);
     /* Atomically replaces to with from. */
     int (*rename_file)(const bkv_env *env, const char *from, const char *to, bkv_err *e);
-    /* Creates a directory (mode less the umask); an existing one is fine. */
-    int (*create_dir)(const bkv_env *env, const char *path, unsigned mode, bkv_err *e);
+    /* Creates a directory (mode less the umask); an existing one is fine,
+     * unless exclusive (then BKV_INVALID: "exists"). */
+    int (*create_dir)(const bkv_env *env, const char *path, unsigned mode, int exclusive, bkv_err *e);
+    /* Removes an empty directory; BKV_BUSY (nothing done) when it is not empty. */
+    int (*remove_dir)(const bkv_env *env, const char *path, bkv_err *e);
+    /* Makes to a second name of the file from (a hard link; never follows a
+     * link planted at to). BKV_NOTFOUND when links cannot be made there (another
+     * file system): the caller copies instead. */
+    int (*link_file)(const bkv_env *env, const char *from, const char *to, bkv_err *e);
     /* Makes renames, creations and removals in dir durable. */
     int (*sync_dir)(const bkv_env *env, const char *dir, bkv_err *e);
     /* Names (not paths) in dir, malloc'd; free with bkv_env_free_list. */
@@ -88,6 +95,9 @@ static inline int bkv_file_read_at(bkv_rfile *f, uint64_t off, size_t n, void *d
 static inline uint64_t bkv_file_size(bkv_rfile *f) { return f->env->size(f); }
 static inline const uint8_t *bkv_file_mapped(bkv_rfile *f) { return f->env->mapped ? f->env->mapped(f) : NULL; }
 static inline void bkv_file_close_readable(bkv_rfile *f) { f->env->close_readable(f); }
+
+/* Copies file from to a new file to (mode), synced. */
+int bkv_env_copy_file(const bkv_env *env, const char *from, const char *to, unsigned mode, bkv_err *e);
 
 /* Reads a whole file into a malloc'd buffer. */
 int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e);

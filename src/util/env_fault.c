@@ -284,8 +284,16 @@ static int fe_rename_locked(const bkv_env *env, const char *from, const char *to
     return BKV_OK;
 }
 
-static int fe_create_dir(const bkv_env *env, const char *path, unsigned mode, bkv_err *e) {
-    return of(env)->base->create_dir(of(env)->base, path, mode, e);
+static int fe_create_dir(const bkv_env *env, const char *path, unsigned mode, int exclusive, bkv_err *e) {
+    return of(env)->base->create_dir(of(env)->base, path, mode, exclusive, e);
+}
+
+static int fe_remove_dir(const bkv_env *env, const char *path, bkv_err *e) {
+    return of(env)->base->remove_dir(of(env)->base, path, e);
+}
+
+static int fe_link(const bkv_env *env, const char *from, const char *to, bkv_err *e) {
+    return of(env)->base->link_file(of(env)->base, from, to, e);
 }
 
 static int fe_sync_dir_locked(const bkv_env *env, const char *dir, bkv_err *e) {
@@ -411,6 +419,7 @@ bkv_fault_env *bkv_fault_env_new(void) {
         .read_at = fr_read_at,           .size = fr_size,           .mapped = fr_mapped,
         .close_readable = fr_close,      .file_exists = fe_exists,  .remove_file = fe_remove,
         .rename_file = fe_rename,        .create_dir = fe_create_dir, .sync_dir = fe_sync_dir,
+        .remove_dir = fe_remove_dir,     .link_file = fe_link,
         .list_dir = fe_list_dir,         .lock_dir = fe_lock,       .unlock_dir = fe_unlock,
         .state = f,
     };

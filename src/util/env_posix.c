@@ -209,10 +209,27 @@ static int posix_rename(const bkv_env *env, const char *from, const char *to, bk
     return BKV_OK;
 }
 
-static int posix_create_dir(const bkv_env *env, const char *path, unsigned mode, bkv_err *e) {
+static int posix_create_dir(const bkv_env *env, const char *path, unsigned mode, int exclusive, bkv_err *e) {
     (void)env;
-    if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST) return io_fail(e, "cannot create directory", path);
+    if (mkdir(path, (mode_t)mode) == 0) return BKV_OK;
+    if (errno != EEXIST) return io_fail(e, "cannot create directory", path);
+    if (exclusive) return bkv_fail(e, BKV_INVALID, "%s: exists", path);
     return BKV_OK;
+}
+
+static int posix_remove_dir(const bkv_env *env, const char *path, bkv_err *e) {
+    (void)env;
+    if (rmdir(path) == 0) return BKV_OK;
+    if (errno == ENOTEMPTY || errno == EEXIST) return bkv_fail(e, BKV_BUSY, "%s: not empty", path);
+    return io_fail(e, "cannot remove directory", path);
+}
+
+static int posix_link(const bkv_env *env, const char *from, const char *to, bkv_err *e) {
+    (void)env;
+    if (link(from, to) == 0) return BKV_OK;
+    if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP)
+        return bkv_fail(e, BKV_NOTFOUND, "cannot link %s to %s: %s", from, to, strerror(errno));
+    return io_fail(e, "cannot link to", to);
 }
 
 static int posix_sync_dir(const bkv_env *env, const char *dir, bkv_err *e) {
@@ -340,6 +357,8 @@ static const bkv_env posix_env = {
     .remove_file = posix_remove,
     .rename_file = posix_rename,
     .create_dir = posix_create_dir,
+    .remove_dir = posix_remove_dir,
+    .link_file = posix_link,
     .sync_dir = posix_sync_dir,
     .list_dir = posix_list_dir,
     .lock_dir = posix_lock_dir,
@@ -352,6 +371,35 @@ const bkv_env *bkv_env_posix(void) { return &posix_env; }
 void bkv_env_free_list(char **names, size_t n) {
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
+}
+
+int bkv_env_copy_file(const bkv_env *env, const char *from, const char *to, unsigned mode, bkv_err *e) {
+    bkv_rfile *in;
+    int rc = env->new_readable(env, from, 0, &in, e);
+    if (rc) return rc;
+    bkv_wfile *out;
+    if ((rc = env->new_writable(env, to, mode, &out, e))) {
+        bkv_file_close_readable(in);
+        return rc;
+    }
+    uint8_t *buf = malloc(1 << 20);
+    if (!buf) rc = bkv_fail(e, BKV_NOMEM, "out of memory copying %s", from);
+    uint64_t size = bkv_file_size(in);
+    for (uint64_t off = 0; !rc && off < size;) {
+        size_t want = size - off < (1 << 20) ? (size_t)(size - off) : (1 << 20), got;
+        rc = bkv_file_read_at(in, off, want, buf, &got, e);
+        if (!rc && got != want) rc = bkv_fail(e, BKV_IOERROR, "%s: shorter than it was (offset %llu)", from,
+                                              (unsigned long long)(off + got));
+        if (!rc) rc = bkv_file_append(out, buf, got, e);
+        off += got;
+    }
+    free(buf);
+    bkv_file_close_readable(in);
+    if (!rc) rc = bkv_file_sync(out, e);
+    int crc = bkv_file_close(out, rc ? NULL : e);
+    if (!rc) rc = crc;
+    if (rc) env->remove_file(env, to, NULL);
+    return rc;
 }
 
 int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e) {

@@ -219,5 +219,25 @@ stderr_has "shape named" "has a bitsliced value index"
 expect 0 "same shape is fine" -- "$B" put "$h/V" k3 v --value-index bitsliced
 expect 2 "index on a database without one" -- "$B" put "$h/S" k v --value-index flat
 
+# Checkpoint, compact a range, destroy.
+c="$D/admin"
+mkdir -p "$c"
+awk 'BEGIN { for (i = 1; i <= 3000; i++) printf "c%05d\tv%d\n", i, i }' >"$c/in.tsv"
+expect 0 "load for checkpoint" -- "$B" load "$c/db" "$c/in.tsv"
+expect 0 "checkpoint" -- "$B" checkpoint "$c/db" "$c/ck"
+expect 0 "write after the checkpoint" -- "$B" put "$c/db" c00001 changed
+expect 0 "checkpoint holds the old value" -- "$B" get "$c/ck" c00001
+output_is "checkpoint value" "v1"
+expect 0 "checkpoint checks clean" -- "$B" check "$c/ck"
+expect 3 "checkpoint into an existing directory" -- "$B" checkpoint "$c/db" "$c/ck"
+stderr_has "exists named" "exists"
+expect 0 "compact a range" -- "$B" compact "$c/db" --from c00100 --to c00200
+expect 0 "value after range compaction" -- "$B" get "$c/db" c00150
+output_is "range compaction kept values" "v150"
+expect 2 "compact --limit refused" -- "$B" compact "$c/db" --limit 3
+expect 0 "destroy" -- "$B" destroy "$c/ck"
+[ ! -e "$c/ck" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: destroy left the directory"; }
+expect 0 "destroy a missing database" -- "$B" destroy "$c/ck"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -140,8 +140,9 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
             break;
         }
         size_t ul = kl - BKV_IKEY_TRAILER;
-        uint64_t trailer = bkv_ikey_trailer(k, kl), seq = trailer >> 8;
-        unsigned type = (unsigned)(trailer & 0xff);
+        bkv_parsed_ikey pk = bkv_ikey_parse(k, kl);
+        uint64_t seq = pk.seq;
+        unsigned type = pk.type;
         int new_key = !have_current || bkv_user_key_compare(k, ul, current.data, current.len) != 0;
         if (new_key) {
             if (bkv_buf_set(&current, k, ul)) {

@@ -47,7 +47,7 @@ typedef struct part_check {
 static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
     part_check *pc = arg;
     pc->entries++;
-    if (pc->whole_values && ilen >= BKV_IKEY_TRAILER && (bkv_ikey_trailer(ikey, ilen) & 0xff) == BKV_TYPE_VALUE) {
+    if (pc->whole_values && ilen >= BKV_IKEY_TRAILER && bkv_ikey_type(ikey, ilen) == BKV_TYPE_VALUE) {
         bkv_vf_probe pr;
         bkv_vf_probe_init(&pr, &pc->vf->params, val, vlen);
         pc->missing += !bkv_vf_test(pc->bits, &pr);
@@ -108,7 +108,7 @@ static void check_table(checker *c, const char *path, uint64_t number) {
             stopped = 1;
             break;
         }
-        unsigned type = (unsigned)(bkv_ikey_trailer(k, kl) & 0xff);
+        unsigned type = bkv_ikey_type(k, kl);
         if (type != BKV_TYPE_VALUE && type != BKV_TYPE_DELETION)
             report(c, "%s: entry %llu has unknown type %u", path, (unsigned long long)n, type);
         dels += type == BKV_TYPE_DELETION;
@@ -309,9 +309,9 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
     if (p->smallest && p->largest) {
         fprintf(out, "  smallest ");
         put_escaped(out, p->smallest, p->smallest_len - BKV_IKEY_TRAILER);
-        fprintf(out, " @%llu\n  largest  ", (unsigned long long)(bkv_ikey_trailer(p->smallest, p->smallest_len) >> 8));
+        fprintf(out, " @%llu\n  largest  ", (unsigned long long)bkv_ikey_seq(p->smallest, p->smallest_len));
         put_escaped(out, p->largest, p->largest_len - BKV_IKEY_TRAILER);
-        fprintf(out, " @%llu\n", (unsigned long long)(bkv_ikey_trailer(p->largest, p->largest_len) >> 8));
+        fprintf(out, " @%llu\n", (unsigned long long)bkv_ikey_seq(p->largest, p->largest_len));
     }
     fprintf(out, "  filter: ");
     if (st.filter_corrupt) fprintf(out, "DAMAGED (read as \"maybe\")\n");
@@ -343,11 +343,11 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
             for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it)) {
                 size_t kl, vl;
                 const uint8_t *k = bkv_iiter_key(it, &kl), *v = bkv_iiter_value(it, &vl);
-                uint64_t tr = bkv_ikey_trailer(k, kl);
+                bkv_parsed_ikey pk = bkv_ikey_parse(k, kl);
                 fprintf(out, "  '");
-                put_escaped(out, k, kl - BKV_IKEY_TRAILER);
-                fprintf(out, "' @%llu %s", (unsigned long long)(tr >> 8), (tr & 0xff) == BKV_TYPE_VALUE ? "=> '" : "deleted");
-                if ((tr & 0xff) == BKV_TYPE_VALUE) {
+                put_escaped(out, pk.ukey, pk.ulen);
+                fprintf(out, "' @%llu %s", (unsigned long long)pk.seq, pk.type == BKV_TYPE_VALUE ? "=> '" : "deleted");
+                if (pk.type == BKV_TYPE_VALUE) {
                     put_escaped(out, v, vl);
                     fputc('\'', out);
                 }

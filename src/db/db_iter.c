@@ -294,14 +294,7 @@ void bkv_iter_destroy(bkv_iter *it) {
     free(it);
 }
 
-typedef struct parsed {
-    const uint8_t *ukey;
-    size_t ulen;
-    uint64_t seq;
-    unsigned type;
-} parsed;
-
-static int parse_current(bkv_iter *it, parsed *p) {
+static int parse_current(bkv_iter *it, bkv_parsed_ikey *p) {
     size_t n;
     const uint8_t *k = bkv_iiter_key(it->iter, &n);
     if (n < BKV_IKEY_TRAILER) {
@@ -309,11 +302,7 @@ static int parse_current(bkv_iter *it, parsed *p) {
         fail(it, bkv_fail(&e, BKV_CORRUPTION, "iterator met a malformed internal key"), &e);
         return 0;
     }
-    uint64_t t = bkv_ikey_trailer(k, n);
-    p->ukey = k;
-    p->ulen = n - BKV_IKEY_TRAILER;
-    p->seq = t >> 8;
-    p->type = (unsigned)(t & 0xff);
+    *p = bkv_ikey_parse(k, n);
     return 1;
 }
 
@@ -349,7 +338,7 @@ static int save(bkv_iter *it, bkv_buf *b, const void *p, size_t n) {
 static void find_next_user_entry(bkv_iter *it, int skipping) {
     it->valid = 0;
     for (; bkv_iiter_valid(it->iter); bkv_iiter_next(it->iter)) {
-        parsed p;
+        bkv_parsed_ikey p;
         if (!parse_current(it, &p)) return;
         if (p.seq > it->rs.snapshot) continue;
         if (skipping && bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) <= 0) continue;
@@ -370,7 +359,7 @@ static void find_next_user_entry(bkv_iter *it, int skipping) {
 static void find_prev_user_entry(bkv_iter *it) {
     unsigned type = BKV_TYPE_DELETION;
     for (; bkv_iiter_valid(it->iter); bkv_iiter_prev(it->iter)) {
-        parsed p;
+        bkv_parsed_ikey p;
         if (!parse_current(it, &p)) return;
         if (p.seq > it->rs.snapshot) continue;
         if (type != BKV_TYPE_DELETION &&
@@ -473,7 +462,7 @@ void bkv_iter_next(bkv_iter *it) {
         if (!bkv_iiter_valid(it->iter)) bkv_iiter_first(it->iter);
         else bkv_iiter_next(it->iter);
     } else {
-        parsed p;
+        bkv_parsed_ikey p;
         if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
         bkv_iiter_next(it->iter);
     }
@@ -484,7 +473,7 @@ void bkv_iter_prev(bkv_iter *it) {
     if (!usable(it) || !it->valid) return;
     if (it->forward) {
         /* Step back past every entry of the current user key. */
-        parsed p;
+        bkv_parsed_ikey p;
         if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
         for (;;) {
             bkv_iiter_prev(it->iter);

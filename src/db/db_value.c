@@ -9,6 +9,7 @@
  * (its newest visible version must hold the term), so results are exact
  * whatever the filters say.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,10 +27,12 @@
  * every write more than it saves searches (32 bits per value at k = 6 is a
  * rate of 2.5e-5, against 1e-7 at the optimum), and inner nodes of a
  * hierarchy saturate later with fewer bits per term. */
+#define MAX_AUTO_HASHES 6
+#define ONE_FILTER_PER_TABLE_HASHES 4 /* P = 0: the paper's layout and its k */
 static uint32_t auto_hashes(uint32_t m, uint32_t p) {
-    if (p == 0) return 4;
-    double k = 0.6931 * m / p;
-    return k < 1 ? 1 : k > 6 ? 6 : (uint32_t)(k + 0.5);
+    if (p == 0) return ONE_FILTER_PER_TABLE_HASHES;
+    double k = M_LN2 * m / p;
+    return k < 1 ? 1 : k > MAX_AUTO_HASHES ? MAX_AUTO_HASHES : (uint32_t)(k + 0.5);
 }
 
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
@@ -206,10 +209,10 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     finder *fd = arg;
     fd->st->entries_scanned++;
     if (ilen < BKV_IKEY_TRAILER) return 0;
-    uint64_t trailer = bkv_ikey_trailer(ikey, ilen);
-    if ((trailer & 0xff) != BKV_TYPE_VALUE || !holds_term(fd->db, val, vlen, fd->term, fd->tlen)) return 0;
+    bkv_parsed_ikey pk = bkv_ikey_parse(ikey, ilen);
+    if (pk.type != BKV_TYPE_VALUE || !holds_term(fd->db, val, vlen, fd->term, fd->tlen)) return 0;
     fd->matched = 1;
-    if ((trailer >> 8) > fd->snapshot) return 0;
+    if (pk.seq > fd->snapshot) return 0;
     uint8_t len[4];
     bkv_put_u32(len, (uint32_t)(ilen - BKV_IKEY_TRAILER));
     if (bkv_buf_append(&fd->keys, len, 4) || bkv_buf_append(&fd->keys, ikey, ilen - BKV_IKEY_TRAILER)) return BKV_NOMEM;

@@ -26,10 +26,11 @@
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
-/* A group grows to at most this many bytes (1 MiB), or to the first batch
- * plus 128 KiB when that one is small, so a small write is not delayed by
- * a huge group. */
+/* A group grows to at most MAX_GROUP bytes, or to the first batch plus
+ * SMALL_GROUP_SLACK when that one is small, so a small write is not delayed
+ * by a huge group (LevelDB's BuildBatchGroup uses the same 1 MiB / 128 KiB). */
 #define MAX_GROUP (1u << 20)
+#define SMALL_GROUP_SLACK (128u << 10)
 
 struct bkv_writer {
     const bkv_buf *rep;   /* NULL: a flush request */
@@ -172,7 +173,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     if (rc == BKV_OK && rep) {
         bkv_buf *g = &db->group;
         if (bkv_buf_set(g, rep->data, rep->len)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory grouping writes");
-        size_t limit = rep->len <= (128u << 10) ? rep->len + (128u << 10) : MAX_GROUP;
+        size_t limit = rep->len <= SMALL_GROUP_SLACK ? rep->len + SMALL_GROUP_SLACK : MAX_GROUP;
         int sync = w.sync;
         for (bkv_writer *x = w.next; rc == BKV_OK && x; x = x->next) {
             /* A sync write never rides in a group that will not sync, and

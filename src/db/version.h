@@ -16,7 +16,9 @@
 #include "util/buf.h"
 #include "util/status.h"
 
-#define BKV_NUM_LEVELS 7
+#include "bloomkv.h"
+
+#define BKV_NUM_LEVELS BKV_MAX_LEVELS /* the public per-level options have one slot per level */
 
 /* Told when a file no longer belongs to any version (its last reference
  * is gone after a compaction removed it), so it can be deleted. */

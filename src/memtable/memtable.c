@@ -259,7 +259,7 @@ int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_ha
     size_t nlen;
     const uint8_t *nk = entry_ikey(n->entry, &nlen);
     if (bkv_user_key_compare(nk, nlen - BKV_IKEY_TRAILER, key, klen) != 0) return 0;
-    *type = (unsigned)(bkv_ikey_trailer(nk, nlen) & 0xff);
+    *type = bkv_ikey_type(nk, nlen);
     *val = entry_value(n->entry, vlen);
     return 1;
 }

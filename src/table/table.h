@@ -23,7 +23,12 @@
 #define BKV_FOOTER_LEN 72
 #define BKV_BLOCK_TRAILER 9
 
-enum { BKV_COMPRESS_NONE = 0, BKV_COMPRESS_LZ4 = 1, BKV_COMPRESS_ZSTD = 2 };
+/* A block's compression byte (docs/format.md) is the public option's value. */
+enum {
+    BKV_COMPRESS_NONE = BKV_COMPRESSION_NONE,
+    BKV_COMPRESS_LZ4 = BKV_COMPRESSION_LZ4,
+    BKV_COMPRESS_ZSTD = BKV_COMPRESSION_ZSTD
+};
 
 typedef struct bkv_table_options {
     size_t block_size;

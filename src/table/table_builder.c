@@ -151,7 +151,7 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
                           size_t vlen, bkv_err *e) {
     if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
     if (b->opts.value_filter) {
-        int rc = add_value_terms(b, (unsigned)(bkv_ikey_trailer(ikey, ilen) & 0xff), val, vlen, e);
+        int rc = add_value_terms(b, bkv_ikey_type(ikey, ilen), val, vlen, e);
         if (rc) {
             b->failed = 1;
             return rc;
@@ -180,11 +180,11 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
         b->failed = 1;
         return bkv_fail(e, BKV_NOMEM, "%s: out of memory adding an entry", b->name);
     }
-    uint64_t seq = bkv_ikey_trailer(ikey, ilen) >> 8;
+    uint64_t seq = bkv_ikey_seq(ikey, ilen);
     if (b->props.num_entries == 0 || seq < b->min_seq) b->min_seq = seq;
     if (seq > b->max_seq) b->max_seq = seq;
     b->props.num_entries++;
-    if ((bkv_ikey_trailer(ikey, ilen) & 0xff) == BKV_TYPE_DELETION) b->props.num_deletions++;
+    if (bkv_ikey_type(ikey, ilen) == BKV_TYPE_DELETION) b->props.num_deletions++;
     b->props.raw_key_bytes += ilen;
     b->props.raw_value_bytes += vlen;
     if (bkv_block_builder_size_estimate(&b->data) >= b->opts.block_size) {

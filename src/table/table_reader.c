@@ -347,7 +347,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
                       (unsigned long long)h.offset);
     } else if (bi.valid && bi.key.len >= BKV_IKEY_TRAILER &&
                bkv_user_key_compare(bi.key.data, bi.key.len - BKV_IKEY_TRAILER, key, klen) == 0) {
-        *type = (unsigned)(bkv_ikey_trailer(bi.key.data, bi.key.len) & 0xff);
+        *type = bkv_ikey_type(bi.key.data, bi.key.len);
         if (*type != BKV_TYPE_VALUE && *type != BKV_TYPE_DELETION) {
             rc = bkv_fail(e, BKV_CORRUPTION, "%s: bad entry type %u in data block at offset %llu", t->name, *type,
                           (unsigned long long)h.offset);

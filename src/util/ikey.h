@@ -24,6 +24,25 @@ static inline uint64_t bkv_ikey_trailer(const uint8_t *ikey, size_t len) {
     return bkv_get_u64(ikey + len - BKV_IKEY_TRAILER);
 }
 
+/* The parts of an internal key, the one place that knows the trailer's
+ * layout. REQUIRES: len >= BKV_IKEY_TRAILER. */
+static inline uint64_t bkv_ikey_seq(const uint8_t *ikey, size_t len) { return bkv_ikey_trailer(ikey, len) >> 8; }
+static inline unsigned bkv_ikey_type(const uint8_t *ikey, size_t len) {
+    return (unsigned)(bkv_ikey_trailer(ikey, len) & 0xff);
+}
+
+typedef struct bkv_parsed_ikey {
+    const uint8_t *ukey;
+    size_t ulen;
+    uint64_t seq;
+    unsigned type;
+} bkv_parsed_ikey;
+
+static inline bkv_parsed_ikey bkv_ikey_parse(const uint8_t *ikey, size_t len) {
+    uint64_t t = bkv_ikey_trailer(ikey, len);
+    return (bkv_parsed_ikey){ikey, len - BKV_IKEY_TRAILER, t >> 8, (unsigned)(t & 0xff)};
+}
+
 static inline int bkv_user_key_compare(const void *a, size_t alen, const void *b, size_t blen) {
     size_t n = alen < blen ? alen : blen;
     int c = n ? memcmp(a, b, n) : 0;

@@ -39,22 +39,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (bkv_table_get(t, key, (size_t)n, UINT64_C(1) << 50, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v, &vl, &st, &e) == BKV_OK && found)
                 free(v);
         }
-        bkv_iiter *it;
+        bkv_ikey_iter *it;
         if (bkv_table_iter_new(t, 1, &st, &it) == BKV_OK) {
             int steps = 0;
-            for (bkv_iiter_first(it); bkv_iiter_valid(it) && steps < 10000; bkv_iiter_next(it), steps++) {
+            for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it) && steps < 10000; bkv_ikey_iter_next(it), steps++) {
                 size_t kl, vl;
-                bkv_iiter_key(it, &kl);
-                bkv_iiter_value(it, &vl);
+                bkv_ikey_iter_key(it, &kl);
+                bkv_ikey_iter_value(it, &vl);
             }
             steps = 0;
-            for (bkv_iiter_last(it); bkv_iiter_valid(it) && steps < 10000; bkv_iiter_prev(it), steps++) {
+            for (bkv_ikey_iter_last(it); bkv_ikey_iter_valid(it) && steps < 10000; bkv_ikey_iter_prev(it), steps++) {
             }
             uint8_t probe[12] = "key3";
             bkv_put_u64(probe + 4, 0);
-            bkv_iiter_seek(it, probe, sizeof probe);
-            (void)bkv_iiter_status(it, &e);
-            bkv_iiter_destroy(it);
+            bkv_ikey_iter_seek(it, probe, sizeof probe);
+            (void)bkv_ikey_iter_status(it, &e);
+            bkv_ikey_iter_destroy(it);
         }
         bkv_table_close(t);
     }

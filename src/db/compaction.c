@@ -101,7 +101,7 @@ static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit
 /* Merges the inputs into new tables listed in edit. Runs without db->mu. */
 static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, bkv_err *e) {
     size_t n = c->ninputs[0] + c->ninputs[1];
-    bkv_iiter **children = calloc(n ? n : 1, sizeof *children);
+    bkv_ikey_iter **children = calloc(n ? n : 1, sizeof *children);
     bkv_cache_entry **tables = calloc(n ? n : 1, sizeof *tables);
     int rc = children && tables ? BKV_OK : bkv_fail(e, BKV_NOMEM, "out of memory");
     size_t opened = 0;
@@ -113,7 +113,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
             opened++;
             atomic_fetch_add_explicit(&db->c.compaction_bytes_read, c->inputs[w][i]->size, memory_order_relaxed);
         }
-    bkv_iiter *it = NULL;
+    bkv_ikey_iter *it = NULL;
     if (!rc) {
         it = bkv_merging_iter_new(children, opened);
         children = NULL;
@@ -127,14 +127,14 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     size_t gp_index = 0;
     uint64_t gp_overlap = 0;
     int seen_key = 0;
-    if (it) bkv_iiter_first(it);
-    while (!rc && it && bkv_iiter_valid(it)) {
+    if (it) bkv_ikey_iter_first(it);
+    while (!rc && it && bkv_ikey_iter_valid(it)) {
         if (__atomic_load_n(&db->shutting_down, __ATOMIC_RELAXED)) {
             rc = bkv_fail(e, BKV_BUSY, "compaction interrupted by close");
             break;
         }
         size_t kl, vl;
-        const uint8_t *k = bkv_iiter_key(it, &kl), *val = bkv_iiter_value(it, &vl);
+        const uint8_t *k = bkv_ikey_iter_key(it, &kl), *val = bkv_ikey_iter_value(it, &vl);
         if (kl < BKV_IKEY_TRAILER) {
             rc = bkv_fail(e, BKV_CORRUPTION, "compaction met a malformed key");
             break;
@@ -175,15 +175,15 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
             if (!out.builder && (rc = open_output(db, c, &out, e))) break;
             if ((rc = bkv_table_file_add(&out, k, kl, val, vl, e))) break;
         }
-        bkv_iiter_next(it);
+        bkv_ikey_iter_next(it);
     }
-    if (!rc && it) rc = bkv_iiter_status(it, e);
+    if (!rc && it) rc = bkv_ikey_iter_status(it, e);
     if (!rc && out.builder) rc = finish_output(db, &out, edit, c->output_level, e);
     bkv_table_file_abandon(&out);
     bkv_buf_free(&current);
-    bkv_iiter_destroy(it);
+    bkv_ikey_iter_destroy(it);
     if (children)
-        for (size_t i = 0; i < opened; i++) bkv_iiter_destroy(children[i]);
+        for (size_t i = 0; i < opened; i++) bkv_ikey_iter_destroy(children[i]);
     free(children);
     for (size_t i = 0; i < opened; i++) bkv_cache_release(db->table_cache, tables[i]);
     free(tables);

@@ -90,7 +90,7 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         return;
     }
     if (st.filter_corrupt) report(c, "%s: filter block damaged (reads will treat it as \"maybe\")", path);
-    bkv_iiter *it;
+    bkv_ikey_iter *it;
     if (bkv_table_iter_new(t, 0, NULL, &it)) {
         bkv_table_close(t);
         report(c, "%s: out of memory", path);
@@ -100,9 +100,9 @@ static void check_table(checker *c, const char *path, uint64_t number) {
     bkv_buf_init(&prev);
     uint64_t n = 0, dels = 0;
     int stopped = 0;
-    for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it), n++) {
+    for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it), n++) {
         size_t kl;
-        const uint8_t *k = bkv_iiter_key(it, &kl);
+        const uint8_t *k = bkv_ikey_iter_key(it, &kl);
         if (kl < BKV_IKEY_TRAILER) {
             report(c, "%s: entry %llu has a key shorter than its trailer", path, (unsigned long long)n);
             stopped = 1;
@@ -120,14 +120,14 @@ static void check_table(checker *c, const char *path, uint64_t number) {
             break;
         }
     }
-    if (bkv_iiter_status(it, &e)) report(c, "%s", e.msg);
+    if (bkv_ikey_iter_status(it, &e)) report(c, "%s", e.msg);
     const bkv_table_props *p = bkv_table_properties(t);
-    if (!stopped && !bkv_iiter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
+    if (!stopped && !bkv_ikey_iter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
         report(c, "%s: properties say %llu entries, %llu deletions; found %llu, %llu", path,
                (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions, (unsigned long long)n,
                (unsigned long long)dels);
     bkv_buf_free(&prev);
-    bkv_iiter_destroy(it);
+    bkv_ikey_iter_destroy(it);
     check_value_filters(c, t, path);
     bkv_table_close(t);
 }
@@ -338,11 +338,11 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
         }
     }
     if (entries) {
-        bkv_iiter *it;
+        bkv_ikey_iter *it;
         if (bkv_table_iter_new(t, 0, NULL, &it) == BKV_OK) {
-            for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it)) {
+            for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) {
                 size_t kl, vl;
-                const uint8_t *k = bkv_iiter_key(it, &kl), *v = bkv_iiter_value(it, &vl);
+                const uint8_t *k = bkv_ikey_iter_key(it, &kl), *v = bkv_ikey_iter_value(it, &vl);
                 bkv_parsed_ikey pk = bkv_ikey_parse(k, kl);
                 fprintf(out, "  '");
                 put_escaped(out, pk.ukey, pk.ulen);
@@ -353,8 +353,8 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
                 }
                 fputc('\n', out);
             }
-            if (bkv_iiter_status(it, &e)) rc = bkv_db_error(NULL, BKV_CORRUPTION, &e);
-            bkv_iiter_destroy(it);
+            if (bkv_ikey_iter_status(it, &e)) rc = bkv_db_error(NULL, BKV_CORRUPTION, &e);
+            bkv_ikey_iter_destroy(it);
         }
     }
     bkv_table_close(t);

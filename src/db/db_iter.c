@@ -27,7 +27,7 @@ struct bkv_iter {
     bkv_db *db;
     bkv_read_state rs;
     bkv_read_options ro;
-    bkv_iiter *iter;            /* merge of the current children */
+    bkv_ikey_iter *iter;            /* merge of the current children */
     bkv_cache_entry **tables;   /* open tables the children read */
     size_t ntables;
     int forward;
@@ -40,7 +40,7 @@ struct bkv_iter {
 };
 
 static void drop_children(bkv_iter *it) {
-    bkv_iiter_destroy(it->iter);
+    bkv_ikey_iter_destroy(it->iter);
     it->iter = NULL;
     for (size_t i = 0; i < it->ntables; i++) bkv_cache_release(it->db->table_cache, it->tables[i]);
     free(it->tables);
@@ -62,20 +62,20 @@ static void fail(bkv_iter *it, int rc, const bkv_err *e) {
  * Creating an iterator then costs a few objects per level, not per table,
  * and a seek touches one table per level. */
 typedef struct level_iter {
-    bkv_iiter base;
+    bkv_ikey_iter base;
     bkv_db *db;
     bkv_file_meta *const *files; /* the version's array; the iterator holds the version */
     size_t nfiles;
     size_t cur;                  /* index of the open table, nfiles when none */
     bkv_cache_entry *entry;
-    bkv_iiter *table;
+    bkv_ikey_iter *table;
     int read_flags;
     int rc;
     bkv_err err;
 } level_iter;
 
 static void li_close_table(level_iter *li) {
-    bkv_iiter_destroy(li->table);
+    bkv_ikey_iter_destroy(li->table);
     li->table = NULL;
     if (li->entry) bkv_cache_release(li->db->table_cache, li->entry);
     li->entry = NULL;
@@ -101,9 +101,9 @@ static int li_open(level_iter *li, size_t i) {
 
 /* After a move inside the open table: on to the neighbour when it ran out. */
 static void li_settle(level_iter *li, int forward) {
-    while (li->table && !bkv_iiter_valid(li->table)) {
-        if (bkv_iiter_status(li->table, &li->err)) {
-            li->rc = bkv_iiter_status(li->table, &li->err);
+    while (li->table && !bkv_ikey_iter_valid(li->table)) {
+        if (bkv_ikey_iter_status(li->table, &li->err)) {
+            li->rc = bkv_ikey_iter_status(li->table, &li->err);
             li_close_table(li);
             return;
         }
@@ -111,29 +111,29 @@ static void li_settle(level_iter *li, int forward) {
         if (forward) next++;
         else if (next-- == 0) next = li->nfiles;
         if (!li_open(li, next)) return;
-        if (forward) bkv_iiter_first(li->table);
-        else bkv_iiter_last(li->table);
+        if (forward) bkv_ikey_iter_first(li->table);
+        else bkv_ikey_iter_last(li->table);
     }
 }
 
-static int li_valid(bkv_iiter *b) {
+static int li_valid(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    return li->table && bkv_iiter_valid(li->table);
+    return li->table && bkv_ikey_iter_valid(li->table);
 }
 
-static void li_first(bkv_iiter *b) {
+static void li_first(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li_open(li, 0)) bkv_iiter_first(li->table);
+    if (li_open(li, 0)) bkv_ikey_iter_first(li->table);
     li_settle(li, 1);
 }
 
-static void li_last(bkv_iiter *b) {
+static void li_last(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li->nfiles && li_open(li, li->nfiles - 1)) bkv_iiter_last(li->table);
+    if (li->nfiles && li_open(li, li->nfiles - 1)) bkv_ikey_iter_last(li->table);
     li_settle(li, 0);
 }
 
-static void li_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
+static void li_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
     level_iter *li = (level_iter *)b;
     /* The first table whose largest key is >= k. */
     size_t lo = 0, hi = li->nfiles;
@@ -143,42 +143,42 @@ static void li_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
         if (bkv_ikey_compare(f->largest, f->largest_len, k, n) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (li_open(li, lo)) bkv_iiter_seek(li->table, k, n);
+    if (li_open(li, lo)) bkv_ikey_iter_seek(li->table, k, n);
     li_settle(li, 1);
 }
 
-static void li_next(bkv_iiter *b) {
+static void li_next(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    bkv_iiter_next(li->table);
+    bkv_ikey_iter_next(li->table);
     li_settle(li, 1);
 }
 
-static void li_prev(bkv_iiter *b) {
+static void li_prev(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    bkv_iiter_prev(li->table);
+    bkv_ikey_iter_prev(li->table);
     li_settle(li, 0);
 }
 
-static const uint8_t *li_key(bkv_iiter *b, size_t *n) { return bkv_iiter_key(((level_iter *)b)->table, n); }
-static const uint8_t *li_value(bkv_iiter *b, size_t *n) { return bkv_iiter_value(((level_iter *)b)->table, n); }
+static const uint8_t *li_key(bkv_ikey_iter *b, size_t *n) { return bkv_ikey_iter_key(((level_iter *)b)->table, n); }
+static const uint8_t *li_value(bkv_ikey_iter *b, size_t *n) { return bkv_ikey_iter_value(((level_iter *)b)->table, n); }
 
-static int li_status(bkv_iiter *b, bkv_err *e) {
+static int li_status(bkv_ikey_iter *b, bkv_err *e) {
     level_iter *li = (level_iter *)b;
     if (li->rc && e) *e = li->err;
     if (li->rc) return li->rc;
-    return li->table ? bkv_iiter_status(li->table, e) : BKV_OK;
+    return li->table ? bkv_ikey_iter_status(li->table, e) : BKV_OK;
 }
 
-static void li_destroy(bkv_iiter *b) {
+static void li_destroy(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
     li_close_table(li);
     free(li);
 }
 
-static const bkv_iiter_ops level_iter_ops = {li_valid, li_first, li_last,  li_seek,   li_next,
+static const bkv_ikey_iter_ops level_iter_ops = {li_valid, li_first, li_last,  li_seek,   li_next,
                                              li_prev,  li_key,   li_value, li_status, li_destroy};
 
-static bkv_iiter *level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags) {
+static bkv_ikey_iter *level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags) {
     level_iter *li = calloc(1, sizeof *li);
     if (!li) return NULL;
     li->base.ops = &level_iter_ops;
@@ -198,7 +198,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     size_t nfiles = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) nfiles += v->nfiles[l];
     size_t cap = nfiles + (size_t)it->rs.nimm + 1;
-    bkv_iiter **children = malloc(cap * sizeof *children);
+    bkv_ikey_iter **children = malloc(cap * sizeof *children);
     it->tables = malloc((nfiles ? nfiles : 1) * sizeof *it->tables);
     if (!children || !it->tables) {
         free(children);
@@ -248,7 +248,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
         }
     }
     if (rc) {
-        for (size_t i = 0; i < n; i++) bkv_iiter_destroy(children[i]);
+        for (size_t i = 0; i < n; i++) bkv_ikey_iter_destroy(children[i]);
         free(children);
         fail(it, rc, e.msg[0] ? &e : NULL);
         return rc;
@@ -296,7 +296,7 @@ void bkv_iter_destroy(bkv_iter *it) {
 
 static int parse_current(bkv_iter *it, bkv_parsed_ikey *p) {
     size_t n;
-    const uint8_t *k = bkv_iiter_key(it->iter, &n);
+    const uint8_t *k = bkv_ikey_iter_key(it->iter, &n);
     if (n < BKV_IKEY_TRAILER) {
         bkv_err e;
         fail(it, bkv_fail(&e, BKV_CORRUPTION, "iterator met a malformed internal key"), &e);
@@ -319,7 +319,7 @@ static int below_lower(const bkv_iter *it, const uint8_t *k, size_t n) {
 
 static void check_status(bkv_iter *it) {
     bkv_err e;
-    int rc = bkv_iiter_status(it->iter, &e);
+    int rc = bkv_ikey_iter_status(it->iter, &e);
     if (rc) fail(it, rc, &e);
 }
 
@@ -337,7 +337,7 @@ static int save(bkv_iter *it, bkv_buf *b, const void *p, size_t n) {
  * keys <= saved_key are passed over (shadowed or already shown). */
 static void find_next_user_entry(bkv_iter *it, int skipping) {
     it->valid = 0;
-    for (; bkv_iiter_valid(it->iter); bkv_iiter_next(it->iter)) {
+    for (; bkv_ikey_iter_valid(it->iter); bkv_ikey_iter_next(it->iter)) {
         bkv_parsed_ikey p;
         if (!parse_current(it, &p)) return;
         if (p.seq > it->rs.snapshot) continue;
@@ -358,7 +358,7 @@ static void find_next_user_entry(bkv_iter *it, int skipping) {
  * iterator is before every entry of the saved key. */
 static void find_prev_user_entry(bkv_iter *it) {
     unsigned type = BKV_TYPE_DELETION;
-    for (; bkv_iiter_valid(it->iter); bkv_iiter_prev(it->iter)) {
+    for (; bkv_ikey_iter_valid(it->iter); bkv_ikey_iter_prev(it->iter)) {
         bkv_parsed_ikey p;
         if (!parse_current(it, &p)) return;
         if (p.seq > it->rs.snapshot) continue;
@@ -372,7 +372,7 @@ static void find_prev_user_entry(bkv_iter *it) {
             bkv_buf_clear(&it->saved_value);
         } else {
             size_t vn;
-            const uint8_t *v = bkv_iiter_value(it->iter, &vn);
+            const uint8_t *v = bkv_ikey_iter_value(it->iter, &vn);
             if (save(it, &it->saved_key, p.ukey, p.ulen) || save(it, &it->saved_value, v, vn)) return;
         }
     }
@@ -390,7 +390,7 @@ static void seek_internal(bkv_iter *it, const void *key, size_t klen, uint64_t s
         fail(it, bkv_fail(&e, BKV_NOMEM, "out of memory seeking"), &e);
         return;
     }
-    bkv_iiter_seek(it->iter, k->data, k->len);
+    bkv_ikey_iter_seek(it->iter, k->data, k->len);
     bkv_buf_clear(k);
 }
 
@@ -434,7 +434,7 @@ void bkv_iter_seek_to_first(bkv_iter *it) {
     if (!usable(it) || reset_children(it)) return;
     it->forward = 1;
     if (it->ro.lower_bound) seek_internal(it, it->ro.lower_bound, it->ro.lower_bound_len, it->rs.snapshot);
-    else bkv_iiter_first(it->iter);
+    else bkv_ikey_iter_first(it->iter);
     find_next_user_entry(it, 0);
 }
 
@@ -445,10 +445,10 @@ void bkv_iter_seek_to_last(bkv_iter *it) {
     if (it->ro.upper_bound) {
         /* Before every entry of the bound itself. */
         seek_internal(it, it->ro.upper_bound, it->ro.upper_bound_len, BKV_MAX_SEQ);
-        if (bkv_iiter_valid(it->iter)) bkv_iiter_prev(it->iter);
-        else bkv_iiter_last(it->iter);
+        if (bkv_ikey_iter_valid(it->iter)) bkv_ikey_iter_prev(it->iter);
+        else bkv_ikey_iter_last(it->iter);
     } else {
-        bkv_iiter_last(it->iter);
+        bkv_ikey_iter_last(it->iter);
     }
     find_prev_user_entry(it);
 }
@@ -459,12 +459,12 @@ void bkv_iter_next(bkv_iter *it) {
         it->forward = 1;
         /* The merge sits before the saved key's entries: step onto them,
          * then skip them all. */
-        if (!bkv_iiter_valid(it->iter)) bkv_iiter_first(it->iter);
-        else bkv_iiter_next(it->iter);
+        if (!bkv_ikey_iter_valid(it->iter)) bkv_ikey_iter_first(it->iter);
+        else bkv_ikey_iter_next(it->iter);
     } else {
         bkv_parsed_ikey p;
         if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
-        bkv_iiter_next(it->iter);
+        bkv_ikey_iter_next(it->iter);
     }
     find_next_user_entry(it, 1);
 }
@@ -476,8 +476,8 @@ void bkv_iter_prev(bkv_iter *it) {
         bkv_parsed_ikey p;
         if (!parse_current(it, &p) || save(it, &it->saved_key, p.ukey, p.ulen)) return;
         for (;;) {
-            bkv_iiter_prev(it->iter);
-            if (!bkv_iiter_valid(it->iter)) {
+            bkv_ikey_iter_prev(it->iter);
+            if (!bkv_ikey_iter_valid(it->iter)) {
                 it->valid = 0;
                 check_status(it);
                 return;
@@ -495,7 +495,7 @@ int bkv_iter_valid(const bkv_iter *it) { return it && it->valid; }
 const void *bkv_iter_key(const bkv_iter *it, size_t *klen) {
     if (it->forward) {
         size_t n;
-        const uint8_t *k = bkv_iiter_key(it->iter, &n);
+        const uint8_t *k = bkv_ikey_iter_key(it->iter, &n);
         *klen = n - BKV_IKEY_TRAILER;
         return k;
     }
@@ -504,7 +504,7 @@ const void *bkv_iter_key(const bkv_iter *it, size_t *klen) {
 }
 
 const void *bkv_iter_value(const bkv_iter *it, size_t *vlen) {
-    if (it->forward) return bkv_iiter_value(it->iter, vlen);
+    if (it->forward) return bkv_ikey_iter_value(it->iter, vlen);
     *vlen = it->saved_value.len;
     return it->saved_value.data;
 }

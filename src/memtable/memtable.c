@@ -309,33 +309,33 @@ const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len)
 }
 
 typedef struct mem_iiter {
-    bkv_iiter base;
+    bkv_ikey_iter base;
     bkv_memtable *m;
     bkv_memtable_iter it;
 } mem_iiter;
 
-static int mt_valid(bkv_iiter *b) { return bkv_memtable_iter_valid(&((mem_iiter *)b)->it); }
-static void mt_first(bkv_iiter *b) { bkv_memtable_iter_first(&((mem_iiter *)b)->it); }
-static void mt_last(bkv_iiter *b) { bkv_memtable_iter_last(&((mem_iiter *)b)->it); }
-static void mt_seek(bkv_iiter *b, const uint8_t *k, size_t n) { bkv_memtable_iter_seek(&((mem_iiter *)b)->it, k, n); }
-static void mt_next(bkv_iiter *b) { bkv_memtable_iter_next(&((mem_iiter *)b)->it); }
-static void mt_prev(bkv_iiter *b) { bkv_memtable_iter_prev(&((mem_iiter *)b)->it); }
-static const uint8_t *mt_key(bkv_iiter *b, size_t *n) { return bkv_memtable_iter_ikey(&((mem_iiter *)b)->it, n); }
-static const uint8_t *mt_value(bkv_iiter *b, size_t *n) { return bkv_memtable_iter_value(&((mem_iiter *)b)->it, n); }
-static int mt_status(bkv_iiter *b, bkv_err *e) {
+static int mt_valid(bkv_ikey_iter *b) { return bkv_memtable_iter_valid(&((mem_iiter *)b)->it); }
+static void mt_first(bkv_ikey_iter *b) { bkv_memtable_iter_first(&((mem_iiter *)b)->it); }
+static void mt_last(bkv_ikey_iter *b) { bkv_memtable_iter_last(&((mem_iiter *)b)->it); }
+static void mt_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) { bkv_memtable_iter_seek(&((mem_iiter *)b)->it, k, n); }
+static void mt_next(bkv_ikey_iter *b) { bkv_memtable_iter_next(&((mem_iiter *)b)->it); }
+static void mt_prev(bkv_ikey_iter *b) { bkv_memtable_iter_prev(&((mem_iiter *)b)->it); }
+static const uint8_t *mt_key(bkv_ikey_iter *b, size_t *n) { return bkv_memtable_iter_ikey(&((mem_iiter *)b)->it, n); }
+static const uint8_t *mt_value(bkv_ikey_iter *b, size_t *n) { return bkv_memtable_iter_value(&((mem_iiter *)b)->it, n); }
+static int mt_status(bkv_ikey_iter *b, bkv_err *e) {
     (void)b, (void)e;
     return BKV_OK;
 }
-static void mt_destroy(bkv_iiter *b) {
+static void mt_destroy(bkv_ikey_iter *b) {
     mem_iiter *mi = (mem_iiter *)b;
     bkv_memtable_unref(mi->m);
     free(mi);
 }
 
-static const bkv_iiter_ops mem_iiter_ops = {mt_valid, mt_first, mt_last,  mt_seek,   mt_next,
+static const bkv_ikey_iter_ops mem_iiter_ops = {mt_valid, mt_first, mt_last,  mt_seek,   mt_next,
                                             mt_prev,  mt_key,   mt_value, mt_status, mt_destroy};
 
-bkv_iiter *bkv_memtable_iiter_new(bkv_memtable *m) {
+bkv_ikey_iter *bkv_memtable_iiter_new(bkv_memtable *m) {
     mem_iiter *mi = malloc(sizeof *mi);
     if (!mi) return NULL;
     mi->base.ops = &mem_iiter_ops;

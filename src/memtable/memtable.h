@@ -76,7 +76,7 @@ const uint8_t *bkv_memtable_iter_ikey(const bkv_memtable_iter *it, size_t *len);
 const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len);
 
 /* An internal iterator (table/iterator.h) holding a reference to m. */
-struct bkv_iiter;
-struct bkv_iiter *bkv_memtable_iiter_new(bkv_memtable *m);
+struct bkv_ikey_iter;
+struct bkv_ikey_iter *bkv_memtable_iiter_new(bkv_memtable *m);
 
 #endif

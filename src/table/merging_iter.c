@@ -8,16 +8,16 @@
 #include "util/ikey.h"
 
 typedef struct merging_iter {
-    bkv_iiter base;
-    bkv_iiter **children;
+    bkv_ikey_iter base;
+    bkv_ikey_iter **children;
     size_t n;
-    bkv_iiter *current;
+    bkv_ikey_iter *current;
     int forward;
 } merging_iter;
 
-static int key_cmp(bkv_iiter *a, bkv_iiter *b) {
+static int key_cmp(bkv_ikey_iter *a, bkv_ikey_iter *b) {
     size_t al, bl;
-    const uint8_t *ak = bkv_iiter_key(a, &al), *bk = bkv_iiter_key(b, &bl);
+    const uint8_t *ak = bkv_ikey_iter_key(a, &al), *bk = bkv_ikey_iter_key(b, &bl);
     return bkv_ikey_compare(ak, al, bk, bl);
 }
 
@@ -25,119 +25,119 @@ static int key_cmp(bkv_iiter *a, bkv_iiter *b) {
  * merge: going on without it would skip its entries and could show an
  * older version, or a deleted key, from another child as if it were the
  * latest. The error is then the merge's status. */
-static int child_failed(bkv_iiter *c) { return !bkv_iiter_valid(c) && bkv_iiter_status(c, NULL) != BKV_OK; }
+static int child_failed(bkv_ikey_iter *c) { return !bkv_ikey_iter_valid(c) && bkv_ikey_iter_status(c, NULL) != BKV_OK; }
 
 static void find_smallest(merging_iter *m) {
-    bkv_iiter *best = NULL;
+    bkv_ikey_iter *best = NULL;
     for (size_t i = 0; i < m->n; i++) {
-        bkv_iiter *c = m->children[i];
+        bkv_ikey_iter *c = m->children[i];
         if (child_failed(c)) {
             best = NULL;
             break;
         }
-        if (bkv_iiter_valid(c) && (!best || key_cmp(c, best) < 0)) best = c;
+        if (bkv_ikey_iter_valid(c) && (!best || key_cmp(c, best) < 0)) best = c;
     }
     m->current = best;
 }
 
 static void find_largest(merging_iter *m) {
-    bkv_iiter *best = NULL;
+    bkv_ikey_iter *best = NULL;
     for (size_t i = m->n; i-- > 0;) {
-        bkv_iiter *c = m->children[i];
+        bkv_ikey_iter *c = m->children[i];
         if (child_failed(c)) {
             best = NULL;
             break;
         }
-        if (bkv_iiter_valid(c) && (!best || key_cmp(c, best) > 0)) best = c;
+        if (bkv_ikey_iter_valid(c) && (!best || key_cmp(c, best) > 0)) best = c;
     }
     m->current = best;
 }
 
-static int mi_valid(bkv_iiter *b) { return ((merging_iter *)b)->current != NULL; }
+static int mi_valid(bkv_ikey_iter *b) { return ((merging_iter *)b)->current != NULL; }
 
-static void mi_first(bkv_iiter *b) {
+static void mi_first(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
-    for (size_t i = 0; i < m->n; i++) bkv_iiter_first(m->children[i]);
+    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_first(m->children[i]);
     m->forward = 1;
     find_smallest(m);
 }
 
-static void mi_last(bkv_iiter *b) {
+static void mi_last(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
-    for (size_t i = 0; i < m->n; i++) bkv_iiter_last(m->children[i]);
+    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_last(m->children[i]);
     m->forward = 0;
     find_largest(m);
 }
 
-static void mi_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
+static void mi_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
     merging_iter *m = (merging_iter *)b;
-    for (size_t i = 0; i < m->n; i++) bkv_iiter_seek(m->children[i], k, n);
+    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_seek(m->children[i], k, n);
     m->forward = 1;
     find_smallest(m);
 }
 
-static void mi_next(bkv_iiter *b) {
+static void mi_next(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
     if (!m->forward) {
         size_t kl;
-        const uint8_t *k = bkv_iiter_key(m->current, &kl);
+        const uint8_t *k = bkv_ikey_iter_key(m->current, &kl);
         for (size_t i = 0; i < m->n; i++) {
-            bkv_iiter *c = m->children[i];
+            bkv_ikey_iter *c = m->children[i];
             if (c == m->current) continue;
-            bkv_iiter_seek(c, k, kl);
-            if (bkv_iiter_valid(c) && key_cmp(c, m->current) == 0) bkv_iiter_next(c);
+            bkv_ikey_iter_seek(c, k, kl);
+            if (bkv_ikey_iter_valid(c) && key_cmp(c, m->current) == 0) bkv_ikey_iter_next(c);
         }
         m->forward = 1;
     }
-    bkv_iiter_next(m->current);
+    bkv_ikey_iter_next(m->current);
     find_smallest(m);
 }
 
-static void mi_prev(bkv_iiter *b) {
+static void mi_prev(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
     if (m->forward) {
         size_t kl;
-        const uint8_t *k = bkv_iiter_key(m->current, &kl);
+        const uint8_t *k = bkv_ikey_iter_key(m->current, &kl);
         for (size_t i = 0; i < m->n; i++) {
-            bkv_iiter *c = m->children[i];
+            bkv_ikey_iter *c = m->children[i];
             if (c == m->current) continue;
-            bkv_iiter_seek(c, k, kl);
+            bkv_ikey_iter_seek(c, k, kl);
             /* Now at the first entry >= key: step back to the last < key. */
-            if (bkv_iiter_valid(c)) bkv_iiter_prev(c);
-            else bkv_iiter_last(c);
+            if (bkv_ikey_iter_valid(c)) bkv_ikey_iter_prev(c);
+            else bkv_ikey_iter_last(c);
         }
         m->forward = 0;
     }
-    bkv_iiter_prev(m->current);
+    bkv_ikey_iter_prev(m->current);
     find_largest(m);
 }
 
-static const uint8_t *mi_key(bkv_iiter *b, size_t *len) { return bkv_iiter_key(((merging_iter *)b)->current, len); }
-static const uint8_t *mi_value(bkv_iiter *b, size_t *len) { return bkv_iiter_value(((merging_iter *)b)->current, len); }
+static const uint8_t *mi_key(bkv_ikey_iter *b, size_t *len) { return bkv_ikey_iter_key(((merging_iter *)b)->current, len); }
+static const uint8_t *mi_value(bkv_ikey_iter *b, size_t *len) { return bkv_ikey_iter_value(((merging_iter *)b)->current, len); }
 
-static int mi_status(bkv_iiter *b, bkv_err *e) {
+static int mi_status(bkv_ikey_iter *b, bkv_err *e) {
     merging_iter *m = (merging_iter *)b;
     for (size_t i = 0; i < m->n; i++) {
-        int rc = bkv_iiter_status(m->children[i], e);
+        int rc = bkv_ikey_iter_status(m->children[i], e);
         if (rc) return rc;
     }
     return BKV_OK;
 }
 
-static void mi_destroy(bkv_iiter *b) {
+static void mi_destroy(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
-    for (size_t i = 0; i < m->n; i++) bkv_iiter_destroy(m->children[i]);
+    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_destroy(m->children[i]);
     free(m->children);
     free(m);
 }
 
-static const bkv_iiter_ops merging_ops = {mi_valid, mi_first, mi_last,  mi_seek,   mi_next,
+static const bkv_ikey_iter_ops merging_ops = {mi_valid, mi_first, mi_last,  mi_seek,   mi_next,
                                           mi_prev,  mi_key,   mi_value, mi_status, mi_destroy};
 
-bkv_iiter *bkv_merging_iter_new(bkv_iiter **children, size_t n) {
+bkv_ikey_iter *bkv_merging_iter_new(bkv_ikey_iter **children, size_t n) {
     merging_iter *m = calloc(1, sizeof *m);
     if (!m) {
-        for (size_t i = 0; i < n; i++) bkv_iiter_destroy(children[i]);
+        for (size_t i = 0; i < n; i++) bkv_ikey_iter_destroy(children[i]);
         free(children);
         return NULL;
     }

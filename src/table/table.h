@@ -141,7 +141,7 @@ const bkv_filter *bkv_table_filter(const bkv_table *t);
 /* An internal iterator over the table's entries (util/iterator.h). It
  * reads blocks through the block cache as read_flags say. The table must
  * stay open while the iterator lives. */
-struct bkv_iiter;
-int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, struct bkv_iiter **out);
+struct bkv_ikey_iter;
+int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, struct bkv_ikey_iter **out);
 
 #endif

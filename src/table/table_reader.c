@@ -414,7 +414,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
 /* Two-level iterator: the pinned index block, and one data block at a
  * time (held through the block cache or privately). */
 typedef struct table_iter {
-    bkv_iiter base;
+    bkv_ikey_iter base;
     bkv_table *t;
     int read_flags;
     bkv_table_stats *stats;
@@ -485,12 +485,12 @@ static void settle(table_iter *ti, int dir) {
     }
 }
 
-static int ti_valid(bkv_iiter *b) {
+static int ti_valid(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     return ti->have_block && ti->it.valid;
 }
 
-static void ti_first(bkv_iiter *b) {
+static void ti_first(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     bkv_block_iter_first(&ti->index_it);
@@ -498,7 +498,7 @@ static void ti_first(bkv_iiter *b) {
     settle(ti, 1);
 }
 
-static void ti_last(bkv_iiter *b) {
+static void ti_last(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     bkv_block_iter_last(&ti->index_it);
@@ -506,7 +506,7 @@ static void ti_last(bkv_iiter *b) {
     settle(ti, -1);
 }
 
-static void ti_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
+static void ti_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     bkv_block_iter_seek(&ti->index_it, k, n, ikey_cmp);
@@ -514,47 +514,47 @@ static void ti_seek(bkv_iiter *b, const uint8_t *k, size_t n) {
     settle(ti, 1);
 }
 
-static void ti_next(bkv_iiter *b) {
+static void ti_next(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     bkv_block_iter_next(&ti->it);
     settle(ti, 1);
 }
 
-static void ti_prev(bkv_iiter *b) {
+static void ti_prev(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     bkv_block_iter_prev(&ti->it);
     settle(ti, -1);
 }
 
-static const uint8_t *ti_key(bkv_iiter *b, size_t *len) {
+static const uint8_t *ti_key(bkv_ikey_iter *b, size_t *len) {
     table_iter *ti = (table_iter *)b;
     *len = ti->it.key.len;
     return ti->it.key.data;
 }
 
-static const uint8_t *ti_value(bkv_iiter *b, size_t *len) {
+static const uint8_t *ti_value(bkv_ikey_iter *b, size_t *len) {
     table_iter *ti = (table_iter *)b;
     *len = ti->it.vlen;
     return ti->it.val;
 }
 
-static int ti_status(bkv_iiter *b, bkv_err *e) {
+static int ti_status(bkv_ikey_iter *b, bkv_err *e) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc && e) *e = ti->err;
     return ti->rc;
 }
 
-static void ti_destroy(bkv_iiter *b) {
+static void ti_destroy(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     drop_block(ti);
     bkv_block_iter_free(&ti->index_it);
     free(ti);
 }
 
-static const bkv_iiter_ops table_iter_ops = {ti_valid, ti_first, ti_last, ti_seek, ti_next,
+static const bkv_ikey_iter_ops table_iter_ops = {ti_valid, ti_first, ti_last, ti_seek, ti_next,
                                              ti_prev,  ti_key,   ti_value, ti_status, ti_destroy};
 
-int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv_iiter **out) {
+int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv_ikey_iter **out) {
     table_iter *ti = calloc(1, sizeof *ti);
     if (!ti) return BKV_NOMEM;
     ti->base.ops = &table_iter_ops;

@@ -124,24 +124,24 @@ static void point_reads_all_compressions(void **state) {
         }
         assert_true(fp < 200);
         /* Full scan in order, forwards and backwards, and seeks. */
-        bkv_iiter *it;
+        bkv_ikey_iter *it;
         assert_int_equal(bkv_table_iter_new(t, 1, &st, &it), BKV_OK);
         int count = 0;
         size_t plen = 0;
         uint8_t prev[64];
-        for (bkv_iiter_first(it); bkv_iiter_valid(it); bkv_iiter_next(it), count++) {
+        for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it), count++) {
             size_t n;
-            const uint8_t *k = bkv_iiter_key(it, &n);
+            const uint8_t *k = bkv_ikey_iter_key(it, &n);
             if (count) assert_true(bkv_ikey_compare(prev, plen, k, n) < 0);
             memcpy(prev, k, n);
             plen = n;
         }
-        assert_int_equal(bkv_iiter_status(it, &e), BKV_OK);
+        assert_int_equal(bkv_ikey_iter_status(it, &e), BKV_OK);
         assert_int_equal(count, 6050);
         count = 0;
-        for (bkv_iiter_last(it); bkv_iiter_valid(it); bkv_iiter_prev(it), count++) {
+        for (bkv_ikey_iter_last(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_prev(it), count++) {
             size_t n;
-            const uint8_t *k = bkv_iiter_key(it, &n);
+            const uint8_t *k = bkv_ikey_iter_key(it, &n);
             if (count) assert_true(bkv_ikey_compare(k, n, prev, plen) < 0);
             memcpy(prev, k, n);
             plen = n;
@@ -153,15 +153,15 @@ static void point_reads_all_compressions(void **state) {
             make_key(k, i);
             memcpy(ik, k, strlen(k));
             bkv_put_u64(ik + strlen(k), bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
-            bkv_iiter_seek(it, ik, strlen(k) + 8);
-            assert_true(bkv_iiter_valid(it));
+            bkv_ikey_iter_seek(it, ik, strlen(k) + 8);
+            assert_true(bkv_ikey_iter_valid(it));
             size_t n;
-            const uint8_t *got = bkv_iiter_key(it, &n);
+            const uint8_t *got = bkv_ikey_iter_key(it, &n);
             char want[40];
             make_key(want, i % 2 ? i + 1 : i);
             assert_memory_equal(got, want, strlen(want));
         }
-        bkv_iiter_destroy(it);
+        bkv_ikey_iter_destroy(it);
         bkv_table_close(t);
         bkv_cache_free(cache);
     }

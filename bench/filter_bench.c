@@ -73,7 +73,7 @@ static int run_one(const bench_config *cfg, bench_result *r) {
     if (bkv_filter_is_static(cfg->type)) {
         rc = bkv_filter_build(&spec, pos, cfg->keys, &f);
     } else {
-        rc = bkv_filter_new(&spec, cfg->keys, &f);
+        rc = bkv_filter_create(&spec, cfg->keys, &f);
         for (uint64_t i = 0; rc == BKV_OK && i < cfg->keys; i++) rc = bkv_filter_add(f, pos[i]);
     }
     double build = bench_now_ns() - t0;
@@ -92,7 +92,7 @@ static int run_one(const bench_config *cfg, bench_result *r) {
     if (found != cfg->keys) {
         fprintf(stderr, "filter-bench: %llu false negatives: the filter is broken\n",
                 (unsigned long long)(cfg->keys - found));
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
         free(pos), free(neg), free(answers);
         return 3;
     }
@@ -110,7 +110,7 @@ static int run_one(const bench_config *cfg, bench_result *r) {
     if (batch_hits != hits) {
         fprintf(stderr, "filter-bench: batch and single probes disagree (%llu vs %llu)\n",
                 (unsigned long long)batch_hits, (unsigned long long)hits);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
         free(pos), free(neg), free(answers);
         return 3;
     }
@@ -122,13 +122,13 @@ static int run_one(const bench_config *cfg, bench_result *r) {
         for (uint64_t i = 0; i < cfg->keys; i++)
             if (bkv_filter_delete(f, pos[i]) != BKV_OK) {
                 fprintf(stderr, "filter-bench: delete of an added key failed\n");
-                bkv_filter_free(f);
+                bkv_filter_destroy(f);
                 free(pos), free(neg), free(answers);
                 return 3;
             }
         r->delete_ns = cfg->keys ? (bench_now_ns() - t0) / (double)cfg->keys : 0;
     }
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     free(pos), free(neg), free(answers);
     return 0;
 }

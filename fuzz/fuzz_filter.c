@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             bkv_filter_may_contain_batch(f, hs, 40, out);
             bkv_filter_info info;
             bkv_filter_get_info(f, &info);
-            bkv_filter_free(f);
+            bkv_filter_destroy(f);
         }
         free(buf);
     }

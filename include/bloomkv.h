@@ -265,14 +265,19 @@ BKV_EXPORT void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap);
  * latest state at creation when none), in key order, hiding older
  * versions and deleted keys. An iterator keeps the files it reads alive;
  * destroy it before closing the database. key() and value() stay valid
- * until the next move or destroy. */
+ * until the next move or destroy.
+ * Thread safety: one iterator is used by one thread at a time (any number
+ * of iterators may run at once, beside writers). On an iterator that is
+ * not valid, next and prev do nothing, key and value return NULL with a
+ * length of 0. After the loop, check bkv_iter_status: an error (damage,
+ * out of memory) ends the iteration early rather than skip entries. */
 BKV_EXPORT int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out);
 BKV_EXPORT void bkv_iter_destroy(bkv_iter *it);
 BKV_EXPORT void bkv_iter_seek_to_first(bkv_iter *it);
 BKV_EXPORT void bkv_iter_seek_to_last(bkv_iter *it);
 BKV_EXPORT void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen); /* first key >= key */
-BKV_EXPORT void bkv_iter_next(bkv_iter *it);   /* REQUIRES: valid */
-BKV_EXPORT void bkv_iter_prev(bkv_iter *it);   /* REQUIRES: valid */
+BKV_EXPORT void bkv_iter_next(bkv_iter *it);
+BKV_EXPORT void bkv_iter_prev(bkv_iter *it);
 BKV_EXPORT int bkv_iter_valid(const bkv_iter *it);
 BKV_EXPORT const void *bkv_iter_key(const bkv_iter *it, size_t *klen);
 BKV_EXPORT const void *bkv_iter_value(const bkv_iter *it, size_t *vlen);

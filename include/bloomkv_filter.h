@@ -15,7 +15,9 @@
  * Thread safety: probing a filter is safe from any number of threads at
  * once; adding to a filter needs exclusive access.
  *
- * Ownership: every bkv_filter handle is freed with bkv_filter_free(). A
+ * Ownership: every bkv_filter handle is freed with bkv_filter_destroy()
+ * (handles are made by _create/_build/_open and ended by _destroy, as in
+ * the engine's API). A
  * handle from bkv_filter_open() borrows the caller's buffer, which must stay
  * alive and unchanged until the handle is freed.
  */
@@ -88,7 +90,7 @@ BKV_EXPORT int bkv_filter_is_deletable(int type);
  * than expected to a Bloom type works but raises the false-positive rate;
  * a cuckoo filter answers BKV_FULL instead. Returns BKV_INVALID for a bad
  * spec. */
-BKV_EXPORT int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys,
+BKV_EXPORT int bkv_filter_create(const bkv_filter_spec *spec, uint64_t expected_keys,
                               bkv_filter **out);
 
 /* A filter holding exactly the n given hashes, of any type. Duplicates
@@ -171,7 +173,7 @@ enum {
 BKV_EXPORT int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out,
                                char *err, size_t errlen);
 
-BKV_EXPORT void bkv_filter_free(bkv_filter *f);
+BKV_EXPORT void bkv_filter_destroy(bkv_filter *f);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ static void hash_once_probe_many(void **state) {
     spec.type = BKV_FILTER_BLOCKED_BLOOM;
     spec.bits_per_key = 10;
     bkv_filter *mem = NULL;
-    assert_int_equal(bkv_filter_new(&spec, 3, &mem), BKV_OK);
+    assert_int_equal(bkv_filter_create(&spec, 3, &mem), BKV_OK);
     const char *words[] = {"apple", "banana", "cherry"};
     for (int i = 0; i < 3; i++) bkv_filter_add(mem, bkv_hash_bytes(words[i], strlen(words[i])));
 
@@ -32,8 +32,8 @@ static void hash_once_probe_many(void **state) {
     assert_int_equal(bkv_filter_may_contain(mem, h), 1);
     assert_int_equal(bkv_filter_may_contain(disk, h), 1);
     assert_string_equal(bkv_strerror(BKV_CORRUPTION), "corruption");
-    bkv_filter_free(disk);
-    bkv_filter_free(mem);
+    bkv_filter_destroy(disk);
+    bkv_filter_destroy(mem);
     free(buf);
 }
 

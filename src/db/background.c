@@ -13,6 +13,7 @@
 #include "util/ikey.h"
 
 int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     if (!db->bg_error) {
         db->bg_error = rc;
         snprintf(db->bg_msg, sizeof db->bg_msg, "%s", e && e->msg[0] ? e->msg : bkv_strerror(rc));
@@ -22,6 +23,7 @@ int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
 }
 
 int bkv_db_bg_status(const bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     return bkv_fail(e, db->bg_error, "database is read-only after an earlier error: %s", db->bg_msg);
 }
 
@@ -58,11 +60,12 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_fi
 
 /* Flushes the oldest immutable memtable. REQUIRES: db->mu held. */
 static void flush_one(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
     bkv_memtable *mem = db->imm[0];
     uint64_t old_log = db->imm_log[0];
     uint64_t number = db->next_file++;
     db->flushing = 1;
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
     int rc = bkv_db_write_memtable(db, mem, number, &meta, &e);
@@ -70,7 +73,7 @@ static void flush_one(bkv_db *db) {
     bkv_edit_init(&edit);
     if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");
     bkv_file_meta_unref(meta);
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     if (!rc) {
         /* The WALs from the next memtable's on are still needed. */
         edit.has_log_number = 1;
@@ -99,7 +102,7 @@ static void flush_one(bkv_db *db) {
  * With two or more threads a long compaction never holds up flushes. */
 void *bkv_db_background(void *arg) {
     bkv_db *db = arg;
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     while (!db->shutting_down) {
         if (db->nimm > 0 && !db->flushing && !db->bg_error) {
             flush_one(db);
@@ -117,10 +120,10 @@ void *bkv_db_background(void *arg) {
                 continue;
             }
         }
-        pthread_cond_wait(&db->work_cv, &db->mu);
+        bkv_db_wait(db, &db->work_cv);
     }
     pthread_cond_broadcast(&db->bg_cv);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     return NULL;
 }
 
@@ -128,7 +131,7 @@ int bkv_compact(bkv_db *db) {
     if (!db) return BKV_INVALID;
     int rc = bkv_flush(db);
     if (rc) return rc;
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     pthread_cond_broadcast(&db->work_cv);
     for (;;) {
         if (db->bg_error) break;
@@ -142,11 +145,11 @@ int bkv_compact(bkv_db *db) {
             pthread_cond_broadcast(&db->bg_cv);
             continue;
         }
-        pthread_cond_wait(&db->bg_cv, &db->mu);
+        bkv_db_wait(db, &db->bg_cv);
     }
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
 }
 
@@ -155,6 +158,7 @@ int bkv_compact(bkv_db *db) {
  * do. REQUIRES: db->mu held. */
 static int run_manual(bkv_db *db, int level, int output_level, const void *begin, size_t blen, const void *end,
                       size_t elen) {
+    BKV_ASSERT_LOCKED(db);
     for (;;) {
         if (db->bg_error || db->shutting_down) return 0;
         if (!db->compacting && !db->flushing) {
@@ -172,12 +176,13 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
             }
             if (!busy) return 0;
         }
-        pthread_cond_wait(&db->bg_cv, &db->mu);
+        bkv_db_wait(db, &db->bg_cv);
     }
 }
 
 /* The deepest level holding keys of [begin, end], or -1. REQUIRES: db->mu. */
 static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
+    BKV_ASSERT_LOCKED(db);
     const bkv_tree_version *v = db->current;
     for (int l = BKV_NUM_LEVELS - 1; l >= 0; l--)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
@@ -193,7 +198,7 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
     if (!db || (!begin && blen) || (!end && elen)) return BKV_INVALID;
     int rc = bkv_flush(db);
     if (rc) return rc;
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     if (db->opts.compaction_style == BKV_COMPACTION_TIERED) {
         run_manual(db, 0, 0, begin, blen, end, elen);
     } else {
@@ -207,6 +212,6 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
     }
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
 }

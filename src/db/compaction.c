@@ -50,6 +50,7 @@ bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommo
 
 
 bkv_compaction *bkv_pick_compaction(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
     bkv_compaction *c = bkv_compaction_pick(&db->opts, db->current, db->compact_pointer);
     if (c) c->smallest_snapshot = bkv_db_oldest_snapshot(db);
     return c;
@@ -72,9 +73,9 @@ static int is_base_level_for_key(const bkv_compaction *c, const uint8_t *k, size
 /* Starts the next output table. Bottommost: no older data for its keys
  * anywhere below, which decides its filter policy. */
 static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out, bkv_err *e) {
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     uint64_t number = db->next_file++;
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     int bottom = c->tiered_bottommost;
     if (c->output_level > 0) {
         bottom = 1;
@@ -129,7 +130,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     int seen_key = 0;
     if (it) bkv_ikey_iter_first(it);
     while (!rc && it && bkv_ikey_iter_valid(it)) {
-        if (__atomic_load_n(&db->shutting_down, __ATOMIC_RELAXED)) {
+        if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed)) {
             rc = bkv_fail(e, BKV_BUSY, "compaction interrupted by close");
             break;
         }
@@ -192,6 +193,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
 }
 
 void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
+    BKV_ASSERT_LOCKED(db);
     bkv_version_edit edit;
     bkv_edit_init(&edit);
     bkv_err e = {{0}};
@@ -203,9 +205,9 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
         if (rc) bkv_fail(&e, rc, "out of memory");
         atomic_fetch_add_explicit(&db->c.trivial_moves, 1, memory_order_relaxed);
     } else {
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         rc = merge_inputs(db, c, &edit, &e);
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
         for (int w = 0; w < 2 && !rc; w++)
             for (size_t i = 0; i < c->ninputs[w] && !rc; i++)
                 rc = bkv_edit_delete_file(&edit, w == 0 ? c->level : c->output_level, c->inputs[w][i]->number);

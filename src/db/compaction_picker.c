@@ -121,7 +121,7 @@ static bkv_compaction *new_compaction(bkv_tree_version *v, int level, int output
     c->level = level;
     c->output_level = output_level;
     c->version = v;
-    __atomic_add_fetch(&c->version->refs, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&c->version->refs, 1, memory_order_relaxed);
     return c;
 }
 

@@ -81,11 +81,11 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
         db->env->remove_dir(db->env, dir, NULL);
         return rc;
     }
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_tree_version *v = db->current;
-    __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     uint64_t last_sequence = db->last_sequence, next_file = db->next_file;
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) rc = checkpoint_table(db, dir, v->files[l][i]->number, &e);
     /* Numbers from the source's counter on: no table number is reused. */
@@ -139,10 +139,10 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
         bkv_buf_free(&hi);
         return bkv_db_error(db, bkv_fail(&e, BKV_NOMEM, "out of memory"), &e);
     }
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_tree_version *v = db->current;
-    __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&db->mu);
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    bkv_db_unlock(db);
     int rc = BKV_OK;
     for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {

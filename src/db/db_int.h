@@ -16,6 +16,8 @@
 #include "valueindex/vindex.h"
 #include "wal/log.h"
 
+#include "util/check.h"
+
 #define BKV_MAX_IMM 16
 #define BKV_MAX_BACKGROUND_JOBS 16
 
@@ -44,12 +46,13 @@ struct bkv_db {
     bkv_options opts;
     void *lock;                    /* the LOCK file */
 
-    pthread_mutex_t mu;            /* guards everything below unless noted */
+    pthread_mutex_t mu;            /* guards everything below unless noted; take it with bkv_db_lock */
+    atomic_uintptr_t mu_owner;     /* debug builds: the thread holding mu (a thread token), else 0 */
     pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
     pthread_cond_t work_cv;        /* wakes the background thread */
     pthread_t bg_threads[BKV_MAX_BACKGROUND_JOBS];
     int nbg;                       /* background threads started */
-    int shutting_down;
+    atomic_int shutting_down;      /* set under mu; compactions poll it without */
     int flushing;                  /* a flush is in progress */
     int compacting;                /* a compaction is in progress */
     bkv_buf compact_pointer[BKV_NUM_LEVELS]; /* leveled: where the next compaction of a level starts */
@@ -94,6 +97,34 @@ struct bkv_db {
     bkv_vindex *vindex;
     pthread_rwlock_t vindex_lock;
 };
+
+/* The db mutex, and the check that a function's caller holds it (the
+ * REQUIRES: db->mu of its comment), in debug builds: the owner is recorded
+ * on every lock, wait and unlock. Release builds pay nothing. */
+#ifdef BKV_CHECK_INVARIANTS
+uintptr_t bkv_thread_token(void);
+#define BKV_NOTE_OWNER(db, t) atomic_store_explicit(&(db)->mu_owner, (t), memory_order_relaxed)
+#else
+#define BKV_NOTE_OWNER(db, t) ((void)0)
+#endif
+#define BKV_ASSERT_LOCKED(db) \
+    BKV_ASSERT(atomic_load_explicit(&(db)->mu_owner, memory_order_relaxed) == bkv_thread_token())
+#define BKV_ASSERT_UNLOCKED(db) \
+    BKV_ASSERT(atomic_load_explicit(&(db)->mu_owner, memory_order_relaxed) != bkv_thread_token())
+
+static inline void bkv_db_lock(bkv_db *db) {
+    pthread_mutex_lock(&db->mu);
+    BKV_NOTE_OWNER(db, bkv_thread_token());
+}
+static inline void bkv_db_unlock(bkv_db *db) {
+    BKV_NOTE_OWNER(db, 0);
+    pthread_mutex_unlock(&db->mu);
+}
+static inline void bkv_db_wait(bkv_db *db, pthread_cond_t *cv) {
+    BKV_NOTE_OWNER(db, 0);
+    pthread_cond_wait(cv, &db->mu);
+    BKV_NOTE_OWNER(db, bkv_thread_token());
+}
 
 /* What a read holds on to while it works without the mutex. */
 typedef struct bkv_read_state {

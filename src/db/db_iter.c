@@ -493,6 +493,10 @@ void bkv_iter_prev(bkv_iter *it) {
 int bkv_iter_valid(const bkv_iter *it) { return it && it->valid; }
 
 const void *bkv_iter_key(const bkv_iter *it, size_t *klen) {
+    if (!it || !it->valid) {
+        if (klen) *klen = 0;
+        return NULL;
+    }
     if (it->forward) {
         size_t n;
         const uint8_t *k = bkv_ikey_iter_key(it->iter, &n);
@@ -504,6 +508,10 @@ const void *bkv_iter_key(const bkv_iter *it, size_t *klen) {
 }
 
 const void *bkv_iter_value(const bkv_iter *it, size_t *vlen) {
+    if (!it || !it->valid) {
+        if (vlen) *vlen = 0;
+        return NULL;
+    }
     if (it->forward) return bkv_ikey_iter_value(it->iter, vlen);
     *vlen = it->saved_value.len;
     return it->saved_value.data;

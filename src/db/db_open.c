@@ -36,6 +36,14 @@ static _Thread_local struct {
     char msg[BKV_ERR_LEN];
 } last_error;
 
+#ifdef BKV_CHECK_INVARIANTS
+/* A value unique to the calling thread, for the mutex owner check. */
+uintptr_t bkv_thread_token(void) {
+    static _Thread_local char token;
+    return (uintptr_t)&token;
+}
+#endif
+
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err) {
     if (rc >= 0) return rc;
     last_error.owner = db;
@@ -372,10 +380,10 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
         else db->nbg++;
     }
     if (rc) {
-        pthread_mutex_lock(&db->mu);
-        __atomic_store_n(&db->shutting_down, 1, __ATOMIC_RELAXED); /* compactions poll it unlocked */
+        bkv_db_lock(db);
+        atomic_store_explicit(&db->shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
         pthread_cond_broadcast(&db->work_cv);
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
         free_db(db);
         return bkv_db_error(NULL, rc, &e);
@@ -390,10 +398,10 @@ int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {
 
 int bkv_close(bkv_db *db) {
     if (!db) return BKV_OK;
-    pthread_mutex_lock(&db->mu);
-    __atomic_store_n(&db->shutting_down, 1, __ATOMIC_RELAXED); /* compactions poll it unlocked */
+    bkv_db_lock(db);
+    atomic_store_explicit(&db->shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
     pthread_cond_broadcast(&db->work_cv);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
     int rc = BKV_OK;
     if (db->logfile) {

@@ -1,5 +1,5 @@
 /*
- * Point reads and statistics.
+ * Point reads, multi-gets and snapshots.
  *
  * A get hashes its key once and hands that hash to every filter it asks:
  * the active memtable's, each immutable memtable's, then each candidate
@@ -16,12 +16,13 @@
 #include "util/ikey.h"
 
 void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_read_state_acquire_locked(db, ro, rs);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
 }
 
 void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
+    BKV_ASSERT_LOCKED(db);
     rs->mem = db->mem;
     bkv_memtable_ref(rs->mem);
     rs->nimm = db->nimm;
@@ -30,7 +31,7 @@ void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_r
         bkv_memtable_ref(rs->imm[i]);
     }
     rs->version = db->current;
-    __atomic_add_fetch(&rs->version->refs, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&rs->version->refs, 1, memory_order_relaxed);
     rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
                                       : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
 }
@@ -247,7 +248,7 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
     if (!db) return NULL;
     bkv_snapshot *s = malloc(sizeof *s);
     if (!s) return NULL;
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     s->seq = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
     s->db = db;
     /* Sequences only grow, so appending keeps the list oldest first. */
@@ -255,7 +256,7 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
     s->prev = db->snapshots.prev;
     s->prev->next = s;
     db->snapshots.prev = s;
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     return s;
 }
 
@@ -264,14 +265,14 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
  * (the pointer is compared, never followed, until it is found). */
 void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
     if (!db || !snap) return;
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_snapshot *s = db->snapshots.next;
     while (s != &db->snapshots && s != snap) s = s->next;
     if (s != &db->snapshots) {
         s->prev->next = s->next;
         s->next->prev = s->prev;
     }
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     if (s != &db->snapshots) free(s);
 }
 
@@ -294,5 +295,6 @@ int bkv_db_read_options(const bkv_db *db, const bkv_read_options **rop, bkv_read
 }
 
 uint64_t bkv_db_oldest_snapshot(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
     return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq : db->last_sequence;
 }

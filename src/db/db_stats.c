@@ -58,7 +58,7 @@ static int counter_value(bkv_db *db, const char *name, uint64_t *v) {
         }
     for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++)
         if (strcmp(name, table_counters[i].name) == 0) {
-            *v = __atomic_load_n((uint64_t *)((char *)&db->tstats + table_counters[i].offset), __ATOMIC_RELAXED);
+            *v = atomic_load_explicit((atomic_uint_fast64_t *)((char *)&db->tstats + table_counters[i].offset), memory_order_relaxed);
             return 1;
         }
     return 0;
@@ -155,14 +155,14 @@ static void value_index_report(bkv_db *db, bkv_buf *b) {
 static char *stats_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_tree_version *v = db->current;
-    __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     int nimm = db->nimm;
     size_t mem = bkv_memtable_memory(db->mem);
     uint64_t seq = db->last_sequence;
     int err = db->bg_error;
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
 
     append(&b, "bloomkv %d.%d.%d  %s\n", BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH, db->path);
     append(&b, "sequence %llu, memtable %zu bytes, %d immutable%s\n", (unsigned long long)seq, mem, nimm,
@@ -217,26 +217,26 @@ char *bkv_property(bkv_db *db, const char *name) {
         char *end;
         long level = strtol(name + 26, &end, 10);
         if (end == name + 26 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
         size_t n = db->current->nfiles[level];
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         return format("%zu", n);
     }
     if (strcmp(name, "bloomkv.write-amplification") == 0 || strcmp(name, "bloomkv.space-amplification") == 0 ||
         strcmp(name, "bloomkv.read-amplification") == 0) {
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
         amplification a = amplifications(db, db->current);
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         return format("%.4f", name[8] == 'w' ? a.write : name[8] == 's' ? a.space : a.read);
     }
     if (strncmp(name, "bloomkv.bytes-at-level", 22) == 0) {
         char *end;
         long level = strtol(name + 22, &end, 10);
         if (end == name + 22 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
         uint64_t bytes = 0;
         for (size_t i = 0; i < db->current->nfiles[level]; i++) bytes += db->current->files[level][i]->size;
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         return format("%llu", (unsigned long long)bytes);
     }
     if (strcmp(name, "bloomkv.value-index") == 0) {
@@ -250,10 +250,10 @@ char *bkv_property(bkv_db *db, const char *name) {
         return (char *)b.data;
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
         bkv_tree_version *v = db->current;
-        __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
-        pthread_mutex_unlock(&db->mu);
+        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+        bkv_db_unlock(db);
         uint64_t m = filter_memory(db, v);
         bkv_tree_version_unref(v);
         return format("%llu", (unsigned long long)m);

@@ -150,10 +150,12 @@ static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int 
 }
 
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit) {
+    BKV_ASSERT_UNLOCKED(db);
     if (db->vindex && edit->nadded) index_update(db, edit, 1, 0);
 }
 
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed) {
+    BKV_ASSERT_UNLOCKED(db);
     if (db->vindex && (installed ? edit->ndeleted : edit->nadded)) index_update(db, edit, 0, !installed);
 }
 

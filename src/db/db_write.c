@@ -49,6 +49,7 @@ static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number -
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. */
 static int switch_memtable(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     bkv_memtable *fresh = bkv_db_new_memtable(db);
     if (!fresh) return bkv_fail(e, BKV_NOMEM, "out of memory for a new memtable");
     uint64_t number = db->next_file++;
@@ -92,14 +93,16 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
 /* Gives the background 1 ms of this writer's time now, rather than stop
  * every writer later. REQUIRES: db->mu held; drops it while sleeping. */
 static void slow_down(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
     atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     nanosleep(&(struct timespec){0, 1000000}, NULL);
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
 }
 
 /* REQUIRES: db->mu held, by the write leader. */
 static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     int allow_delay = !force;
     for (;;) {
         if (db->bg_error) return bkv_db_bg_status(db, e);
@@ -114,7 +117,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         if (!force && l0 >= (size_t)db->opts.level0_stop_trigger) {
             atomic_fetch_add_explicit(&db->c.write_stalls, 1, memory_order_relaxed);
             pthread_cond_signal(&db->work_cv);
-            pthread_cond_wait(&db->bg_cv, &db->mu);
+            bkv_db_wait(db, &db->bg_cv);
             continue;
         }
         if (!force && used < db->opts.write_buffer_size) {
@@ -127,7 +130,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         }
         if (db->nimm >= max_imm(db)) {
             atomic_fetch_add_explicit(&db->c.write_stalls, 1, memory_order_relaxed);
-            pthread_cond_wait(&db->bg_cv, &db->mu);
+            bkv_db_wait(db, &db->bg_cv);
             continue;
         }
         int rc = switch_memtable(db, e);
@@ -155,13 +158,13 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     w.sync = wo && wo->sync;
     pthread_cond_init(&w.cv, NULL);
 
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     if (db->writers_tail) db->writers_tail->next = &w;
     else db->writers_head = &w;
     db->writers_tail = &w;
-    while (!w.done && db->writers_head != &w) pthread_cond_wait(&w.cv, &db->mu);
+    while (!w.done && db->writers_head != &w) bkv_db_wait(db, &w.cv);
     if (w.done) {
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         pthread_cond_destroy(&w.cv);
         return bkv_db_error(db, w.rc, &w.err);
     }
@@ -189,7 +192,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             bkv_batch_set_sequence(g, first);
             db->last_sequence += count;
             bkv_memtable *mem = db->mem;
-            pthread_mutex_unlock(&db->mu);
+            bkv_db_unlock(db);
 
             rc = bkv_log_add_record(&db->log, g->data, g->len, &e);
             /* Unsynced writes still reach the OS before returning, so they
@@ -201,7 +204,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             atomic_fetch_add_explicit(&db->c.writes, count, memory_order_relaxed);
             if (sync) atomic_fetch_add_explicit(&db->c.syncs, 1, memory_order_relaxed);
 
-            pthread_mutex_lock(&db->mu);
+            bkv_db_lock(db);
             if (log_rc) bkv_db_set_bg_error(db, log_rc, &e);
             else if (rc) bkv_db_set_bg_error(db, rc, &e); /* memtable out of memory: the WAL has it, but reads would not */
             else atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
@@ -221,7 +224,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     }
     if (!db->writers_head) db->writers_tail = NULL;
     else pthread_cond_signal(&db->writers_head->cv);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     pthread_cond_destroy(&w.cv);
     return bkv_db_error(db, rc, &e);
 }
@@ -258,11 +261,11 @@ int bkv_flush(bkv_db *db) {
     if (!db) return BKV_INVALID;
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
-    pthread_mutex_lock(&db->mu);
-    while ((db->nimm > 0 || db->flushing) && !db->bg_error) pthread_cond_wait(&db->bg_cv, &db->mu);
+    bkv_db_lock(db);
+    while ((db->nimm > 0 || db->flushing) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);
-    pthread_mutex_unlock(&db->mu);
+    bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
 }
 

@@ -33,7 +33,7 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
 }
 
 void bkv_file_meta_unref(bkv_file_meta *f) {
-    if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1) return;
     if (f->obsolete && f->owner) f->owner->on_obsolete(f->owner->ctx, f->number);
     bkv_vf_set_destroy(f->vf);
     free(f->smallest);
@@ -41,7 +41,7 @@ void bkv_file_meta_unref(bkv_file_meta *f) {
     free(f);
 }
 
-void bkv_file_meta_ref(bkv_file_meta *f) { __atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED); }
+void bkv_file_meta_ref(bkv_file_meta *f) { atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed); }
 
 void bkv_edit_init(bkv_version_edit *e) { memset(e, 0, sizeof *e); }
 
@@ -214,7 +214,7 @@ int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
 }
 
 void bkv_tree_version_unref(bkv_tree_version *v) {
-    if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1) return;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         for (size_t i = 0; i < v->nfiles[l]; i++) bkv_file_meta_unref(v->files[l][i]);
         free(v->files[l]);

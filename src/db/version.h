@@ -9,6 +9,7 @@
 #ifndef BKV_DB_VERSION_H
 #define BKV_DB_VERSION_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,7 +29,7 @@ typedef struct bkv_file_owner {
 } bkv_file_owner;
 
 typedef struct bkv_file_meta {
-    int refs;                 /* atomic */
+    atomic_int refs;          /* taken and dropped by readers without the db mutex */
     uint64_t number;
     uint64_t size;
     uint64_t entries;
@@ -49,7 +50,7 @@ typedef struct bkv_value_index_rec {
 } bkv_value_index_rec;
 
 typedef struct bkv_tree_version {
-    int refs;                      /* changed under the db mutex */
+    atomic_int refs;               /* taken under the db mutex, dropped anywhere */
     bkv_file_meta **files[BKV_NUM_LEVELS];
     size_t nfiles[BKV_NUM_LEVELS];
 } bkv_tree_version;

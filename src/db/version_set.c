@@ -152,6 +152,7 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
 }
 
 int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     edit->has_next_file = edit->has_last_sequence = 1;
     edit->next_file = db->next_file;
     edit->last_sequence = db->last_sequence;
@@ -176,16 +177,17 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
 }
 
 int bkv_vset_commit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
     if (reindex) {
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         bkv_db_value_index_add(db, edit);
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
     }
     int rc = bkv_vset_log_and_apply(db, edit, e);
     if (reindex) {
-        pthread_mutex_unlock(&db->mu);
+        bkv_db_unlock(db);
         bkv_db_value_index_finish(db, edit, rc == BKV_OK);
-        pthread_mutex_lock(&db->mu);
+        bkv_db_lock(db);
     }
     return rc;
 }

@@ -56,7 +56,7 @@ int bkv_filter_alloc_payload(bkv_filter *f) {
     return BKV_OK;
 }
 
-int bkv_filter_new(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
+int bkv_filter_create(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
     if (!out) return BKV_INVALID;
     *out = NULL;
     if (!spec_valid(spec)) return BKV_INVALID;
@@ -94,7 +94,7 @@ int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t
         f->hash_seed = spec->hash_seed;
         int rc = ops->build(f, spec, hashes, n);
         if (rc != BKV_OK) {
-            bkv_filter_free(f);
+            bkv_filter_destroy(f);
             return rc;
         }
         f->num_keys = n;
@@ -115,11 +115,11 @@ int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t
         hashes = distinct;
         n = m;
     }
-    int rc = bkv_filter_new(spec, n, out);
+    int rc = bkv_filter_create(spec, n, out);
     for (size_t i = 0; rc == BKV_OK && i < n; i++) rc = bkv_filter_add(*out, hashes[i]);
     free(distinct);
     if (rc != BKV_OK) {
-        bkv_filter_free(*out);
+        bkv_filter_destroy(*out);
         *out = NULL;
     }
     return rc;
@@ -266,7 +266,7 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     return BKV_OK;
 }
 
-void bkv_filter_free(bkv_filter *f) {
+void bkv_filter_destroy(bkv_filter *f) {
     if (!f) return;
     if (f->owned) free(f->payload);
     free(f);

@@ -79,7 +79,11 @@ struct bkv_filter_ops {
 
 /* Bit access in the payload. Loads are relaxed atomics (plain loads on
  * every mainstream CPU) so that probing while another thread adds with
- * atomic stores is well defined. */
+ * atomic stores is well defined. The payload is plain memory (a caller's
+ * serialized buffer, a mapped table block) that the other probe paths read
+ * without atomics, which C11's typed atomics cannot express: this is the
+ * one place that uses the compiler's __atomic builtins on plain bytes; the
+ * engine uses <stdatomic.h> everywhere else. */
 static inline unsigned bkv_payload_bit(const uint8_t *p, uint64_t bit) {
     return (unsigned)(__atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED) >> (bit & 7)) & 1u;
 }

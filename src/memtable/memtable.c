@@ -78,7 +78,7 @@ bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
     atomic_init(&m->height, 1);
     m->rng = 0x2545F4914F6CDD1DULL;
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 10};
-    if (!expected_keys || bkv_filter_new(&spec, expected_keys, &m->filter) != BKV_OK) m->filter = NULL;
+    if (!expected_keys || bkv_filter_create(&spec, expected_keys, &m->filter) != BKV_OK) m->filter = NULL;
     return m;
 }
 
@@ -86,7 +86,7 @@ void bkv_memtable_ref(bkv_memtable *m) { atomic_fetch_add(&m->refs, 1); }
 
 void bkv_memtable_unref(bkv_memtable *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
-    bkv_filter_free(m->filter);
+    bkv_filter_destroy(m->filter);
     free(m->term_buckets);
     bkv_arena_destroy(&m->arena);
     free(m);

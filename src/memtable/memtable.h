@@ -75,7 +75,7 @@ void bkv_memtable_iter_prev(bkv_memtable_iter *it);
 const uint8_t *bkv_memtable_iter_ikey(const bkv_memtable_iter *it, size_t *len);
 const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len);
 
-/* An internal iterator (table/iterator.h) holding a reference to m. */
+/* An internal iterator (util/iterator.h) holding a reference to m. */
 struct bkv_ikey_iter;
 struct bkv_ikey_iter *bkv_memtable_iiter_new(bkv_memtable *m);
 

@@ -10,6 +10,7 @@
 #ifndef BKV_TABLE_H
 #define BKV_TABLE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,11 +85,11 @@ void bkv_table_builder_free(bkv_table_builder *b);
 /* ---- reader ---- */
 typedef struct bkv_table bkv_table;
 
-typedef struct bkv_table_stats {
-    uint64_t blocks_read;        /* from the file */
-    uint64_t cache_hits, cache_misses;
-    uint64_t filter_probes, filter_negatives;
-    uint64_t filter_corrupt;     /* filter blocks that failed validation */
+typedef struct bkv_table_stats { /* relaxed atomics: bumped by every reader */
+    atomic_uint_fast64_t blocks_read;        /* from the file */
+    atomic_uint_fast64_t cache_hits, cache_misses;
+    atomic_uint_fast64_t filter_probes, filter_negatives;
+    atomic_uint_fast64_t filter_corrupt;     /* filter blocks that failed validation */
 } bkv_table_stats;
 
 /* Opens and validates the footer, index and filter of a table. A damaged

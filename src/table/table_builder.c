@@ -215,11 +215,11 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         size_t n = bkv_filter_encoded_size(flt);
         uint8_t *enc = malloc(n);
         if (!enc) {
-            bkv_filter_free(flt);
+            bkv_filter_destroy(flt);
             return bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding filter", b->name);
         }
         bkv_filter_encode(flt, enc, n);
-        bkv_filter_free(flt);
+        bkv_filter_destroy(flt);
         rc = write_raw_block(b, enc, n, BKV_COMPRESS_NONE, &f.filter, e);
         free(enc);
         if (rc) return rc;

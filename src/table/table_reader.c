@@ -22,7 +22,7 @@ struct bkv_table {
     /* Per data block (index entry i): its checksum held when first read in
      * place from the map. Table files are never rewritten, so a block read
      * in place again gets no second pass (as a block in the block cache). */
-    uint8_t *verified;
+    atomic_uchar *verified;  /* per data block: its checksum was verified */
     uint8_t *filter_data;
     size_t filter_len;
     bkv_filter *filter;   /* NULL: no filter or a damaged one, "maybe" */
@@ -136,7 +136,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
                       (unsigned long long)f.index.offset);
         goto fail;
     }
-    if (!(t->verified = calloc(t->index.num_restarts + 1, 1))) {
+    if (!(t->verified = calloc(t->index.num_restarts + 1, sizeof *t->verified))) {
         rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -154,7 +154,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
             free(t->filter_data);
             t->filter_data = NULL;
             t->filter = NULL;
-            if (stats) __atomic_fetch_add(&stats->filter_corrupt, 1, __ATOMIC_RELAXED);
+            if (stats) atomic_fetch_add_explicit(&stats->filter_corrupt, 1, memory_order_relaxed);
         }
     }
     *out = t;
@@ -168,7 +168,7 @@ void bkv_table_close(bkv_table *t) {
     if (!t) return;
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
     if (t->file) bkv_file_close_readable(t->file);
-    bkv_filter_free(t->filter);
+    bkv_filter_destroy(t->filter);
     free(t->props.smallest);
     free(t->props.largest);
     free(t->filter_data);
@@ -268,11 +268,11 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
         const uint8_t *p = map + h.offset;
         uint8_t type = p[h.size];
         if (type == BKV_COMPRESS_NONE) {
-            if (stats) __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
-            if (verify_all || number < 0 || !__atomic_load_n(&t->verified[number], __ATOMIC_ACQUIRE)) {
+            if (stats) atomic_fetch_add_explicit(&stats->blocks_read, 1, memory_order_relaxed);
+            if (verify_all || number < 0 || !atomic_load_explicit(&t->verified[number], memory_order_acquire)) {
                 int rc = bkv_block_verify(p, h, t->name, e);
                 if (rc) return rc;
-                if (number >= 0) __atomic_store_n(&t->verified[number], 1, __ATOMIC_RELEASE);
+                if (number >= 0) atomic_store_explicit(&t->verified[number], 1, memory_order_release);
             }
             if (bkv_block_parse(&b->view.blk, p, (size_t)h.size) < 0)
                 return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
@@ -283,13 +283,13 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
     }
     /* A cached block was verified when it was read; verify_all reads it again. */
     if (t->cache && !verify_all && (b->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
-        if (stats) __atomic_fetch_add(&stats->cache_hits, 1, __ATOMIC_RELAXED);
+        if (stats) atomic_fetch_add_explicit(&stats->cache_hits, 1, memory_order_relaxed);
         b->blk = &((cached_block *)bkv_cache_value(b->entry))->blk;
         return BKV_OK;
     }
     if (stats) {
-        if (t->cache) __atomic_fetch_add(&stats->cache_misses, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&stats->blocks_read, 1, __ATOMIC_RELAXED);
+        if (t->cache) atomic_fetch_add_explicit(&stats->cache_misses, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&stats->blocks_read, 1, memory_order_relaxed);
     }
     cached_block *cb = calloc(1, sizeof *cb);
     if (!cb) return bkv_fail(e, BKV_NOMEM, "%s: out of memory", t->name);

@@ -28,3 +28,14 @@ int bkv_fail(bkv_err *e, int rc, const char *fmt, ...) {
     }
     return rc;
 }
+
+#ifdef BKV_CHECK_INVARIANTS
+#include <stdlib.h>
+
+#include "util/check.h"
+
+void bkv_check_failed(const char *cond, const char *file, int line) {
+    fprintf(stderr, "bloomkv: invariant failed: %s (%s:%d)\n", cond, file, line);
+    abort();
+}
+#endif

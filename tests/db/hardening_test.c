@@ -369,9 +369,9 @@ static void library_contract(void **state) {
     assert_int_equal(bkv_dump_table(NULL, 0, stdout), BKV_INVALID);
     assert_int_equal(bkv_dump_table("x", 0, NULL), BKV_INVALID);
     bkv_filter *f;
-    assert_int_equal(bkv_filter_new(NULL, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(NULL, 10, &f), BKV_INVALID);
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};
-    assert_int_equal(bkv_filter_new(&spec, 10, NULL), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(&spec, 10, NULL), BKV_INVALID);
     assert_int_equal(bkv_filter_build(&spec, NULL, 3, &f), BKV_INVALID);
     assert_int_equal(bkv_filter_open("x", 1, 0, NULL, NULL, 0), BKV_INVALID);
     assert_int_equal(bkv_put(NULL, NULL, "k", 1, "v", 1), BKV_INVALID);
@@ -490,7 +490,7 @@ static void cuckoo_build_accepts_duplicates(void **state) {
         bkv_filter_get_info(f, &info);
         assert_int_equal(info.num_keys, 100);
         assert_int_equal(bkv_filter_delete(f, h[7]), BKV_OK);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 

@@ -16,7 +16,7 @@ static const int types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
 static bkv_filter *build(int type, double bpk, uint32_t tag, uint64_t n) {
     bkv_filter_spec spec = {.type = type, .bits_per_key = bpk};
     bkv_filter *f = NULL;
-    assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+    assert_int_equal(bkv_filter_create(&spec, n, &f), BKV_OK);
     for (uint64_t i = 0; i < n; i++) assert_int_equal(bkv_filter_add(f, test_key_hash(tag, i)), BKV_OK);
     return f;
 }
@@ -34,7 +34,7 @@ static void no_false_negatives_at_every_bits_per_key(void **state) {
             uint64_t n = 50000 + (uint64_t)bpk * 1000;
             bkv_filter *f = build(types[t], bpk, (uint32_t)bpk, n);
             for (uint64_t i = 0; i < n; i++) assert_int_equal(bkv_filter_may_contain(f, test_key_hash((uint32_t)bpk, i)), 1);
-            bkv_filter_free(f);
+            bkv_filter_destroy(f);
         }
     }
 }
@@ -47,7 +47,7 @@ static void no_false_negatives_with_millions_of_keys(void **state) {
         uint64_t misses = 0;
         for (uint64_t i = 0; i < n; i++) misses += bkv_filter_may_contain(f, test_key_hash(7, i)) == 0;
         assert_true(misses == 0);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 
@@ -72,7 +72,7 @@ static void standard_bloom_rate_matches_formula(void **state) {
         double model = pow(1 - exp(-(double)info.k * (double)n / (double)info.num_bits), info.k);
         assert_true(fabs(model - info.expected_fpr) < 1e-12);
         assert_near_model(measured_fpr(f, 101, q), model, q);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 
@@ -85,7 +85,7 @@ static void blocked_bloom_rate_matches_model_and_target(void **state) {
     double fpr = measured_fpr(f, 201, q);
     assert_near_model(fpr, info.expected_fpr, q);
     assert_true(fpr <= 0.010);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
 }
 
 static void optimal_k_and_clamping(void **state) {
@@ -95,21 +95,21 @@ static void optimal_k_and_clamping(void **state) {
     bkv_filter_get_info(f, &info);
     assert_int_equal(info.k, 7); /* 10 ln 2 = 6.93 */
     assert_true(info.num_bits == 1000);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     f = build(BKV_FILTER_BLOOM, 100, 1, 100);
     bkv_filter_get_info(f, &info);
     assert_int_equal(info.k, 30);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     f = build(BKV_FILTER_BLOOM, 0.5, 1, 10);
     bkv_filter_get_info(f, &info);
     assert_int_equal(info.k, 1);
     assert_true(info.num_bits == 64); /* floor for tiny filters */
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     f = build(BKV_FILTER_BLOCKED_BLOOM, 10, 1, 1000);
     bkv_filter_get_info(f, &info);
     assert_true(info.num_bits % 512 == 0);
     assert_in_range(info.k, 5, 7);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
 }
 
 static void fpr_constructor_meets_its_target(void **state) {
@@ -120,7 +120,7 @@ static void fpr_constructor_meets_its_target(void **state) {
         for (size_t i = 0; i < 3; i++) {
             bkv_filter_spec spec = {.type = types[t], .fpr = targets[i]};
             bkv_filter *f = NULL;
-            assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+            assert_int_equal(bkv_filter_create(&spec, n, &f), BKV_OK);
             for (uint64_t j = 0; j < n; j++) bkv_filter_add(f, test_key_hash(300, j));
             double fpr = measured_fpr(f, 301, q);
             double sigma = sqrt(targets[i] / (double)q);
@@ -131,7 +131,7 @@ static void fpr_constructor_meets_its_target(void **state) {
                 bkv_filter_get_info(f, &info);
                 assert_int_equal(info.k, (unsigned)lround(-log2(targets[i])));
             }
-            bkv_filter_free(f);
+            bkv_filter_destroy(f);
         }
     }
 }
@@ -149,7 +149,7 @@ static void batch_agrees_with_single_probes(void **state) {
         bkv_filter_may_contain_batch(f, hs, q, out);
         for (size_t i = 0; i < q; i++) assert_int_equal(out[i], bkv_filter_may_contain(f, hs[i]));
         bkv_filter_may_contain_batch(f, hs, 0, out);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
     free(hs);
     free(out);
@@ -160,7 +160,7 @@ static void empty_filter_says_no_and_null_says_maybe(void **state) {
     for (size_t t = 0; t < 2; t++) {
         bkv_filter *f = build(types[t], 10, 1, 0);
         for (uint64_t i = 0; i < 1000; i++) assert_int_equal(bkv_filter_may_contain(f, test_key_hash(9, i)), 0);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
     assert_int_equal(bkv_filter_may_contain(NULL, 123), 1);
     uint8_t out[3];
@@ -173,15 +173,15 @@ static void bad_specs_are_rejected(void **state) {
     (void)state;
     bkv_filter *f = (bkv_filter *)1;
     bkv_filter_spec spec = {.type = 99, .bits_per_key = 10};
-    assert_int_equal(bkv_filter_new(&spec, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(&spec, 10, &f), BKV_INVALID);
     assert_null(f);
     spec.type = BKV_FILTER_BLOOM;
     spec.bits_per_key = 0;
     spec.fpr = 1.5;
-    assert_int_equal(bkv_filter_new(&spec, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(&spec, 10, &f), BKV_INVALID);
     spec.fpr = 0;
-    assert_int_equal(bkv_filter_new(&spec, 10, &f), BKV_INVALID);
-    assert_int_equal(bkv_filter_new(NULL, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(&spec, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(NULL, 10, &f), BKV_INVALID);
     assert_int_equal(bkv_filter_type_from_name("blocked"), BKV_FILTER_BLOCKED_BLOOM);
     assert_int_equal(bkv_filter_type_from_name("bloom"), BKV_FILTER_BLOOM);
     assert_int_equal(bkv_filter_type_from_name("nope"), -1);

@@ -56,7 +56,7 @@ static void no_false_negatives_at_any_size(void **state) {
             for (size_t i = 0; i < total; i++)
                 if (!bkv_filter_may_contain(f, h[i]))
                     fail_msg("type %s n %zu: key %zu missing", bkv_filter_type_name(all_types[t]), sizes[si], i);
-            bkv_filter_free(f);
+            bkv_filter_destroy(f);
             free(h);
         }
 }
@@ -75,7 +75,7 @@ static void rates_match_models(void **state) {
         double rate = (double)fp / q, model = info.expected_fpr, sigma = sqrt(model / q);
         if (fabs(rate - model) > 0.15 * model + 6 * sigma)
             fail_msg("type %s: rate %.5f, model %.5f", bkv_filter_type_name(all_types[t]), rate, model);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
         free(h);
     }
 }
@@ -94,7 +94,7 @@ static void ribbon_stays_near_the_bound(void **state) {
         double bound = -log2(info.expected_fpr);
         /* Well under 10% above log2(1/fpr) bits per key. */
         assert_true(info.bits_per_key < bound * 1.07);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
     free(h);
 }
@@ -105,7 +105,7 @@ static void cuckoo_fills_to_95_percent_and_loses_nothing(void **state) {
     for (int t = 0; t < 3; t++) {
         bkv_filter_spec s = {.type = types[t], .bits_per_key = 10};
         bkv_filter *f;
-        assert_int_equal(bkv_filter_new(&s, 100000, &f), BKV_OK);
+        assert_int_equal(bkv_filter_create(&s, 100000, &f), BKV_OK);
         bkv_filter_info info;
         bkv_filter_get_info(f, &info);
         uint64_t slots = info.num_bits / info.k, added = 0;
@@ -122,7 +122,7 @@ static void cuckoo_fills_to_95_percent_and_loses_nothing(void **state) {
             else still += (uint64_t)bkv_filter_may_contain(f, test_key_hash(80, i));
         }
         assert_true(still < added / 20);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 
@@ -132,7 +132,7 @@ static void deletes_of_absent_keys_change_nothing(void **state) {
     for (int t = 0; t < 2; t++) {
         bkv_filter_spec s = spec_for(types[t]);
         bkv_filter *f;
-        assert_int_equal(bkv_filter_new(&s, 1000, &f), BKV_OK);
+        assert_int_equal(bkv_filter_create(&s, 1000, &f), BKV_OK);
         for (int i = 0; i < 1000; i++) assert_int_equal(bkv_filter_add(f, test_key_hash(90, (uint64_t)i)), BKV_OK);
         size_t len = bkv_filter_encoded_size(f);
         uint8_t *before = malloc(len), *after = malloc(len);
@@ -149,7 +149,7 @@ static void deletes_of_absent_keys_change_nothing(void **state) {
         assert_memory_equal(before, after, len);
         free(before);
         free(after);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 
@@ -157,7 +157,7 @@ static void saturated_counters_never_cause_false_negatives(void **state) {
     (void)state;
     bkv_filter_spec s = {.type = BKV_FILTER_COUNTING, .bits_per_key = 16};
     bkv_filter *f;
-    assert_int_equal(bkv_filter_new(&s, 200, &f), BKV_OK);
+    assert_int_equal(bkv_filter_create(&s, 200, &f), BKV_OK);
     bkv_hash hot = test_key_hash(100, 0);
     for (int i = 0; i < 40; i++) assert_int_equal(bkv_filter_add(f, hot), BKV_OK);
     for (int i = 1; i < 200; i++) assert_int_equal(bkv_filter_add(f, test_key_hash(100, (uint64_t)i)), BKV_OK);
@@ -167,7 +167,7 @@ static void saturated_counters_never_cause_false_negatives(void **state) {
     for (int i = 1; i < 200; i++) assert_int_equal(bkv_filter_may_contain(f, test_key_hash(100, (uint64_t)i)), 1);
     for (int i = 1; i < 200; i += 2) assert_int_equal(bkv_filter_delete(f, test_key_hash(100, (uint64_t)i)), BKV_OK);
     for (int i = 2; i < 200; i += 2) assert_int_equal(bkv_filter_may_contain(f, test_key_hash(100, (uint64_t)i)), 1);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
 }
 
 static void serialized_forms_reject_every_damage(void **state) {
@@ -190,7 +190,7 @@ static void serialized_forms_reject_every_damage(void **state) {
         for (int i = 0; i < 300; i++) q[i] = test_key_hash(i % 2 ? 110 : 112, (uint64_t)i);
         bkv_filter_may_contain_batch(g, q, 300, out);
         for (int i = 0; i < 300; i++) assert_int_equal(out[i], bkv_filter_may_contain(g, q[i]));
-        bkv_filter_free(g);
+        bkv_filter_destroy(g);
         for (size_t cut = 0; cut < len; cut++) {
             uint8_t *copy = malloc(cut ? cut : 1);
             memcpy(copy, buf, cut);
@@ -208,7 +208,7 @@ static void serialized_forms_reject_every_damage(void **state) {
             buf[pos] = orig;
         }
         free(buf);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
         free(h);
     }
 }
@@ -217,7 +217,7 @@ static void static_types_refuse_incremental_use(void **state) {
     (void)state;
     bkv_filter_spec s = {.type = BKV_FILTER_RIBBON, .fpr = 0.01};
     bkv_filter *f = NULL;
-    assert_int_equal(bkv_filter_new(&s, 10, &f), BKV_INVALID);
+    assert_int_equal(bkv_filter_create(&s, 10, &f), BKV_INVALID);
     assert_true(bkv_filter_is_static(BKV_FILTER_FUSE8));
     assert_false(bkv_filter_is_static(BKV_FILTER_BLOOM));
     assert_true(bkv_filter_is_deletable(BKV_FILTER_CUCKOO8));
@@ -226,7 +226,7 @@ static void static_types_refuse_incremental_use(void **state) {
     assert_int_equal(bkv_filter_build(&s, h, 3, &f), BKV_OK);
     assert_int_equal(bkv_filter_add(f, 4), BKV_INVALID);
     assert_int_equal(bkv_filter_delete(f, 1), BKV_INVALID);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     for (size_t t = 0; t < NTYPES; t++)
         assert_int_equal(bkv_filter_type_from_name(bkv_filter_type_name(all_types[t])), all_types[t]);
 }

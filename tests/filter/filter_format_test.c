@@ -16,14 +16,14 @@ static const int types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
 static uint8_t *encode_filter(int type, uint64_t n, double bpk, size_t *len) {
     bkv_filter_spec spec = {.type = type, .bits_per_key = bpk, .hash_seed = 77};
     bkv_filter *f = NULL;
-    assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+    assert_int_equal(bkv_filter_create(&spec, n, &f), BKV_OK);
     for (uint64_t i = 0; i < n; i++) bkv_filter_add(f, test_key_hash(1, i));
     *len = bkv_filter_encoded_size(f);
     uint8_t *buf = malloc(*len);
     assert_non_null(buf);
     assert_int_equal(bkv_filter_encode(f, buf, *len - 1), BKV_INVALID);
     assert_int_equal(bkv_filter_encode(f, buf, *len), BKV_OK);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
     return buf;
 }
 
@@ -33,7 +33,7 @@ static void round_trip_probes_in_place(void **state) {
         const uint64_t n = 5000;
         bkv_filter_spec spec = {.type = types[t], .bits_per_key = 10, .hash_seed = 77};
         bkv_filter *f = NULL;
-        assert_int_equal(bkv_filter_new(&spec, n, &f), BKV_OK);
+        assert_int_equal(bkv_filter_create(&spec, n, &f), BKV_OK);
         for (uint64_t i = 0; i < n; i++) bkv_filter_add(f, test_key_hash(1, i));
         size_t len = bkv_filter_encoded_size(f);
         /* One spare byte in front to probe an unaligned copy too. */
@@ -61,10 +61,10 @@ static void round_trip_probes_in_place(void **state) {
             for (int i = 0; i < 100; i++) assert_int_equal(out[i], 1);
             /* Opened filters are read-only. */
             assert_int_equal(bkv_filter_add(g, 1), BKV_INVALID);
-            bkv_filter_free(g);
+            bkv_filter_destroy(g);
         }
         free(raw);
-        bkv_filter_free(f);
+        bkv_filter_destroy(f);
     }
 }
 
@@ -116,7 +116,7 @@ static void every_single_byte_change_is_rejected(void **state) {
         }
         bkv_filter *g = NULL;
         assert_int_equal(bkv_filter_open(buf, len, 0, &g, NULL, 0), BKV_OK);
-        bkv_filter_free(g);
+        bkv_filter_destroy(g);
         free(buf);
     }
 }
@@ -129,7 +129,7 @@ static void trusted_open_still_checks_structure(void **state) {
     /* A payload bit flip passes a trusted open: the caller vouched for it. */
     buf[70] ^= 1;
     assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, NULL, 0), BKV_OK);
-    bkv_filter_free(g);
+    bkv_filter_destroy(g);
     assert_int_equal(bkv_filter_open(buf, len, 0, &g, NULL, 0), BKV_CORRUPTION);
     buf[70] ^= 1;
     /* A geometry that would send probes out of bounds never does. */
@@ -164,7 +164,7 @@ static void header_matches_format_doc(void **state) {
     (void)state;
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};
     bkv_filter *f = NULL;
-    assert_int_equal(bkv_filter_new(&spec, 3, &f), BKV_OK);
+    assert_int_equal(bkv_filter_create(&spec, 3, &f), BKV_OK);
     for (int i = 0; i < 3; i++) bkv_filter_add(f, test_key_hash(5, (uint64_t)i));
     assert_int_equal(bkv_filter_encoded_size(f), 80);
     uint8_t buf[80];
@@ -174,7 +174,7 @@ static void header_matches_format_doc(void **state) {
                                 8, 0, 0, 0, 0, 0, 0, 0};
     assert_memory_equal(buf, expect, sizeof expect);
     for (int i = 48; i < 64; i++) assert_int_equal(buf[i], 0);
-    bkv_filter_free(f);
+    bkv_filter_destroy(f);
 }
 
 /* Regression (found by fuzz_filter): a header claiming billions of keys
@@ -189,7 +189,7 @@ static void absurd_key_count_does_not_stall_info(void **state) {
     bkv_filter_info info;
     bkv_filter_get_info(g, &info);
     assert_true(info.expected_fpr == 1.0);
-    bkv_filter_free(g);
+    bkv_filter_destroy(g);
     free(buf);
 }
 

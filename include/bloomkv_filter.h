@@ -17,9 +17,8 @@
  *
  * Ownership: every bkv_filter handle is freed with bkv_filter_destroy()
  * (handles are made by _create/_build/_open and ended by _destroy, as in
- * the engine's API). A
- * handle from bkv_filter_open() borrows the caller's buffer, which must stay
- * alive and unchanged until the handle is freed.
+ * the engine's API). A handle from bkv_filter_open() borrows the caller's
+ * buffer, which must stay alive and unchanged until the handle is freed.
  */
 #ifndef BLOOMKV_FILTER_H
 #define BLOOMKV_FILTER_H

@@ -92,7 +92,7 @@ static void flush_one(bkv_db *db) {
     bkv_memtable_unref(mem);
     atomic_fetch_add_explicit(&db->c.flushes, 1, memory_order_relaxed);
     char path[BKV_PATH_MAX];
-    bkv_log_name(path, db->path, old_log);
+    bkv_wal_name(path, db->path, old_log);
     db->env->remove_file(db->env, path, NULL);
     pthread_cond_broadcast(&db->bg_cv);
 }

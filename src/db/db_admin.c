@@ -91,7 +91,7 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     /* Numbers from the source's counter on: no table number is reused. */
     uint64_t log_number = next_file, manifest_number = next_file + 1;
     char wal[BKV_PATH_MAX];
-    bkv_log_name(wal, dir, log_number);
+    bkv_wal_name(wal, dir, log_number);
     bkv_wfile *f;
     if (!rc && !(rc = db->env->new_writable(db->env, wal, db->opts.file_mode, &f, &e))) {
         rc = bkv_file_sync(f, &e);

@@ -195,7 +195,7 @@ static void check_files_present(checker *c, const char *dir, const char *manifes
         report(c, "%s/%s: no edit names the oldest live WAL (offset 0)", dir, manifest);
         return;
     }
-    bkv_log_name(p, dir, c->log_number);
+    bkv_wal_name(p, dir, c->log_number);
     if (!env->file_exists(env, p)) report(c, "%s: missing (%s names it as the oldest live WAL)", p, manifest);
 }
 

@@ -209,9 +209,9 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     size_t n = 0;
     bkv_err e = {{0}};
     int rc = BKV_OK;
-    if (!(children[n++] = bkv_memtable_iiter_new(it->rs.mem))) rc = BKV_NOMEM;
+    if (!(children[n++] = bkv_memtable_ikey_iter_new(it->rs.mem))) rc = BKV_NOMEM;
     for (int i = 0; !rc && i < it->rs.nimm; i++)
-        if (!(children[n++] = bkv_memtable_iiter_new(it->rs.imm[i]))) rc = BKV_NOMEM;
+        if (!(children[n++] = bkv_memtable_ikey_iter_new(it->rs.imm[i]))) rc = BKV_NOMEM;
     bkv_hash ph = prefix ? bkv_hash_bytes_seeded(prefix, plen, BKV_PREFIX_SEED) : 0;
     for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++) {
         if (l > 0 && !prefix) {

@@ -142,7 +142,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
      * was written; replaying without it would silently drop its writes. */
     if (rec->log_number && (nlogs == 0 || logs[0] != rec->log_number)) {
         char path[BKV_PATH_MAX];
-        bkv_log_name(path, db->path, rec->log_number);
+        bkv_wal_name(path, db->path, rec->log_number);
         free(logs);
         return bkv_fail(e, BKV_CORRUPTION, "%s: missing (offset 0): the manifest names it as the oldest live WAL", path);
     }
@@ -154,14 +154,14 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     size_t newest = nlogs;
     char path[BKV_PATH_MAX];
     while (newest > 1) {
-        bkv_log_name(path, db->path, logs[newest - 1]);
+        bkv_wal_name(path, db->path, logs[newest - 1]);
         if (!log_is_empty(db, path)) break;
         newest--;
     }
     bkv_memtable *mem = bkv_db_new_memtable(db);
     if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
-        bkv_log_name(path, db->path, logs[i]);
+        bkv_wal_name(path, db->path, logs[i]);
         uint8_t *data;
         size_t len;
         if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
@@ -244,7 +244,7 @@ static void delete_obsolete_files(bkv_db *db) {
 static int open_new_log(bkv_db *db, bkv_err *e) {
     uint64_t number = db->next_file++;
     char path[BKV_PATH_MAX];
-    bkv_log_name(path, db->path, number);
+    bkv_wal_name(path, db->path, number);
     bkv_wfile *f;
     int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
     if (rc) return rc;

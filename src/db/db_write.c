@@ -54,7 +54,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     if (!fresh) return bkv_fail(e, BKV_NOMEM, "out of memory for a new memtable");
     uint64_t number = db->next_file++;
     char path[BKV_PATH_MAX];
-    bkv_log_name(path, db->path, number);
+    bkv_wal_name(path, db->path, number);
     bkv_wfile *f = NULL;
     /* The old log is ended and synced before the new one can exist on
      * disk: once a newer log survives a power loss, a torn tail in an

@@ -11,7 +11,7 @@ enum { BKV_FILE_LOG, BKV_FILE_TABLE, BKV_FILE_MANIFEST, BKV_FILE_CURRENT, BKV_FI
 
 #define BKV_PATH_MAX 4096
 
-static inline void bkv_log_name(char *buf, const char *dir, uint64_t n) {
+static inline void bkv_wal_name(char *buf, const char *dir, uint64_t n) {
     snprintf(buf, BKV_PATH_MAX, "%s/%06llu.log", dir, (unsigned long long)n);
 }
 static inline void bkv_table_name(char *buf, const char *dir, uint64_t n) {

@@ -79,7 +79,7 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
      * log number is still there, nothing committed is being dropped. */
     if (rc == BKV_OK && dropped && have_log) {
         char log[BKV_PATH_MAX];
-        bkv_log_name(log, db->path, *log_number);
+        bkv_wal_name(log, db->path, *log_number);
         if (!db->env->file_exists(db->env, log))
             rc = bkv_fail(e, BKV_CORRUPTION, "%s: damaged record at offset %llu was committed (%06llu.log is gone)",
                           path, (unsigned long long)dropped_at, (unsigned long long)*log_number);

@@ -335,7 +335,7 @@ static void mt_destroy(bkv_ikey_iter *b) {
 static const bkv_ikey_iter_ops mem_iiter_ops = {mt_valid, mt_first, mt_last,  mt_seek,   mt_next,
                                             mt_prev,  mt_key,   mt_value, mt_status, mt_destroy};
 
-bkv_ikey_iter *bkv_memtable_iiter_new(bkv_memtable *m) {
+bkv_ikey_iter *bkv_memtable_ikey_iter_new(bkv_memtable *m) {
     mem_iiter *mi = malloc(sizeof *mi);
     if (!mi) return NULL;
     mi->base.ops = &mem_iiter_ops;

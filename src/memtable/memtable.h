@@ -77,6 +77,6 @@ const uint8_t *bkv_memtable_iter_value(const bkv_memtable_iter *it, size_t *len)
 
 /* An internal iterator (util/iterator.h) holding a reference to m. */
 struct bkv_ikey_iter;
-struct bkv_ikey_iter *bkv_memtable_iiter_new(bkv_memtable *m);
+struct bkv_ikey_iter *bkv_memtable_ikey_iter_new(bkv_memtable *m);
 
 #endif

@@ -54,7 +54,7 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_fi
         *out = NULL;
         return rc;
     }
-    atomic_fetch_add_explicit(&db->c.flush_bytes_written, (*out)->size, memory_order_relaxed);
+    BKV_COUNT(db, flush_bytes_written, (*out)->size);
     return BKV_OK;
 }
 
@@ -90,7 +90,7 @@ static void flush_one(bkv_db *db) {
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
     db->nimm--;
     bkv_memtable_unref(mem);
-    atomic_fetch_add_explicit(&db->c.flushes, 1, memory_order_relaxed);
+    BKV_COUNT(db, flushes, 1);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, old_log);
     db->env->remove_file(db->env, path, NULL);

@@ -93,7 +93,7 @@ static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit
         rc = bkv_fail(e, rc, "out of memory");
         db->env->remove_file(db->env, out->path, NULL);
     } else {
-        atomic_fetch_add_explicit(&db->c.compaction_bytes_written, f->size, memory_order_relaxed);
+        BKV_COUNT(db, compaction_bytes_written, f->size);
     }
     bkv_file_meta_unref(f);
     return rc;
@@ -110,9 +110,9 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         for (size_t i = 0; i < c->ninputs[w] && !rc; i++) {
             rc = bkv_db_get_table(db, c->inputs[w][i], &tables[opened], e);
             if (rc) break;
-            rc = bkv_table_iter_new(bkv_cache_value(tables[opened]), 0, &db->tstats, &children[opened]);
+            rc = bkv_table_iter_new(bkv_cache_value(tables[opened]), 0, bkv_db_tstats(db), &children[opened]);
             opened++;
-            atomic_fetch_add_explicit(&db->c.compaction_bytes_read, c->inputs[w][i]->size, memory_order_relaxed);
+            BKV_COUNT(db, compaction_bytes_read, c->inputs[w][i]->size);
         }
     bkv_ikey_iter *it = NULL;
     if (!rc) {
@@ -203,7 +203,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
         rc = bkv_edit_delete_file(&edit, c->level, c->inputs[0][0]->number);
         if (!rc) rc = bkv_edit_add_file(&edit, c->output_level, c->inputs[0][0]);
         if (rc) bkv_fail(&e, rc, "out of memory");
-        atomic_fetch_add_explicit(&db->c.trivial_moves, 1, memory_order_relaxed);
+        BKV_COUNT(db, trivial_moves, 1);
     } else {
         bkv_db_unlock(db);
         rc = merge_inputs(db, c, &edit, &e);
@@ -238,7 +238,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
         for (size_t i = 0; i < edit.nadded; i++)
             if (!c->trivial_move && outputs_unrecorded) bkv_db_table_obsolete(db, edit.added[i].meta->number);
     } else {
-        atomic_fetch_add_explicit(&db->c.compactions, 1, memory_order_relaxed);
+        BKV_COUNT(db, compactions, 1);
     }
     for (int w = 0; w < 2; w++)
         for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->being_compacted = 0;

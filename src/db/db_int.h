@@ -40,6 +40,22 @@ typedef struct bkv_db_counters {
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
 
+/* Counters every read bumps live in stripes a cache line apart (or more),
+ * each thread writing its own: two threads reading never write the same
+ * line, which with one shared set cost more than the reads themselves.
+ * A counter's value is the sum of its stripes. */
+#define BKV_STRIPES 16
+typedef struct bkv_counter_stripe {
+    _Alignas(64) bkv_db_counters c;
+    bkv_table_stats t;
+} bkv_counter_stripe;
+
+/* The calling thread's stripe: a hash of the address of a thread-local. */
+static inline unsigned bkv_stripe_index(void) {
+    static _Thread_local char token;
+    return (unsigned)(((uintptr_t)&token * UINT64_C(0x9E3779B97F4A7C15)) >> 60) % BKV_STRIPES;
+}
+
 struct bkv_db {
     char *path;
     const bkv_env *env;
@@ -82,8 +98,7 @@ struct bkv_db {
 
     bkv_cache *block_cache;        /* may be NULL */
     bkv_cache *table_cache;        /* open tables, charge 1 each */
-    bkv_table_stats tstats;        /* atomics, updated by table readers */
-    bkv_db_counters c;
+    bkv_counter_stripe stripes[BKV_STRIPES]; /* bkv_db is allocated 64-byte aligned for them */
 
     bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
 
@@ -97,6 +112,11 @@ struct bkv_db {
     bkv_vindex *vindex;
     pthread_rwlock_t vindex_lock;
 };
+
+#define BKV_COUNT(db, name, n) \
+    atomic_fetch_add_explicit(&(db)->stripes[bkv_stripe_index()].c.name, (n), memory_order_relaxed)
+/* The table counters this thread bumps. */
+static inline bkv_table_stats *bkv_db_tstats(bkv_db *db) { return &db->stripes[bkv_stripe_index()].t; }
 
 /* The db mutex, and the check that a function's caller holds it (the
  * REQUIRES: db->mu of its comment), in debug builds: the owner is recorded

@@ -89,7 +89,7 @@ static int li_open(level_iter *li, size_t i) {
     li_close_table(li);
     if (i >= li->nfiles || li->rc) return 0;
     int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
-    if (!rc) rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags, &li->db->tstats, &li->table);
+    if (!rc) rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags, bkv_db_tstats(li->db), &li->table);
     if (rc) {
         li->rc = rc;
         li_close_table(li);
@@ -235,15 +235,15 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
             if ((rc = bkv_db_get_table(it->db, f, &entry, &e))) break;
             bkv_table *t = bkv_cache_value(entry);
             if (prefix) {
-                atomic_fetch_add_explicit(&it->db->c.filter_probes, 1, memory_order_relaxed);
+                BKV_COUNT(it->db, filter_probes, 1);
                 if (!bkv_table_may_contain(t, ph)) {
-                    atomic_fetch_add_explicit(&it->db->c.filter_negatives, 1, memory_order_relaxed);
+                    BKV_COUNT(it->db, filter_negatives, 1);
                     bkv_cache_release(it->db->table_cache, entry);
                     continue;
                 }
             }
             it->tables[it->ntables++] = entry;
-            rc = bkv_table_iter_new(t, bkv_db_read_flags(&it->ro), &it->db->tstats, &children[n]);
+            rc = bkv_table_iter_new(t, bkv_db_read_flags(&it->ro), bkv_db_tstats(it->db), &children[n]);
             if (!rc) n++;
         }
     }

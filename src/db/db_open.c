@@ -338,7 +338,10 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     if (!rc) rc = bkv_check_options(&adopted, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
     opts = &adopted;
-    bkv_db *db = calloc(1, sizeof *db);
+    /* 64-byte aligned: the counter stripes must each start a cache line. */
+    size_t db_size = (sizeof(bkv_db) + 63) / 64 * 64;
+    bkv_db *db = aligned_alloc(64, db_size);
+    if (db) memset(db, 0, db_size);
     if (!db || !(db->path = strdup(path))) {
         free(db);
         return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_open: out of memory"});

@@ -52,7 +52,7 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     char path[BKV_PATH_MAX];
     bkv_table_name(path, db->path, f->number);
     bkv_table *t;
-    int rc = bkv_table_open(db->env, path, f->number, db->block_cache, &db->tstats, &t, e);
+    int rc = bkv_table_open(db->env, path, f->number, db->block_cache, bkv_db_tstats(db), &t, e);
     if (rc) return rc;
     if (!(*entry = bkv_cache_insert(db->table_cache, f->number, 0, t, 1, table_deleter))) {
         bkv_table_close(t);
@@ -76,7 +76,7 @@ static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, 
         size_t n;
         int neg;
         int hit = bkv_memtable_get(m, key, klen, h, rs->snapshot, &type, &v, &n, &neg);
-        if (neg) atomic_fetch_add_explicit(&db->c.memtable_filter_negatives, 1, memory_order_relaxed);
+        if (neg) BKV_COUNT(db, memtable_filter_negatives, 1);
         if (!hit) continue;
         if (type == BKV_TYPE_DELETION) {
             *rc = BKV_NOTFOUND;
@@ -100,11 +100,11 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     bkv_cache_entry *entry;
     if ((*rc = bkv_db_get_table(db, f, &entry, e))) return 1;
     bkv_table *t = bkv_cache_value(entry);
-    atomic_fetch_add_explicit(&db->c.tables_consulted, 1, memory_order_relaxed);
+    BKV_COUNT(db, tables_consulted, 1);
     if (!filter_checked) {
-        atomic_fetch_add_explicit(&db->c.filter_probes, 1, memory_order_relaxed);
+        BKV_COUNT(db, filter_probes, 1);
         if (!bkv_table_may_contain(t, h)) {
-            atomic_fetch_add_explicit(&db->c.filter_negatives, 1, memory_order_relaxed);
+            BKV_COUNT(db, filter_negatives, 1);
             bkv_cache_release(db->table_cache, entry);
             return 0;
         }
@@ -112,12 +112,12 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     int found = 0;
     unsigned type = 0;
     *rc = bkv_table_get(t, key, klen, snapshot, bkv_db_read_flags(ro), &found, &type,
-                        val, vlen, &db->tstats, e);
+                        val, vlen, bkv_db_tstats(db), e);
     int has_filter = bkv_table_filter_memory(t) > 0;
     bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
     if (*rc) return 1;
     if (!found) {
-        if (has_filter) atomic_fetch_add_explicit(&db->c.filter_false_positives, 1, memory_order_relaxed);
+        if (has_filter) BKV_COUNT(db, filter_false_positives, 1);
         return 0;
     }
     *rc = type == BKV_TYPE_VALUE ? BKV_OK : BKV_NOTFOUND;
@@ -155,9 +155,9 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
 
 int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                   void **val, size_t *vlen, bkv_err *e) {
-    atomic_fetch_add_explicit(&db->c.gets, 1, memory_order_relaxed);
+    BKV_COUNT(db, gets, 1);
     bkv_hash h = bkv_hash_bytes(key, klen);
-    atomic_fetch_add_explicit(&db->c.key_hashes, 1, memory_order_relaxed);
+    BKV_COUNT(db, key_hashes, 1);
     int rc = BKV_NOTFOUND;
     if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
     const bkv_tree_version *v = rs->version;
@@ -187,7 +187,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
         free(hashes), free(pending), free(maybe), free(batch), free(idx);
         return BKV_NOMEM;
     }
-    atomic_fetch_add_explicit(&db->c.gets, n, memory_order_relaxed);
+    BKV_COUNT(db, gets, n);
     bkv_read_state rs;
     bkv_read_state_acquire(db, ro, &rs);
     /* Phase 1: every key hashed once; memtables answer what they can. */
@@ -198,7 +198,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
         pending[i] = !memtables_get(db, &rs, keys[i], klens[i], hashes[i], &statuses[i], &vals[i], &vlens[i]);
         if (pending[i]) statuses[i] = BKV_NOTFOUND;
     }
-    atomic_fetch_add_explicit(&db->c.key_hashes, n, memory_order_relaxed);
+    BKV_COUNT(db, key_hashes, n);
     /* Phase 2: table by table, newest first, probe the filter for all
      * pending keys in range at once (prefetched), then read blocks only for
      * the survivors. */
@@ -221,10 +221,10 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
             }
             bkv_table *t = bkv_cache_value(entry);
             bkv_table_may_contain_batch(t, batch, m, maybe);
-            atomic_fetch_add_explicit(&db->c.filter_probes, m, memory_order_relaxed);
+            BKV_COUNT(db, filter_probes, m);
             size_t survivors = 0;
             for (size_t j = 0; j < m; j++) survivors += maybe[j];
-            atomic_fetch_add_explicit(&db->c.filter_negatives, m - survivors, memory_order_relaxed);
+            BKV_COUNT(db, filter_negatives, m - survivors);
             bkv_cache_release(db->table_cache, entry);
             for (size_t j = 0; j < m; j++) {
                 if (!maybe[j]) continue;

@@ -49,16 +49,24 @@ static const counter_name table_counters[] = {
     TABLE_COUNTER("filter-corrupt", filter_corrupt),
 };
 
+/* The sum of a counter's stripes; offset is within the stripe. */
+static uint64_t sum_stripes(const bkv_db *db, size_t offset) {
+    uint64_t total = 0;
+    for (int i = 0; i < BKV_STRIPES; i++)
+        total += atomic_load_explicit((const atomic_uint_fast64_t *)((const char *)&db->stripes[i] + offset),
+                                      memory_order_relaxed);
+    return total;
+}
+
 static int counter_value(bkv_db *db, const char *name, uint64_t *v) {
     for (size_t i = 0; i < sizeof db_counters / sizeof db_counters[0]; i++)
         if (strcmp(name, db_counters[i].name) == 0) {
-            *v = atomic_load_explicit((atomic_uint_fast64_t *)((char *)&db->c + db_counters[i].offset),
-                                      memory_order_relaxed);
+            *v = sum_stripes(db, offsetof(bkv_counter_stripe, c) + db_counters[i].offset);
             return 1;
         }
     for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++)
         if (strcmp(name, table_counters[i].name) == 0) {
-            *v = atomic_load_explicit((atomic_uint_fast64_t *)((char *)&db->tstats + table_counters[i].offset), memory_order_relaxed);
+            *v = sum_stripes(db, offsetof(bkv_counter_stripe, t) + table_counters[i].offset);
             return 1;
         }
     return 0;

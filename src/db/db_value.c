@@ -88,7 +88,7 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
         }
     }
     if (bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf)
-        atomic_fetch_add_explicit(&db->c.value_filters_unusable, 1, memory_order_relaxed);
+        BKV_COUNT(db, value_filters_unusable, 1);
     bkv_vf_set_free(&loaded);
     bkv_vf_set_destroy(f->vf);
     f->vf = NULL;
@@ -144,9 +144,9 @@ static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int 
         bkv_vindex_remove_table(db->vindex, edit->added[i].meta->number);
     uint64_t n = bkv_vindex_commit(db->vindex);
     pthread_rwlock_unlock(&db->vindex_lock);
-    atomic_fetch_add_explicit(&db->c.value_index_updates, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&db->c.value_index_nodes_recomputed, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&db->c.value_index_update_micros, now_micros() - t0, memory_order_relaxed);
+    BKV_COUNT(db, value_index_updates, 1);
+    BKV_COUNT(db, value_index_nodes_recomputed, n);
+    BKV_COUNT(db, value_index_update_micros, now_micros() - t0);
 }
 
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit) {
@@ -238,7 +238,7 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read
     if (rc) return rc;
     fd->matched = 0;
     rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? bkv_db_read_flags(ro) : 0,
-                               &fd->db->tstats, consider, fd, e);
+                               bkv_db_tstats(fd->db), consider, fd, e);
     bkv_cache_release(fd->db->table_cache, entry);
     if (rc == BKV_NOMEM) bkv_fail(e, rc, "out of memory collecting candidates");
     fd->st->partitions_scanned++;
@@ -314,7 +314,7 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
     bkv_find_stats local;
     bkv_find_stats *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
-    atomic_fetch_add_explicit(&db->c.value_searches, 1, memory_order_relaxed);
+    BKV_COUNT(db, value_searches, 1);
     finder fd = {.db = db, .term = val, .tlen = vlen, .st = st};
     bkv_buf_init(&fd.keys);
     bkv_read_state rs;

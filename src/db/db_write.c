@@ -94,7 +94,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
  * every writer later. REQUIRES: db->mu held; drops it while sleeping. */
 static void slow_down(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    atomic_fetch_add_explicit(&db->c.write_slowdowns, 1, memory_order_relaxed);
+    BKV_COUNT(db, write_slowdowns, 1);
     bkv_db_unlock(db);
     nanosleep(&(struct timespec){0, 1000000}, NULL);
     bkv_db_lock(db);
@@ -115,7 +115,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
             continue;
         }
         if (!force && l0 >= (size_t)db->opts.level0_stop_trigger) {
-            atomic_fetch_add_explicit(&db->c.write_stalls, 1, memory_order_relaxed);
+            BKV_COUNT(db, write_stalls, 1);
             pthread_cond_signal(&db->work_cv);
             bkv_db_wait(db, &db->bg_cv);
             continue;
@@ -129,7 +129,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
             return BKV_OK;
         }
         if (db->nimm >= max_imm(db)) {
-            atomic_fetch_add_explicit(&db->c.write_stalls, 1, memory_order_relaxed);
+            BKV_COUNT(db, write_stalls, 1);
             bkv_db_wait(db, &db->bg_cv);
             continue;
         }
@@ -200,9 +200,9 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             if (!rc) rc = sync ? bkv_file_sync(db->logfile, &e) : bkv_file_flush(db->logfile, &e);
             int log_rc = rc;
             if (!rc) rc = bkv_batch_iterate(g->data, g->len, insert_entry, mem, "write batch", 0, &e);
-            atomic_fetch_add_explicit(&db->c.bytes_written, g->len, memory_order_relaxed);
-            atomic_fetch_add_explicit(&db->c.writes, count, memory_order_relaxed);
-            if (sync) atomic_fetch_add_explicit(&db->c.syncs, 1, memory_order_relaxed);
+            BKV_COUNT(db, bytes_written, g->len);
+            BKV_COUNT(db, writes, count);
+            if (sync) BKV_COUNT(db, syncs, 1);
 
             bkv_db_lock(db);
             if (log_rc) bkv_db_set_bg_error(db, log_rc, &e);

@@ -96,6 +96,7 @@ struct bkv_db {
     int bg_error;                  /* sticky: writes fail once a WAL/manifest/flush write failed */
     char bg_msg[BKV_ERR_LEN];
 
+    atomic_int pinned_tables;      /* tables pinned in their file metadata (at most max_open_files) */
     bkv_cache *block_cache;        /* may be NULL */
     bkv_cache *table_cache;        /* open tables, charge 1 each */
     bkv_counter_stripe stripes[BKV_STRIPES]; /* bkv_db is allocated 64-byte aligned for them */

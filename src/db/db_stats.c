@@ -103,7 +103,9 @@ static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
     uint64_t total = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
-            bkv_cache_entry *e = bkv_cache_lookup(db->table_cache, v->files[l][i]->number, 0);
+            bkv_file_meta *f = v->files[l][i];
+            bkv_cache_entry *e = atomic_load_explicit(&f->pinned, memory_order_acquire);
+            if (!e) e = bkv_cache_lookup(db->table_cache, f->number, 0);
             if (!e) continue;
             total += bkv_table_filter_memory(bkv_cache_value(e));
             bkv_cache_release(db->table_cache, e);

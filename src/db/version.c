@@ -1,5 +1,7 @@
 #include "db/version.h"
 
+#include "table/cache.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,11 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
 void bkv_file_meta_unref(bkv_file_meta *f) {
     if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1) return;
     if (f->obsolete && f->owner) f->owner->on_obsolete(f->owner->ctx, f->number);
+    bkv_cache_entry *pinned = atomic_load_explicit(&f->pinned, memory_order_acquire);
+    if (pinned) {
+        bkv_cache_pinned_free(pinned);
+        atomic_fetch_sub_explicit(f->pin_count, 1, memory_order_relaxed);
+    }
     bkv_vf_set_destroy(f->vf);
     free(f->smallest);
     free(f->largest);

@@ -40,6 +40,11 @@ typedef struct bkv_file_meta {
     int obsolete;             /* set when an installed edit removed it */
     const bkv_file_owner *owner;
     bkv_vf_set *vf;           /* value filters built with the table, until the value index takes them */
+    /* The open table, pinned for the life of this metadata (NULL until a
+     * read opens it, or when the pin budget was spent: the table cache
+     * then holds it). Reads find it without a cache lookup or a lock. */
+    _Atomic(struct bkv_cache_entry *) pinned;
+    atomic_int *pin_count;    /* the budget it counts against, given back when freed */
 } bkv_file_meta;
 
 /* The value index parameters a database was created with (manifest tag 6). */

@@ -14,6 +14,7 @@ struct bkv_cache_entry {
     bkv_cache_deleter deleter;
     unsigned refs;      /* users + 1 while in the table */
     int in_table;
+    int pinned;         /* outside every cache: release is free, bkv_cache_pinned_free ends it */
     bkv_cache_entry *hnext;             /* hash chain */
     bkv_cache_entry *lru_prev, *lru_next; /* LRU list (only unreferenced-by-users entries matter) */
 };
@@ -196,6 +197,7 @@ bkv_cache_entry *bkv_cache_insert(bkv_cache *c, uint64_t k1, uint64_t k2, void *
 void *bkv_cache_value(const bkv_cache_entry *e) { return e->value; }
 
 void bkv_cache_release(bkv_cache *c, bkv_cache_entry *e) {
+    if (e->pinned) return;
     shard *s = shard_for(c, e->k1, e->k2);
     pthread_mutex_lock(&s->mu);
     unsigned left = --e->refs;
@@ -243,4 +245,20 @@ size_t bkv_cache_usage(bkv_cache *c) {
         pthread_mutex_unlock(&c->shards[i].mu);
     }
     return total;
+}
+
+bkv_cache_entry *bkv_cache_pinned_new(uint64_t k1, void *value, bkv_cache_deleter deleter) {
+    bkv_cache_entry *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->k1 = k1;
+    e->value = value;
+    e->deleter = deleter;
+    e->pinned = 1;
+    return e;
+}
+
+void bkv_cache_pinned_free(bkv_cache_entry *e) {
+    if (!e) return;
+    if (e->deleter) e->deleter(e->k1, 0, e->value);
+    free(e);
 }

@@ -33,4 +33,12 @@ void bkv_cache_release(bkv_cache *c, bkv_cache_entry *e);
 void bkv_cache_erase_k1(bkv_cache *c, uint64_t k1);
 size_t bkv_cache_usage(bkv_cache *c);
 
+/* An entry that belongs to no cache: for a value its owner keeps for as
+ * long as it lives (an open table pinned in its file's metadata). Lookups
+ * of it cost nothing and releasing it does nothing, so it can be handed
+ * out wherever a cached entry is; bkv_cache_pinned_free deletes the value
+ * and the entry, once nobody uses it. */
+bkv_cache_entry *bkv_cache_pinned_new(uint64_t k1, void *value, bkv_cache_deleter deleter);
+void bkv_cache_pinned_free(bkv_cache_entry *e);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "db/compaction.h"
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
@@ -89,6 +90,7 @@ static void flush_one(bkv_db *db) {
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof db->imm[0]);
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
     db->nimm--;
+    bkv_view_publish(db);
     bkv_memtable_unref(mem);
     BKV_COUNT(db, flushes, 1);
     char path[BKV_PATH_MAX];
@@ -104,6 +106,12 @@ void *bkv_db_background(void *arg) {
     bkv_db *db = arg;
     bkv_db_lock(db);
     while (!db->shutting_down) {
+        if (db->retired_views) {
+            bkv_db_unlock(db);
+            bkv_view_reclaim(db);
+            bkv_db_lock(db);
+            continue;
+        }
         if (db->nimm > 0 && !db->flushing && !db->bg_error) {
             flush_one(db);
             pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */

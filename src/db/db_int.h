@@ -22,6 +22,7 @@
 #define BKV_MAX_BACKGROUND_JOBS 16
 
 typedef struct bkv_writer bkv_writer;
+typedef struct bkv_read_view bkv_read_view;
 
 struct bkv_snapshot {
     uint64_t seq;
@@ -49,6 +50,11 @@ typedef struct bkv_counter_stripe {
     _Alignas(64) bkv_db_counters c;
     bkv_table_stats t;
 } bkv_counter_stripe;
+
+/* Read sections under way per stripe and epoch parity (read_view.c). */
+typedef struct bkv_view_stripe {
+    _Alignas(64) atomic_long n[2];
+} bkv_view_stripe;
 
 /* The calling thread's stripe: a hash of the address of a thread-local. */
 static inline unsigned bkv_stripe_index(void) {
@@ -97,6 +103,11 @@ struct bkv_db {
     char bg_msg[BKV_ERR_LEN];
 
     atomic_int pinned_tables;      /* tables pinned in their file metadata (at most max_open_files) */
+    _Atomic(bkv_read_view *) view; /* what gets read, published under mu, read without it (read_view.h) */
+    bkv_read_view *retired_views;  /* under mu: published before, freed after a grace period */
+    atomic_uint view_epoch;
+    pthread_mutex_t grace_mu;      /* one grace period at a time */
+    bkv_view_stripe view_readers[BKV_STRIPES];
     bkv_cache *block_cache;        /* may be NULL */
     bkv_cache *table_cache;        /* open tables, charge 1 each */
     bkv_counter_stripe stripes[BKV_STRIPES]; /* bkv_db is allocated 64-byte aligned for them */

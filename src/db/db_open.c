@@ -20,6 +20,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
@@ -304,11 +305,13 @@ static void free_db(bkv_db *db) {
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
     if (db->manifest) bkv_file_close(db->manifest, NULL);
+    bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
     bkv_tree_version_unref(db->current);
     bkv_vindex_free(db->vindex);
     pthread_rwlock_destroy(&db->vindex_lock);
+    pthread_mutex_destroy(&db->grace_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
@@ -350,6 +353,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     db->opts = *opts;
     pthread_mutex_init(&db->mu, NULL);
     pthread_rwlock_init(&db->vindex_lock, NULL);
+    pthread_mutex_init(&db->grace_mu, NULL);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);
@@ -377,6 +381,11 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     }
     if (!rc) rc = recover(db, exists, &e);
     if (!rc && !(db->mem = bkv_db_new_memtable(db))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc) {
+        bkv_db_lock(db);
+        bkv_view_publish(db);
+        bkv_db_unlock(db);
+    }
     for (int i = 0; !rc && i < opts->max_background_jobs; i++) {
         if (pthread_create(&db->bg_threads[i], NULL, bkv_db_background, db) != 0)
             rc = bkv_fail(&e, BKV_NOMEM, "cannot start a background thread");

@@ -12,6 +12,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
 
@@ -169,9 +170,10 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     int rc = bkv_db_read_options(db, &ro, &local, &e);
     if (rc) return bkv_db_error(db, rc, &e);
     bkv_read_state rs;
-    bkv_read_state_acquire(db, ro, &rs);
+    bkv_view_section sec;
+    bkv_view_enter(db, ro, &rs, &sec);
     rc = bkv_db_get_at(db, ro, &rs, key, klen, val, vlen, &e);
-    bkv_read_state_release(&rs);
+    bkv_view_leave(db, &rs, &sec);
     return bkv_db_error(db, rc, &e);
 }
 
@@ -211,7 +213,8 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
     }
     BKV_COUNT(db, gets, n);
     bkv_read_state rs;
-    bkv_read_state_acquire(db, ro, &rs);
+    bkv_view_section sec;
+    bkv_view_enter(db, ro, &rs, &sec);
     /* Phase 1: every key hashed once; memtables answer what they can. */
     for (size_t i = 0; i < n; i++) {
         vals[i] = NULL;
@@ -261,7 +264,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
             }
         }
     }
-    bkv_read_state_release(&rs);
+    bkv_view_leave(db, &rs, &sec);
     free(hashes), free(pending), free(maybe), free(batch), free(idx);
     return BKV_OK;
 }

@@ -23,6 +23,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
@@ -86,6 +87,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     db->nimm++;
     db->mem = fresh;
     db->mem_log = number;
+    bkv_view_publish(db);
     pthread_cond_signal(&db->work_cv);
     return BKV_OK;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/write_batch.h"
 
 int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e) {
@@ -173,6 +174,7 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     }
     bkv_tree_version_unref(db->current);
     db->current = nv;
+    bkv_view_publish(db);
     return BKV_OK;
 }
 

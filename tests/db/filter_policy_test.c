@@ -21,10 +21,10 @@ typedef struct level_filters {
 
 static void inspect(bkv_db *db, level_filters out[BKV_NUM_LEVELS]) {
     memset(out, 0, sizeof(level_filters) * BKV_NUM_LEVELS);
-    pthread_mutex_lock(&db->mu);
+    bkv_db_lock(db);
     bkv_tree_version *v = db->current;
-    __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&db->mu);
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    bkv_db_unlock(db);
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         uint64_t bits = 0, keys = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) {

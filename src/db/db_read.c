@@ -65,8 +65,8 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     if (atomic_fetch_add_explicit(&db->pinned_tables, 1, memory_order_relaxed) < db->opts.max_open_files) {
         bkv_cache_entry *pin = bkv_cache_pinned_new(f->number, t, table_deleter), *none = NULL;
         if (pin) {
-            meta->pin_count = &db->pinned_tables;
             if (atomic_compare_exchange_strong(&meta->pinned, &none, pin)) {
+                meta->pin_count = &db->pinned_tables; /* only the winner writes it; read when the meta is freed */
                 *entry = pin;
                 return BKV_OK;
             }

@@ -183,6 +183,18 @@ static int decode(const char *s, int hex, char **out, size_t *len) {
     return 0;
 }
 
+/* --from and --to, decoded (NULL when absent); -1 after saying why. */
+static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t *fl, char **to, size_t *tl) {
+    *from = *to = NULL;
+    *fl = *tl = 0;
+    if ((o->from && decode(o->from, o->hex, from, fl)) || (o->to && decode(o->to, o->hex, to, tl))) {
+        free(*from); /* decoded before a bad --to */
+        fprintf(stderr, "bloomkv: %s: bad hex\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
 static void print_bytes(FILE *f, const void *p, size_t n, int hex) {
     const unsigned char *b = p;
     if (hex)
@@ -315,13 +327,9 @@ int bkv_cli_delete(int argc, char **argv) {
 
 int bkv_cli_scan(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    char *from = NULL, *to = NULL;
-    size_t fl = 0, tl = 0;
-    if ((o.from && decode(o.from, o.hex, &from, &fl)) || (o.to && decode(o.to, o.hex, &to, &tl))) {
-        free(from); /* decoded before a bad --to */
-        fprintf(stderr, "bloomkv: scan: bad hex\n");
-        return EXIT_USAGE;
-    }
+    char *from, *to;
+    size_t fl, tl;
+    if (decode_range(&o, "scan", &from, &fl, &to, &tl)) return EXIT_USAGE;
     bkv_db *db;
     int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
@@ -571,13 +579,9 @@ int bkv_cli_stats(int argc, char **argv) {
 
 int bkv_cli_compact(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    char *from = NULL, *to = NULL;
-    size_t fl = 0, tl = 0;
-    if ((o.from && decode(o.from, o.hex, &from, &fl)) || (o.to && decode(o.to, o.hex, &to, &tl))) {
-        free(from);
-        fprintf(stderr, "bloomkv: compact: bad hex\n");
-        return EXIT_USAGE;
-    }
+    char *from, *to;
+    size_t fl, tl;
+    if (decode_range(&o, "compact", &from, &fl, &to, &tl)) return EXIT_USAGE;
     bkv_db *db;
     int ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {

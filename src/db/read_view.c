@@ -4,34 +4,19 @@
 #include <stdlib.h>
 
 struct bkv_read_view {
-    bkv_memtable *mem;
-    bkv_memtable *imm[BKV_MAX_IMM]; /* oldest first */
-    int nimm;
-    bkv_tree_version *version;
+    bkv_read_state state; /* with references; its snapshot is not used */
     struct bkv_read_view *next_retired;
 };
 
 static void view_free(bkv_read_view *v) {
-    bkv_memtable_unref(v->mem);
-    for (int i = 0; i < v->nimm; i++) bkv_memtable_unref(v->imm[i]);
-    bkv_tree_version_unref(v->version);
+    bkv_read_state_release(&v->state);
     free(v);
 }
 
 void bkv_view_publish(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     bkv_read_view *v = db->mem ? malloc(sizeof *v) : NULL;
-    if (v) {
-        v->mem = db->mem;
-        bkv_memtable_ref(v->mem);
-        v->nimm = db->nimm;
-        for (int i = 0; i < db->nimm; i++) {
-            v->imm[i] = db->imm[i];
-            bkv_memtable_ref(v->imm[i]);
-        }
-        v->version = db->current;
-        atomic_fetch_add_explicit(&v->version->refs, 1, memory_order_relaxed);
-    }
+    if (v) bkv_read_state_acquire_locked(db, NULL, &v->state);
     bkv_read_view *old = atomic_exchange(&db->view, v);
     if (old) {
         old->next_retired = db->retired_views;
@@ -50,10 +35,7 @@ void bkv_view_enter(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs, 
         bkv_read_state_acquire(db, ro, rs);
         return;
     }
-    rs->mem = v->mem;
-    rs->nimm = v->nimm;
-    for (int i = 0; i < v->nimm; i++) rs->imm[i] = v->imm[i];
-    rs->version = v->version;
+    *rs = v->state;
     rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
                                       : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
 }

@@ -135,14 +135,17 @@ static void check_table(checker *c, const char *path, uint64_t number) {
 /* newest: the log may end in a torn write or without an end record (the
  * manifest; the newest WAL holding anything; WALs the manifest no longer
  * needs, which the next open deletes). */
-static void check_log(checker *c, const char *path, int newest, int is_manifest) {
+/* Returns the number of the next WAL as this one's end record names it
+ * (0: none named). */
+static uint64_t check_log(checker *c, const char *path, int newest, int is_manifest) {
     if (is_manifest) c->whole_values = 0;
     uint8_t *data;
     size_t len;
     bkv_err e = {{0}};
+    uint64_t next_wal = 0;
     if (bkv_env_read_all(bkv_env_posix(), path, &data, &len, &e)) {
         report(c, "%s", e.msg);
-        return;
+        return 0;
     }
     bkv_log_reader r;
     bkv_log_reader_init(&r, path, data, len, newest);
@@ -168,6 +171,7 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
             }
         } else if (bkv_batch_is_log_end(r.record.data, r.record.len)) {
             ended = 1;
+            next_wal = bkv_log_end_next(r.record.data, r.record.len);
         } else if (bkv_batch_iterate(r.record.data, r.record.len, NULL, NULL, path, r.record_offset, &e)) {
             report(c, "%s", e.msg);
         }
@@ -179,6 +183,29 @@ static void check_log(checker *c, const char *path, int newest, int is_manifest)
     else if (r.dropped_bytes) report(c, "%s: torn tail of %llu bytes at the end (dropped at open)", path, (unsigned long long)r.dropped_bytes);
     bkv_log_reader_free(&r);
     free(data);
+    return next_wal;
+}
+
+typedef struct live_wal {
+    uint64_t number, next; /* next: as its end record names it, or 0 */
+} live_wal;
+
+static int cmp_live_wal(const void *a, const void *b) {
+    uint64_t x = ((const live_wal *)a)->number, y = ((const live_wal *)b)->number;
+    return x < y ? -1 : x > y;
+}
+
+/* A WAL missing from between two live ones lost its writes; the end
+ * record of the one before it names it. */
+static void check_wal_chain(checker *c, const char *dir, live_wal *w, size_t n) {
+    qsort(w, n, sizeof *w, cmp_live_wal);
+    for (size_t i = 0; i + 1 < n; i++)
+        if (w[i].next && w[i].next != w[i + 1].number) {
+            char p[BKV_PATH_MAX];
+            bkv_wal_name(p, dir, w[i].next);
+            report(c, "%s: missing (offset 0): %06llu.log's end record names it as next, and %06llu.log follows", p,
+                   (unsigned long long)w[i].number, (unsigned long long)w[i + 1].number);
+        }
 }
 
 /* Every table the manifest lists, and the oldest WAL it still needs, must
@@ -247,6 +274,8 @@ static int check_locked(const char *path, checker *c) {
     }
     int manifest_found = 0;
     uint64_t newest_log = 0; /* the newest WAL holding anything */
+    live_wal *wals = malloc((n ? n : 1) * sizeof *wals); /* NULL: the chain goes unchecked */
+    size_t nwals = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t num;
         struct stat st;
@@ -266,15 +295,20 @@ static int check_locked(const char *path, checker *c) {
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
             if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) {
                 int before = c->problems;
-                check_log(c, p, 1, 1);
+                (void)check_log(c, p, 1, 1);
                 check_files_present(c, path, names[i]);
                 manifest_found = 1;
                 manifest_sound = c->problems == before;
             }
             if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_tree_version_has_table(c->live, num)))
                 check_table(c, p, num);
-            if (pass == 1 && kind == BKV_FILE_LOG) check_log(c, p, num >= newest_log || num < c->log_number, 0);
+            if (pass == 1 && kind == BKV_FILE_LOG) {
+                uint64_t next = check_log(c, p, num >= newest_log || num < c->log_number, 0);
+                if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next};
+            }
         }
+    if (wals) check_wal_chain(c, path, wals, nwals);
+    free(wals);
     if (manifest && !manifest_found) {
         bkv_manifest_name(p, path, manifest);
         report(c, "%s: missing (CURRENT names it)", p);

@@ -161,8 +161,22 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     }
     bkv_memtable *mem = bkv_db_new_memtable(db);
     if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+    uint64_t named_next = 0; /* the WAL the previous one's end record names */
     for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
         bkv_wal_name(path, db->path, logs[i]);
+        /* A WAL missing between two others lost its writes: only the end
+         * record before it can tell. */
+        if (named_next && logs[i] != named_next) {
+            if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) break;
+            if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE) {
+                char missing[BKV_PATH_MAX];
+                bkv_wal_name(missing, db->path, named_next);
+                rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing (offset 0): the WAL before it names it as next, and "
+                              "%06llu.log follows", missing, (unsigned long long)logs[i]);
+                break;
+            }
+        }
+        named_next = 0;
         uint8_t *data;
         size_t len;
         if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
@@ -179,6 +193,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
             }
             if (bkv_batch_is_log_end(rep, r.record.len)) {
                 ended = 1;
+                named_next = bkv_log_end_next(rep, r.record.len);
                 continue;
             }
             /* Validate the whole batch before applying any of it. */

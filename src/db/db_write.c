@@ -61,8 +61,9 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
      * disk: once a newer log survives a power loss, a torn tail in an
      * older one would be mid-history damage and refuse the open; and an
      * older log that lost its end record was truncated. */
-    uint8_t end[BKV_BATCH_HEADER] = {0}; /* a batch of no entries */
+    uint8_t end[BKV_LOG_END_LEN] = {0}; /* a batch of no entries, then the next WAL's number */
     bkv_put_u64(end, db->last_sequence);
+    bkv_put_u64(end + BKV_BATCH_HEADER, number);
     int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
     if (!rc) rc = bkv_file_sync(db->logfile, e);
     if (!rc) rc = bkv_file_close(db->logfile, e);

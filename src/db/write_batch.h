@@ -7,9 +7,11 @@
 
 #include "bloomkv.h"
 #include "util/buf.h"
+#include "util/coding.h"
 #include "util/status.h"
 
 #define BKV_BATCH_HEADER 12
+#define BKV_LOG_END_LEN (BKV_BATCH_HEADER + 8) /* an end record: a header of no entries + the next WAL */
 
 struct bkv_batch {
     bkv_buf rep; /* header (sequence, count) + entries */
@@ -21,7 +23,13 @@ uint32_t bkv_batch_rep_count(const uint8_t *rep);
 /* A batch of no entries is never written for a caller: in a WAL it is the
  * end record a log gets when a memtable switch closes it. */
 static inline int bkv_batch_is_log_end(const uint8_t *rep, size_t len) {
-    return len == BKV_BATCH_HEADER && bkv_batch_rep_count(rep) == 0;
+    return (len == BKV_BATCH_HEADER || len == BKV_LOG_END_LEN) && bkv_batch_rep_count(rep) == 0;
+}
+/* The number of the WAL that follows, as an end record names it (0 for
+ * one written before end records named it). A WAL missing from between
+ * two others is told by it: nothing else can tell. */
+static inline uint64_t bkv_log_end_next(const uint8_t *rep, size_t len) {
+    return len == BKV_LOG_END_LEN ? bkv_get_u64(rep + BKV_BATCH_HEADER) : 0;
 }
 /* Appends src's entries to dst (both valid reps). */
 BKV_MUST_CHECK int bkv_batch_append(bkv_buf *dst, const bkv_buf *src); /* -1: out of memory */

@@ -75,7 +75,7 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     if (!db || !dir || !*dir) return BKV_INVALID;
     if (strlen(dir) > BKV_PATH_MAX - 64)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: path too long"), &e);
-    int rc = db->env->create_dir(db->env, dir, db->opts.file_mode | ((db->opts.file_mode & 0444) >> 2), 1, &e);
+    int rc = db->env->create_dir(db->env, dir, bkv_dir_mode(db->opts.file_mode), 1, &e);
     if (rc) return bkv_db_error(db, rc, &e);
     if ((rc = bkv_flush(db))) {
         db->env->remove_dir(db->env, dir, NULL);

@@ -204,6 +204,9 @@ int bkv_db_read_flags(const bkv_read_options *ro);
 int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *what, bkv_err *e);
 /* BKV_INVALID, naming the option and its allowed range, unless o is valid. */
 int bkv_check_options(const bkv_options *o, bkv_err *e);
+/* The mode of a directory the engine creates for file_mode: search
+ * permission wherever it grants read (0644 -> 0755, 0600 -> 0700). */
+unsigned bkv_dir_mode(unsigned file_mode);
 
 /* The read options to use for a call given ro (NULL stays NULL): ro
  * itself, or its fields adopted into *local when it has another layout.

@@ -339,9 +339,6 @@ static void free_db(bkv_db *db) {
     free(db);
 }
 
-/* Search permission wherever the file mode grants read: 0644 -> 0755. */
-static unsigned dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 0444) >> 2); }
-
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
     bkv_err e = {{0}};
     if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
@@ -378,8 +375,8 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&db->compact_pointer[l]);
 
     char p[BKV_PATH_MAX];
-    snprintf(p, sizeof p, "%s/CURRENT", path);
-    if (opts->create_if_missing) rc = env->create_dir(env, path, dir_mode(opts->file_mode), 0, &e);
+    bkv_current_name(p, path);
+    if (opts->create_if_missing) rc = env->create_dir(env, path, bkv_dir_mode(opts->file_mode), 0, &e);
     else if (!env->file_exists(env, path))
         rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist (use create_if_missing)", path);
     if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);

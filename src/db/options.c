@@ -63,6 +63,8 @@ void bkv_write_options_init(bkv_write_options *wo) {
     wo->size = sizeof *wo;
 }
 
+unsigned bkv_dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 0444) >> 2); }
+
 int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *what, bkv_err *e) {
     size_t size;
     memcpy(&size, src, sizeof size);

@@ -237,10 +237,11 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
         return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_check: path too long"});
     const bkv_env *env = bkv_env_posix();
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        bkv_fail(&e, BKV_INVALID, "%s: %s", path, errno == ENOENT ? "does not exist" : errno ? strerror(errno) : "not a directory");
+    if (stat(path, &st) != 0) {
+        bkv_fail(&e, BKV_INVALID, "%s: %s", path, errno == ENOENT ? "does not exist" : strerror(errno));
         return bkv_db_error(NULL, BKV_INVALID, &e);
     }
+    if (!S_ISDIR(st.st_mode)) return bkv_db_error(NULL, bkv_fail(&e, BKV_INVALID, "%s: not a directory", path), &e);
     void *lock;
     int rc = env->lock_dir(env, path, 0644, 1, &lock, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);

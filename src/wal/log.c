@@ -84,7 +84,7 @@ static const char *fragment_problem(const bkv_log_reader *r, size_t off) {
 
 /* The first offset >= from where a valid fragment starts, or len. A
  * fragment can start at any offset (records are not aligned), so every
- * one is tried; a random match needs a CRC-32C hit, about 2^-32. */
+ * one is tried; a random match needs a 32-bit checksum hit, about 2^-32. */
 static size_t next_valid_fragment(const bkv_log_reader *r, size_t from) {
     for (size_t off = from; off < r->len; off++) {
         if (BKV_LOG_BLOCK - off % BKV_LOG_BLOCK < BKV_LOG_HEADER) continue;
@@ -94,10 +94,11 @@ static size_t next_valid_fragment(const bkv_log_reader *r, size_t from) {
 }
 
 /* Damage at off is a torn tail when no valid fragment starts at or after
- * search_from: a crash can only have cut the unsynced end of the file. A valid fragment after the
- * damage, even in the same block, means bytes in the middle went bad and
- * records that were written after them are still there: dropping them
- * with the tail would lose acknowledged writes without a word. */
+ * search_from: a crash can only have cut the unsynced end of the file. A
+ * valid fragment after the damage, even in the same block, means bytes in
+ * the middle went bad and records that were written after them are still
+ * there: dropping them with the tail would lose acknowledged writes
+ * without a word. */
 static int damage(bkv_log_reader *r, size_t off, const char *what, size_t search_from, bkv_err *e) {
     size_t next = next_valid_fragment(r, search_from);
     if (r->tolerate_torn_tail && next == r->len) {

@@ -265,31 +265,23 @@ bkv_compaction *bkv_compaction_manual(const bkv_options *o, bkv_tree_version *v,
     if (!hi) hi = fhi, hil = fhil;
     bkv_compaction *c = new_compaction(v, level, output_level);
     if (!c) return NULL;
-    /* Level-0 tables overlap one another, so all of them go (as in an
-     * automatic level-0 compaction); deeper, only those in the range. */
-    if (level == 0 || o->compaction_style == BKV_COMPACTION_TIERED) {
+    if (overlapping(v, level, lo, lol, hi, hil, &c->inputs[0], &c->ninputs[0])) c->ninputs[0] = 0;
+    /* Tiered runs are merged whole; level-0 tables overlap one another, so
+     * once one is in the range all go (as in an automatic level-0
+     * compaction). Deeper, only the tables in the range. */
+    int tiered = o->compaction_style == BKV_COMPACTION_TIERED;
+    if (tiered || (level == 0 && c->ninputs[0])) {
+        free(c->inputs[0]);
         c->inputs[0] = malloc(n * sizeof *c->inputs[0]);
         if (c->inputs[0]) memcpy(c->inputs[0], v->files[level], n * sizeof *c->inputs[0]);
         c->ninputs[0] = c->inputs[0] ? n : 0;
-    } else if (overlapping(v, level, lo, lol, hi, hil, &c->inputs[0], &c->ninputs[0])) {
-        c->ninputs[0] = 0;
     }
     if (c->ninputs[0] == 0) goto none;
-    if (level == 0 && o->compaction_style != BKV_COMPACTION_TIERED) {
-        /* Nothing of level 0 in the range: no need to move it down. */
-        int any = 0;
-        for (size_t i = 0; i < n && !any; i++) {
-            const bkv_file_meta *f = v->files[0][i];
-            any = bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lol) >= 0 &&
-                  bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, hi, hil) <= 0;
-        }
-        if (!any) goto none;
-    }
     if (any_busy(c->inputs[0], c->ninputs[0])) {
         *busy = 1;
         goto none;
     }
-    if (o->compaction_style == BKV_COMPACTION_TIERED) {
+    if (tiered) {
         c->tiered_bottommost = 1;
     } else if (add_outputs_inputs(v, c)) {
         *busy = any_busy(c->inputs[1], c->ninputs[1]);

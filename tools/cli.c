@@ -25,6 +25,10 @@ typedef struct cli_opts {
     int wal_recovery;
 } cli_opts;
 
+/* --value-index names, as the "bloomkv.value-index" property spells them. */
+static const char *const shape_names[] = {
+    [BKV_VALUE_INDEX_FLAT] = "flat", [BKV_VALUE_INDEX_HIERARCHY] = "hierarchy", [BKV_VALUE_INDEX_BITSLICED] = "bitsliced"};
+
 /* flags: the long options a command accepts; any other is refused by name. */
 typedef struct usage_text {
     const char *cmd, *args, *help, *flags;
@@ -128,10 +132,11 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 's': o->sync = 1; break;
         case 'S': o->stats = 1; break;
         case 'v':
-            if (strcmp(optarg, "flat") == 0) o->value_index = BKV_VALUE_INDEX_FLAT;
-            else if (strcmp(optarg, "hierarchy") == 0) o->value_index = BKV_VALUE_INDEX_HIERARCHY;
-            else if (strcmp(optarg, "bitsliced") == 0) o->value_index = BKV_VALUE_INDEX_BITSLICED;
-            else return usage_error(cmd, "--value-index is flat, hierarchy or bitsliced, not '%s'", optarg);
+            o->value_index = -1;
+            for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
+                if (strcmp(optarg, shape_names[shape]) == 0) o->value_index = shape;
+            if (o->value_index < 0)
+                return usage_error(cmd, "--value-index is flat, hierarchy or bitsliced, not '%s'", optarg);
             break;
         case 'w':
             if (strcmp(optarg, "absolute") == 0) o->wal_recovery = BKV_WAL_RECOVERY_ABSOLUTE;
@@ -217,9 +222,7 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
     int rc = bkv_open(path, &o, db);
     if (rc == BKV_OK && !is_new && co->value_index >= 0) {
         char *vi = bkv_property(*db, "bloomkv.value-index");
-        const char *want = co->value_index == BKV_VALUE_INDEX_FLAT        ? "flat"
-                           : co->value_index == BKV_VALUE_INDEX_HIERARCHY ? "hierarchy"
-                                                                          : "bitsliced";
+        const char *want = shape_names[co->value_index];
         char have[32] = "no";
         if (vi && sscanf(vi, "value index: %31[a-z]", have) != 1) snprintf(have, sizeof have, "no");
         bkv_free(vi);

@@ -72,7 +72,8 @@ static int checkpoint_table(bkv_db *db, const char *dir, uint64_t number, bkv_er
  * from being deleted by a compaction meanwhile. */
 int bkv_checkpoint(bkv_db *db, const char *dir) {
     bkv_err e = {{0}};
-    if (!db || !dir || !*dir) return BKV_INVALID;
+    if (!db) return BKV_INVALID;
+    if (!dir || !*dir) return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: no directory given"), &e);
     if (strlen(dir) > BKV_PATH_MAX - 64)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: path too long"), &e);
     int rc = db->env->create_dir(db->env, dir, bkv_dir_mode(db->opts.file_mode), 1, &e);

@@ -317,6 +317,45 @@ BKV_EXPORT int bkv_checkpoint(bkv_db *db, const char *dir);
  * other files are in it (they are left alone). A missing path is BKV_OK. */
 BKV_EXPORT int bkv_destroy(const char *path);
 
+/* ---- Bulk load: tables written outside the database, then ingested ----
+ *
+ * A table writer builds one table file from keys given in strictly
+ * increasing order (memcmp), with no WAL, memtable or compaction; the
+ * table is laid out by opts (filter, block size, compression, prefix
+ * extractor, value index: give the options the database is opened with).
+ * bkv_ingest then adds finished tables to a database atomically: every
+ * key of every table at once, as one write newer than all before it.
+ * Ingesting costs one read of each table (every block and the filter are
+ * verified) and a copy, or a hard link with BKV_INGEST_MOVE; writes wait
+ * only while the tables are placed, plus a flush when a memtable holds
+ * keys in their ranges (format notes in docs/format.md, "Manifest
+ * records", tag 7). A writer is used by one thread at a time; failures
+ * are described in bkv_errmsg(NULL). */
+typedef struct bkv_table_writer bkv_table_writer;
+
+/* Creates the file at path (which must not exist). */
+BKV_EXPORT int bkv_table_writer_create(const bkv_options *opts /* NULL = defaults */, const char *path,
+                                       bkv_table_writer **out);
+/* BKV_INVALID, the table unchanged, when key is not greater than the last
+ * key added. Other failures abandon the file (later calls are refused). */
+BKV_EXPORT int bkv_table_writer_put(bkv_table_writer *w, const void *key, size_t klen, const void *val, size_t vlen);
+/* A tombstone: the key is deleted when the table is ingested. */
+BKV_EXPORT int bkv_table_writer_delete(bkv_table_writer *w, const void *key, size_t klen);
+BKV_EXPORT uint64_t bkv_table_writer_entries(const bkv_table_writer *w);
+/* Writes the rest of the table, syncs and closes it; a table with no
+ * entries is refused (and removed). */
+BKV_EXPORT int bkv_table_writer_finish(bkv_table_writer *w);
+/* Frees the writer; a file not finished is removed. */
+BKV_EXPORT void bkv_table_writer_destroy(bkv_table_writer *w);
+
+#define BKV_INGEST_MOVE 1u /* hard-link the files in (copy across file systems), and remove them after */
+/* Ingests n table files made by table writers. Their key ranges must not
+ * overlap one another. A table written by anything else, damaged, or laid
+ * out without the database's value index or prefix extractor is refused
+ * before the database changes. The files are left as they were unless
+ * BKV_INGEST_MOVE. */
+BKV_EXPORT int bkv_ingest(bkv_db *db, const char *const *paths, size_t n, unsigned flags);
+
 /* A malloc'd text (free with bkv_free), or NULL for an unknown name:
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.num-files-at-level<N>"  decimal

@@ -23,6 +23,7 @@ typedef struct cli_opts {
     int value_index; /* BKV_VALUE_INDEX_* for a database being created; -1: not asked */
     int stats;
     int wal_recovery;
+    int move;
 } cli_opts;
 
 /* --value-index names, as the "bloomkv.value-index" property spells them. */
@@ -58,6 +59,12 @@ static const usage_text usages[] = {
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
      "wal-recovery"},
     {"destroy", "DB", "delete the database: every file it made, then DB unless other files are in it", ""},
+    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced]",
+     "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
+     "order; --value-index: for a database that has one", "hex value-index"},
+    {"ingest", "DB FILE [--move] " RECOVERY_FLAG,
+     "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL; --move links it in and "
+     "removes FILE instead of copying it", "move wal-recovery"},
     {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
     {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
 };
@@ -97,6 +104,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
                                          {"value-index", required_argument, 0, 'v'},
                                          {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
+                                         {"move", no_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
     const usage_text *u = usage_of(cmd);
@@ -131,6 +139,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'e': o->entries = 1; break;
         case 's': o->sync = 1; break;
         case 'S': o->stats = 1; break;
+        case 'm': o->move = 1; break;
         case 'v':
             o->value_index = -1;
             for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
@@ -407,13 +416,42 @@ static int load_stopped(const load_state *ls, const char *why) {
     return ls->committed ? EXIT_ERROR : EXIT_USAGE;
 }
 
+/* One key<TAB>value input line (its newline included in n), decoded into
+ * malloc'd *k and *v: 1, or 0 for an empty line, or -1 with the reason in
+ * why. */
+static int parse_record(char *line, ssize_t n, int hex, long lineno, char **k, size_t *kl, char **v, size_t *vl,
+                        char *why, size_t whylen) {
+    if (n && line[n - 1] == '\n') line[--n] = 0;
+    if (n && line[n - 1] == '\r') line[--n] = 0;
+    if (n == 0) return 0;
+    char *tab = strchr(line, '\t');
+    if (!tab) {
+        snprintf(why, whylen, "line %ld has no tab", lineno);
+        return -1;
+    }
+    *tab = 0;
+    if (decode(line, hex, k, kl)) {
+        snprintf(why, whylen, "line %ld: the key is not hex", lineno);
+        return -1;
+    }
+    if (decode(tab + 1, hex, v, vl)) {
+        free(*k);
+        snprintf(why, whylen, "line %ld: the value is not hex", lineno);
+        return -1;
+    }
+    return 1;
+}
+
+static FILE *open_input(const char *cmd, const char *path) {
+    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!in) fprintf(stderr, "bloomkv: %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+    return in;
+}
+
 int bkv_cli_load(int argc, char **argv) {
     PARSE_OR_USAGE(2);
-    FILE *in = strcmp(pos[1], "-") == 0 ? stdin : fopen(pos[1], "r");
-    if (!in) {
-        fprintf(stderr, "bloomkv: load: cannot open %s: %s\n", pos[1], strerror(errno));
-        return EXIT_ERROR;
-    }
+    FILE *in = open_input("load", pos[1]);
+    if (!in) return EXIT_ERROR;
     long total = 0;
     if (in != stdin && fseek(in, 0, SEEK_END) == 0) {
         total = ftell(in);
@@ -440,26 +478,11 @@ int bkv_cli_load(int argc, char **argv) {
     int rc = BKV_OK;
     while (!load_signal && (n = getline(&line, &cap, in)) >= 0) {
         ls.lineno++;
-        if (n && line[n - 1] == '\n') line[--n] = 0;
-        if (n && line[n - 1] == '\r') line[--n] = 0;
-        if (n == 0) continue;
-        char *tab = strchr(line, '\t');
         char *k, *v;
         size_t kl, vl;
-        if (!tab) {
-            snprintf(why, sizeof why, "line %ld has no tab", ls.lineno);
-            break;
-        }
-        *tab = 0;
-        if (decode(line, o.hex, &k, &kl)) {
-            snprintf(why, sizeof why, "line %ld: the key is not hex", ls.lineno);
-            break;
-        }
-        if (decode(tab + 1, o.hex, &v, &vl)) {
-            free(k);
-            snprintf(why, sizeof why, "line %ld: the value is not hex", ls.lineno);
-            break;
-        }
+        int got = parse_record(line, n, o.hex, ls.lineno, &k, &kl, &v, &vl, why, sizeof why);
+        if (got < 0) break;
+        if (got == 0) continue;
         rc = bkv_batch_put(ls.batch, k, kl, v, vl);
         free(k);
         free(v);
@@ -638,4 +661,53 @@ int bkv_cli_dump_sst(int argc, char **argv) {
     if (bkv_dump_table(pos[0], o.entries, stdout) == BKV_OK) return 0;
     fprintf(stderr, "bloomkv: dump-sst: %s\n", bkv_errmsg(NULL));
     return EXIT_ERROR;
+}
+
+int bkv_cli_make_table(int argc, char **argv) {
+    PARSE_OR_USAGE(2);
+    FILE *in = open_input("make-table", pos[1]);
+    if (!in) return EXIT_ERROR;
+    bkv_options opts;
+    bkv_options_init(&opts);
+    if (o.value_index >= 0) opts.value_index = o.value_index;
+    bkv_table_writer *w;
+    int rc = bkv_table_writer_create(&opts, pos[0], &w);
+    char *line = NULL, why[256] = "";
+    size_t cap = 0;
+    ssize_t n;
+    long lineno = 0;
+    while (!rc && (n = getline(&line, &cap, in)) >= 0) {
+        char *k, *v;
+        size_t kl, vl;
+        int got = parse_record(line, n, o.hex, ++lineno, &k, &kl, &v, &vl, why, sizeof why);
+        if (got < 0) break;
+        if (got == 0) continue;
+        rc = bkv_table_writer_put(w, k, kl, v, vl);
+        if (rc) snprintf(why, sizeof why, "line %ld: %s", lineno, bkv_errmsg(NULL));
+        free(k);
+        free(v);
+    }
+    if (!rc && !*why && ferror(in)) snprintf(why, sizeof why, "cannot read %s: %s", pos[1], strerror(errno));
+    if (!rc && !*why && (rc = bkv_table_writer_finish(w))) snprintf(why, sizeof why, "%s", bkv_errmsg(NULL));
+    if (!rc && !*why) printf("wrote %llu entries to %s\n", (unsigned long long)bkv_table_writer_entries(w), pos[0]);
+    bkv_table_writer_destroy(w); /* removes the file unless finished */
+    free(line);
+    if (in != stdin) fclose(in);
+    if (!rc && !*why) return 0;
+    if (!*why) snprintf(why, sizeof why, "%s: %s", bkv_strerror(rc), bkv_errmsg(NULL));
+    fprintf(stderr, "bloomkv: make-table: %s\n", why);
+    return rc == BKV_INVALID || (!rc && *why) ? EXIT_USAGE : EXIT_ERROR; /* bad input, or the file system */
+}
+
+int bkv_cli_ingest(int argc, char **argv) {
+    PARSE_OR_USAGE(2);
+    bkv_db *db;
+    int ec = open_db(pos[0], 0, &o, &db);
+    if (ec) return ec;
+    const char *paths[] = {pos[1]};
+    int rc = bkv_ingest(db, paths, 1, o.move ? BKV_INGEST_MOVE : 0);
+    if (rc) return fail_db(db, "ingest", rc);
+    bkv_close(db);
+    printf("ingested %s into %s\n", pos[1], pos[0]);
+    return 0;
 }

@@ -30,25 +30,6 @@ void bkv_db_table_obsolete(void *ctx, uint64_t number) {
     db->env->remove_file(db->env, path, NULL);
 }
 
-bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommost) {
-    const bkv_options *o = &db->opts;
-    bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16, .filter_type = o->filter_type,
-                            .bits_per_key = o->bits_per_key, .compression = o->compression,
-                            .prefix_extractor = o->prefix_extractor};
-    if (o->filter_type_per_level[level] >= 0) to.filter_type = o->filter_type_per_level[level];
-    if (o->bits_per_key_per_level[level] > 0) to.bits_per_key = o->bits_per_key_per_level[level];
-    /* Gets that reach the bottom mostly find their key there (the
-     * workload has few misses), so its filter would rarely say no. */
-    if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;
-    if (db->has_vrec) {
-        to.value_filter = &db->vparams;
-        to.value_terms = o->value_terms;
-        to.value_terms_arg = o->value_terms_arg;
-    }
-    return to;
-}
-
-
 bkv_compaction *bkv_pick_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     bkv_compaction *c = bkv_compaction_pick(&db->opts, db->current, db->compact_pointer);

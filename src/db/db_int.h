@@ -21,7 +21,17 @@
 #define BKV_MAX_IMM 16
 #define BKV_MAX_BACKGROUND_JOBS 16
 
+/* A caller waiting in, or leading, the write queue (db_write.c). */
 typedef struct bkv_writer bkv_writer;
+struct bkv_writer {
+    const bkv_buf *rep;        /* NULL: a flush request, or a caller holding writes back */
+    int sync;
+    int done;
+    int rc;
+    bkv_err err;
+    pthread_cond_t cv;
+    bkv_writer *next;
+};
 typedef struct bkv_read_view bkv_read_view;
 
 struct bkv_snapshot {
@@ -76,7 +86,8 @@ struct bkv_db {
     int nbg;                       /* background threads started */
     atomic_int shutting_down;      /* set under mu; compactions poll it without */
     int flushing;                  /* a flush is in progress */
-    int compacting;                /* a compaction is in progress */
+    int compacting;                /* a compaction (or an ingest placing tables) is in progress */
+    int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
     bkv_buf compact_pointer[BKV_NUM_LEVELS]; /* leveled: where the next compaction of a level starts */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
@@ -187,6 +198,9 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
  * current tables. A flush or compaction calls add before it installs its
  * edit and finish after (installed or not). REQUIRES: db->mu not held. */
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e);
+/* The value filter parameters a new database opened with o gets; 0 when
+ * o asks for no value index. */
+int bkv_value_params(const bkv_options *o, bkv_vf_params *out);
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit);
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed);
@@ -194,6 +208,14 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
  * none or out of memory: the index then scans that table); freed with
  * bkv_vf_set_destroy. */
 bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
+
+/* Holding every write back (db_write.c): hold waits until w leads the
+ * write queue, so no write is applied until release; the holder may then
+ * drop and retake db->mu. flush_held, by the holder, writes every memtable
+ * to level 0 and waits for it. REQUIRES: db->mu held. */
+void bkv_db_hold_writes(bkv_db *db, bkv_writer *w);
+void bkv_db_release_writes(bkv_db *db, bkv_writer *w);
+int bkv_db_flush_held(bkv_db *db, bkv_err *e);
 
 /* The table read flags (BKV_READ_*) ro asks for; NULL: fill the cache. */
 int bkv_db_read_flags(const bkv_read_options *ro);
@@ -222,9 +244,6 @@ uint64_t bkv_db_oldest_snapshot(bkv_db *db);
 typedef struct bkv_compaction bkv_compaction;
 bkv_compaction *bkv_pick_compaction(bkv_db *db);
 void bkv_run_compaction(bkv_db *db, bkv_compaction *c);
-/* Table options for a table written to level (bottommost: no older data
- * for its keys below it). */
-bkv_table_options bkv_db_table_options(const bkv_db *db, int level, int bottommost);
 /* Deletes an obsolete table file (the bkv_file_owner callback). */
 void bkv_db_table_obsolete(void *db, uint64_t number);
 
@@ -245,6 +264,9 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_fi
 /* The background threads' loop (background.c). */
 void *bkv_db_background(void *arg);
 
+/* A table writer with an explicit env (tests inject faults through it). */
+int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const bkv_env *env,
+                                bkv_table_writer **out);
 /* Opens with an explicit env (tests inject faults through it). */
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp);
 

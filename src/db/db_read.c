@@ -62,6 +62,7 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     bkv_table *t;
     int rc = bkv_table_open(db->env, path, f->number, db->block_cache, bkv_db_tstats(db), &t, e);
     if (rc) return rc;
+    bkv_table_set_global_seq(t, f->global_seq);
     if (atomic_fetch_add_explicit(&db->pinned_tables, 1, memory_order_relaxed) < db->opts.max_open_files) {
         bkv_cache_entry *pin = bkv_cache_pinned_new(f->number, t, table_deleter), *none = NULL;
         if (pin) {
@@ -274,6 +275,9 @@ const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
     bkv_snapshot *s = malloc(sizeof *s);
     if (!s) return NULL;
     bkv_db_lock(db);
+    /* An ingest at sequence 0 counted on no snapshot being live until its
+     * tables are in (db_ingest.c): this one would see them appear. */
+    while (db->ingesting_unsequenced) bkv_db_wait(db, &db->bg_cv);
     s->seq = atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
     s->db = db;
     /* Sequences only grow, so appending keeps the list oldest first. */

@@ -35,6 +35,16 @@ static uint32_t auto_hashes(uint32_t m, uint32_t p) {
     return k < 1 ? 1 : k > MAX_AUTO_HASHES ? MAX_AUTO_HASHES : (uint32_t)(k + 0.5);
 }
 
+int bkv_value_params(const bkv_options *o, bkv_vf_params *out) {
+    if (o->value_index == BKV_VALUE_INDEX_NONE) return 0;
+    *out = (bkv_vf_params){.m_bits = o->value_filter_bits,
+                           .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes
+                                                       : auto_hashes(o->value_filter_bits, o->value_partition_entries),
+                           .seed = BKV_VALUE_SEED,
+                           .partition_entries = o->value_partition_entries};
+    return 1;
+}
+
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     const bkv_options *o = &db->opts;
     const char *name = o->value_terms ? o->value_terms_name : "";
@@ -58,12 +68,12 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
             r->order = (uint64_t)o->value_index_order;
         }
     } else {
-        if (o->value_index == BKV_VALUE_INDEX_NONE) return BKV_OK;
-        r->m_bits = o->value_filter_bits;
-        r->k = o->value_filter_hashes ? (uint64_t)o->value_filter_hashes
-                                      : auto_hashes(o->value_filter_bits, o->value_partition_entries);
-        r->seed = BKV_VALUE_SEED;
-        r->partition_entries = o->value_partition_entries;
+        bkv_vf_params p;
+        if (!bkv_value_params(o, &p)) return BKV_OK;
+        r->m_bits = p.m_bits;
+        r->k = p.k;
+        r->seed = p.seed;
+        r->partition_entries = p.partition_entries;
         r->shape = (uint64_t)o->value_index;
         r->order = (uint64_t)o->value_index_order;
         snprintf(r->terms_name, sizeof r->terms_name, "%s", name);

@@ -33,19 +33,7 @@
 #define MAX_GROUP (1u << 20)
 #define SMALL_GROUP_SLACK (128u << 10)
 
-struct bkv_writer {
-    const bkv_buf *rep;   /* NULL: a flush request */
-    int sync;
-    int done;
-    int rc;
-    bkv_err err;
-    pthread_cond_t cv;
-    bkv_writer *next;
-};
-
 static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number - 1; }
-
-
 
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. */
@@ -147,6 +135,56 @@ static int insert_entry(void *arg, uint64_t seq, unsigned type, const uint8_t *k
     return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
 }
 
+/* Queues w and waits until it leads the queue or a leader wrote it.
+ * REQUIRES: db->mu held. */
+static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
+    BKV_ASSERT_LOCKED(db);
+    memset(w, 0, sizeof *w);
+    w->rep = rep;
+    w->sync = sync;
+    pthread_cond_init(&w->cv, NULL);
+    if (db->writers_tail) db->writers_tail->next = w;
+    else db->writers_head = w;
+    db->writers_tail = w;
+    while (!w->done && db->writers_head != w) bkv_db_wait(db, &w->cv);
+}
+
+/* The leader w hands the outcome to the writers it took (through last)
+ * and the lead to the next. REQUIRES: db->mu held. */
+static void leave_queue(bkv_db *db, bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
+    for (;;) {
+        bkv_writer *x = db->writers_head;
+        db->writers_head = x->next;
+        if (x != w) {
+            x->rc = rc;
+            x->err = *e;
+            x->done = 1;
+            pthread_cond_signal(&x->cv);
+        }
+        if (x == last) break;
+    }
+    if (!db->writers_head) db->writers_tail = NULL;
+    else pthread_cond_signal(&db->writers_head->cv);
+}
+
+void bkv_db_hold_writes(bkv_db *db, bkv_writer *w) {
+    join_queue(db, w, NULL, 0); /* a writer without a batch is never taken into a group */
+}
+
+void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
+    leave_queue(db, w, w, BKV_OK, &(bkv_err){{0}});
+    pthread_cond_destroy(&w->cv);
+}
+
+int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
+    int rc = make_room_for_write(db, 1, e);
+    while (!rc && (db->nimm > 0 || db->flushing) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    if (!rc && db->bg_error) rc = bkv_db_bg_status(db, e);
+    return rc;
+}
+
 static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf *rep) {
     bkv_write_options adopted;
     if (wo && wo->size != sizeof *wo) {
@@ -156,16 +194,8 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
         wo = &adopted;
     }
     bkv_writer w;
-    memset(&w, 0, sizeof w);
-    w.rep = rep;
-    w.sync = wo && wo->sync;
-    pthread_cond_init(&w.cv, NULL);
-
     bkv_db_lock(db);
-    if (db->writers_tail) db->writers_tail->next = &w;
-    else db->writers_head = &w;
-    db->writers_tail = &w;
-    while (!w.done && db->writers_head != &w) bkv_db_wait(db, &w.cv);
+    join_queue(db, &w, rep, wo && wo->sync);
     if (w.done) {
         bkv_db_unlock(db);
         pthread_cond_destroy(&w.cv);
@@ -214,19 +244,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
         }
     }
 
-    for (;;) {
-        bkv_writer *x = db->writers_head;
-        db->writers_head = x->next;
-        if (x != &w) {
-            x->rc = rc;
-            x->err = e;
-            x->done = 1;
-            pthread_cond_signal(&x->cv);
-        }
-        if (x == last) break;
-    }
-    if (!db->writers_head) db->writers_tail = NULL;
-    else pthread_cond_signal(&db->writers_head->cv);
+    leave_queue(db, &w, last, rc, &e);
     bkv_db_unlock(db);
     pthread_cond_destroy(&w.cv);
     return bkv_db_error(db, rc, &e);

@@ -2,6 +2,23 @@
 
 #include <string.h>
 
+bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams) {
+    bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16, .filter_type = o->filter_type,
+                            .bits_per_key = o->bits_per_key, .compression = o->compression,
+                            .prefix_extractor = o->prefix_extractor};
+    if (o->filter_type_per_level[level] >= 0) to.filter_type = o->filter_type_per_level[level];
+    if (o->bits_per_key_per_level[level] > 0) to.bits_per_key = o->bits_per_key_per_level[level];
+    /* Gets that reach the bottom mostly find their key there (the
+     * workload has few misses), so its filter would rarely say no. */
+    if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;
+    if (vparams) {
+        to.value_filter = vparams;
+        to.value_terms = o->value_terms;
+        to.value_terms_arg = o->value_terms_arg;
+    }
+    return to;
+}
+
 int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, bkv_table_file *tf, bkv_err *e) {
     memset(tf, 0, sizeof *tf);
     tf->db = db;
@@ -9,7 +26,7 @@ int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, 
     bkv_table_name(tf->path, db->path, number);
     int rc = db->env->new_writable(db->env, tf->path, db->opts.file_mode, &tf->file, e);
     if (rc) return rc;
-    bkv_table_options to = bkv_db_table_options(db, level, bottommost);
+    bkv_table_options to = bkv_table_options_for(&db->opts, level, bottommost, db->has_vrec ? &db->vparams : NULL);
     if (!(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
         bkv_table_file_abandon(tf);
         return bkv_fail(e, BKV_NOMEM, "out of memory building %s", tf->path);

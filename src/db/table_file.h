@@ -7,6 +7,10 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 
+/* How a table written at level is laid out under o (bottommost: no older
+ * data for its keys below it); vparams: its value filters, NULL for none. */
+bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams);
+
 typedef struct bkv_table_file {
     bkv_db *db;
     uint64_t number;

@@ -9,7 +9,7 @@
 #include "util/ikey.h"
 
 enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5,
-       TAG_VALUE_INDEX = 6 };
+       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7 };
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen) {
@@ -116,7 +116,7 @@ int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
     }
     for (size_t i = 0; i < e->nadded; i++) {
         const bkv_file_meta *f = e->added[i].meta;
-        rc |= bkv_buf_put_varint(out, TAG_NEW_FILE);
+        rc |= bkv_buf_put_varint(out, f->global_seq ? TAG_INGESTED_FILE : TAG_NEW_FILE);
         rc |= bkv_buf_put_varint(out, (uint64_t)e->added[i].level);
         rc |= bkv_buf_put_varint(out, f->number);
         rc |= bkv_buf_put_varint(out, f->size);
@@ -125,6 +125,7 @@ int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
         rc |= bkv_buf_put_varint(out, f->largest_seq);
         rc |= bkv_buf_put_slice(out, f->smallest, f->smallest_len);
         rc |= bkv_buf_put_slice(out, f->largest, f->largest_len);
+        if (f->global_seq) rc |= bkv_buf_put_varint(out, f->global_seq);
     }
     return rc;
 }
@@ -135,7 +136,7 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
     if (len == 0) return BKV_OK; /* p may be NULL: no pointer arithmetic on it */
     const uint8_t *end = p + len;
     while (p < end) {
-        uint64_t tag, a, b, c, d, sseq, lseq, slen, llen;
+        uint64_t tag, a, b, c, d, sseq, lseq, slen, llen, gseq = 0;
         if (!(p = bkv_get_varint64(p, end, &tag))) goto bad;
         switch (tag) {
         case TAG_LOG_NUMBER:
@@ -155,7 +156,8 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
                 goto bad;
             if (bkv_edit_delete_file(e, (int)a, b)) goto nomem;
             break;
-        case TAG_NEW_FILE: {
+        case TAG_NEW_FILE:
+        case TAG_INGESTED_FILE: {
             if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)) ||
                 !(p = bkv_get_varint64(p, end, &c)) || !(p = bkv_get_varint64(p, end, &d)) ||
                 !(p = bkv_get_varint64(p, end, &sseq)) || !(p = bkv_get_varint64(p, end, &lseq)) || sseq > lseq ||
@@ -166,10 +168,15 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             if (!(p = bkv_get_varint64(p, end, &llen)) || llen > (uint64_t)(end - p) || llen < BKV_IKEY_TRAILER) goto bad;
             const uint8_t *l = p;
             p += llen;
+            /* Every key of an ingested table reads at its one global sequence. */
+            if (tag == TAG_INGESTED_FILE && (!(p = bkv_get_varint64(p, end, &gseq)) || gseq == 0 ||
+                                             gseq > BKV_MAX_SEQ || sseq != gseq || lseq != gseq))
+                goto bad;
             bkv_file_meta *f = bkv_file_meta_new(b, c, d, s, (size_t)slen, l, (size_t)llen);
             if (!f) goto nomem;
             f->smallest_seq = sseq;
             f->largest_seq = lseq;
+            f->global_seq = gseq;
             int rc = bkv_edit_add_file(e, (int)a, f);
             bkv_file_meta_unref(f);
             if (rc) goto nomem;

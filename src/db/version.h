@@ -34,6 +34,7 @@ typedef struct bkv_file_meta {
     uint64_t size;
     uint64_t entries;
     uint64_t smallest_seq, largest_seq;
+    uint64_t global_seq;      /* an ingested table's: every key in it reads at this sequence (0: as written) */
     uint8_t *smallest; size_t smallest_len; /* internal keys */
     uint8_t *largest;  size_t largest_len;
     int being_compacted;      /* under the db mutex */

@@ -98,6 +98,10 @@ typedef struct bkv_table_stats { /* relaxed atomics: bumped by every reader */
 int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, bkv_cache *block_cache,
                    bkv_table_stats *stats, bkv_table **out, bkv_err *e);
 void bkv_table_close(bkv_table *t);
+/* Makes every key of the table read at sequence seq (an ingested table's
+ * global sequence, docs/format.md "Manifest records"; 0: as written).
+ * Call before the table is shared. */
+void bkv_table_set_global_seq(bkv_table *t, uint64_t seq);
 
 /* Probes the key filter only: 0 = certainly absent. */
 int bkv_table_may_contain(const bkv_table *t, bkv_hash h);

@@ -27,7 +27,21 @@ struct bkv_table {
     size_t filter_len;
     bkv_filter *filter;   /* NULL: no filter or a damaged one, "maybe" */
     bkv_table_props props;
+    uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
 };
+
+void bkv_table_set_global_seq(bkv_table *t, uint64_t seq) { t->global_seq = seq; }
+
+/* The key as readers see it: an ingested table's keys were written with
+ * sequence 0 and read at its global sequence, assembled in scratch. NULL
+ * when scratch cannot grow. */
+static const uint8_t *visible_key(const bkv_table *t, const bkv_buf *raw, bkv_buf *scratch) {
+    if (!t->global_seq || raw->len < BKV_IKEY_TRAILER) return raw->data;
+    if (bkv_buf_set(scratch, raw->data, raw->len)) return NULL;
+    uint8_t *trailer = scratch->data + raw->len - BKV_IKEY_TRAILER;
+    bkv_put_u64(trailer, bkv_pack_trailer(t->global_seq, bkv_ikey_type(raw->data, raw->len)));
+    return scratch->data;
+}
 
 typedef struct cached_block {
     uint8_t *data;
@@ -345,7 +359,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     } else if (bi.corrupt) {
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
                       (unsigned long long)h.offset);
-    } else if (bi.valid && bi.key.len >= BKV_IKEY_TRAILER &&
+    } else if (bi.valid && bi.key.len >= BKV_IKEY_TRAILER && t->global_seq <= snapshot &&
                bkv_user_key_compare(bi.key.data, bi.key.len - BKV_IKEY_TRAILER, key, klen) == 0) {
         *type = bkv_ikey_type(bi.key.data, bi.key.len);
         if (*type != BKV_TYPE_VALUE && *type != BKV_TYPE_DELETION) {
@@ -398,8 +412,14 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
         if (rc) return rc;
         bkv_block_iter bi;
         bkv_block_iter_init(&bi, br.blk);
-        for (bkv_block_iter_first(&bi); !rc && bi.valid; bkv_block_iter_next(&bi))
-            rc = fn(arg, bi.key.data, bi.key.len, bi.val, bi.vlen);
+        bkv_buf scratch;
+        bkv_buf_init(&scratch);
+        for (bkv_block_iter_first(&bi); !rc && bi.valid; bkv_block_iter_next(&bi)) {
+            const uint8_t *k = visible_key(t, &bi.key, &scratch);
+            if (!k) bi.oom = 1;
+            else rc = fn(arg, k, bi.key.len, bi.val, bi.vlen);
+        }
+        bkv_buf_free(&scratch);
         if (!rc && bi.oom) rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a data block", t->name);
         if (!rc && bi.corrupt)
             rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed entry in data block at offset %llu", t->name,
@@ -424,6 +444,7 @@ typedef struct table_iter {
     int have_block;
     int rc;                   /* first error */
     bkv_err err;
+    bkv_buf key;              /* an ingested table's current key, at its global sequence */
 } table_iter;
 
 static void drop_block(table_iter *ti) {
@@ -528,8 +549,15 @@ static void ti_prev(bkv_ikey_iter *b) {
 
 static const uint8_t *ti_key(bkv_ikey_iter *b, size_t *len) {
     table_iter *ti = (table_iter *)b;
+    const uint8_t *k = visible_key(ti->t, &ti->it.key, &ti->key);
+    if (!k) {
+        bkv_err e;
+        set_error(ti, bkv_fail(&e, BKV_NOMEM, "%s: out of memory reading a key", ti->t->name), &e);
+        *len = 0;
+        return (const uint8_t *)"";
+    }
     *len = ti->it.key.len;
-    return ti->it.key.data;
+    return k;
 }
 
 static const uint8_t *ti_value(bkv_ikey_iter *b, size_t *len) {
@@ -548,6 +576,7 @@ static void ti_destroy(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     drop_block(ti);
     bkv_block_iter_free(&ti->index_it);
+    bkv_buf_free(&ti->key);
     free(ti);
 }
 
@@ -562,6 +591,7 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     ti->read_flags = read_flags;
     ti->stats = stats;
     bkv_block_iter_init(&ti->index_it, &t->index);
+    bkv_buf_init(&ti->key);
     *out = &ti->base;
     return BKV_OK;
 }

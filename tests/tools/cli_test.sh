@@ -239,5 +239,27 @@ expect 0 "destroy" -- "$B" destroy "$c/ck"
 [ ! -e "$c/ck" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: destroy left the directory"; }
 expect 0 "destroy a missing database" -- "$B" destroy "$c/ck"
 
+# make-table and ingest: a sorted input becomes a table added at once.
+i="$D/ingest"
+mkdir -p "$i"
+for n in $(seq 1 300); do printf 'i%05d\tnew%d\n' "$n" "$n"; done >"$i/sorted.tsv"
+printf 'b\t1\na\t2\n' >"$i/unsorted.tsv"
+expect 0 "put before ingest" -- "$B" put "$i/db" i00010 old
+expect 0 "make-table" -- "$B" make-table "$i/t.sst" "$i/sorted.tsv"
+output_is "make-table report" "wrote 300 entries to $i/t.sst"
+expect 2 "make-table refuses unsorted input" -- "$B" make-table "$i/u.sst" "$i/unsorted.tsv"
+stderr_has "unsorted input names the line" "line 2"
+[ ! -e "$i/u.sst" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: make-table left a partial table"; }
+expect 3 "make-table never overwrites" -- "$B" make-table "$i/t.sst" "$i/sorted.tsv"
+expect 0 "ingest" -- "$B" ingest "$i/db" "$i/t.sst"
+expect 0 "ingested value replaces the older one" -- "$B" get "$i/db" i00010
+output_is "ingested value" "new10"
+expect 0 "make-table from stdin" -- "$B" make-table "$i/t2.sst" - <<<"j00001	x"
+expect 0 "ingest --move" -- "$B" ingest "$i/db" "$i/t2.sst" --move
+[ ! -e "$i/t2.sst" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: ingest --move left the file"; }
+expect 3 "ingest of a file that is not a table" -- "$B" ingest "$i/db" "$i/sorted.tsv"
+stderr_has "not a table names the file" "sorted.tsv"
+expect 0 "check after ingest" -- "$B" check "$i/db"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

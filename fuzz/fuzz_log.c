@@ -8,7 +8,7 @@
 
 #include "db/version.h"
 #include "db/write_batch.h"
-#include "wal/log.h"
+#include "log/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -62,9 +62,9 @@ static const usage_text usages[] = {
     {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
      "order; --value-index: for a database that has one", "hex value-index"},
-    {"ingest", "DB FILE [--move] " RECOVERY_FLAG,
-     "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL; --move links it in and "
-     "removes FILE instead of copying it", "move wal-recovery"},
+    {"ingest", "DB FILE [--move] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
+     "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL (creates DB if missing); "
+     "--move links it in and removes FILE instead of copying it", "move value-index wal-recovery"},
     {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
     {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
 };
@@ -702,7 +702,7 @@ int bkv_cli_make_table(int argc, char **argv) {
 int bkv_cli_ingest(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], 1, &o, &db);
     if (ec) return ec;
     const char *paths[] = {pos[1]};
     int rc = bkv_ingest(db, paths, 1, o.move ? BKV_INGEST_MOVE : 0);

@@ -14,7 +14,7 @@
 #include "table/table.h"
 #include "util/env.h"
 #include "valueindex/vindex.h"
-#include "wal/log.h"
+#include "log/log.h"
 
 #include "util/check.h"
 

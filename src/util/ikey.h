@@ -3,6 +3,10 @@
  * (sequence << 8 | type). Ordered by user key ascending, then by trailer
  * descending, so the newest version of a key comes first. See
  * docs/format.md, "Internal key".
+ *
+ * It lives in util/ rather than db/ because the memtable and the table
+ * reader order internal keys too, and the folders depend one way only
+ * (util <- memtable, table <- db).
  */
 #ifndef BKV_UTIL_IKEY_H
 #define BKV_UTIL_IKEY_H

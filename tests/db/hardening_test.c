@@ -20,7 +20,7 @@
 #include "db/write_batch.h"
 #include "test_dir.h"
 #include "util/env.h"
-#include "wal/log.h"
+#include "log/log.h"
 
 TEST_DIR_FIXTURE("hardening")
 

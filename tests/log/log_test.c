@@ -11,7 +11,7 @@
 
 #include "test_dir.h"
 #include "util/hash.h"
-#include "wal/log.h"
+#include "log/log.h"
 
 static char dir[256];
 static char path[300];

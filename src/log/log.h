@@ -3,8 +3,8 @@
  * fragments inside 32 KiB blocks, each fragment checksummed. Layout in
  * docs/format.md, "Log file".
  */
-#ifndef BKV_WAL_LOG_H
-#define BKV_WAL_LOG_H
+#ifndef BKV_LOG_LOG_H
+#define BKV_LOG_LOG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "wal/log.h"
+#include "log/log.h"
 
 #include <string.h>
 

@@ -74,12 +74,31 @@ int bkv_block_parse(bkv_block *blk, const uint8_t *data, size_t len) {
 }
 
 void bkv_block_iter_init(bkv_block_iter *it, const bkv_block *blk) {
-    memset(it, 0, sizeof *it);
     it->blk = blk;
-    bkv_buf_init(&it->key);
+    it->offset = it->next = 0;
+    it->restart = 0;
+    it->val = NULL;
+    it->vlen = 0;
+    it->valid = it->corrupt = it->oom = 0;
+    bkv_buf_init_with(&it->key, it->key_mem, sizeof it->key_mem);
 }
 
 void bkv_block_iter_free(bkv_block_iter *it) { bkv_buf_free(&it->key); }
+
+static uint32_t restart_offset(const bkv_block *blk, uint32_t i) { return bkv_get_u32(blk->restarts + 4 * (size_t)i); }
+
+/* An entry's header: three varints, each almost always one byte. */
+static inline const uint8_t *decode_header(const uint8_t *p, const uint8_t *end, uint64_t *shared,
+                                           uint64_t *unshared, uint64_t *vlen) {
+    if (end - p >= 3 && ((p[0] | p[1] | p[2]) & 0x80) == 0) {
+        *shared = p[0];
+        *unshared = p[1];
+        *vlen = p[2];
+        return p + 3;
+    }
+    if (!(p = bkv_get_varint64(p, end, shared)) || !(p = bkv_get_varint64(p, end, unshared))) return NULL;
+    return bkv_get_varint64(p, end, vlen);
+}
 
 /* Decodes the entry at it->next; the key so far is its predecessor's. */
 static void decode_next(bkv_block_iter *it) {
@@ -90,19 +109,24 @@ static void decode_next(bkv_block_iter *it) {
     }
     const uint8_t *p = blk->data + it->next, *end = blk->data + blk->len;
     uint64_t shared, unshared, vlen;
-    if (!(p = bkv_get_varint64(p, end, &shared)) || !(p = bkv_get_varint64(p, end, &unshared)) ||
-        !(p = bkv_get_varint64(p, end, &vlen)) || shared > it->key.len ||
+    if (!(p = decode_header(p, end, &shared, &unshared, &vlen)) || shared > it->key.len ||
         unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared) {
         it->valid = 0;
         it->corrupt = 1;
         return;
     }
     it->offset = it->next;
-    it->key.len = (size_t)shared;
-    if (bkv_buf_append(&it->key, p, (size_t)unshared)) {
-        it->valid = 0;
-        it->oom = 1;
-        return;
+    while (it->restart + 1 < blk->num_restarts && restart_offset(blk, it->restart + 1) <= it->offset) it->restart++;
+    if (shared + unshared <= it->key.cap) {
+        memcpy(it->key.data + shared, p, (size_t)unshared);
+        it->key.len = (size_t)(shared + unshared);
+    } else {
+        it->key.len = (size_t)shared;
+        if (bkv_buf_append(&it->key, p, (size_t)unshared)) {
+            it->valid = 0;
+            it->oom = 1;
+            return;
+        }
     }
     it->val = p + unshared;
     it->vlen = (size_t)vlen;
@@ -112,7 +136,8 @@ static void decode_next(bkv_block_iter *it) {
 
 static void seek_restart(bkv_block_iter *it, uint32_t i) {
     it->key.len = 0;
-    it->next = bkv_get_u32(it->blk->restarts + 4 * (size_t)i);
+    it->restart = i;
+    it->next = restart_offset(it->blk, i);
 }
 
 void bkv_block_iter_first(bkv_block_iter *it) {
@@ -122,15 +147,38 @@ void bkv_block_iter_first(bkv_block_iter *it) {
 
 void bkv_block_iter_next(bkv_block_iter *it) { decode_next(it); }
 
+int64_t bkv_block_iter_restart_ordinal(const bkv_block_iter *it) {
+    if (!it->valid || restart_offset(it->blk, it->restart) != it->offset) return -1;
+    return it->restart;
+}
+
+/* The key stored whole at restart point i, compared in place (no copy);
+ * 0 and it->corrupt set when the entry is malformed. */
+static int restart_key(bkv_block_iter *it, uint32_t i, const uint8_t **key, size_t *klen) {
+    const bkv_block *blk = it->blk;
+    size_t off = restart_offset(blk, i);
+    const uint8_t *p = blk->data + off, *end = blk->data + blk->len;
+    uint64_t shared, unshared, vlen;
+    if (off >= blk->len || !(p = decode_header(p, end, &shared, &unshared, &vlen)) || shared != 0 ||
+        unshared > (uint64_t)(end - p)) {
+        it->valid = 0;
+        it->corrupt = 1;
+        return 0;
+    }
+    *key = p;
+    *klen = (size_t)unshared;
+    return 1;
+}
+
 void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp) {
     /* Binary search for the last restart point whose key < target. */
     uint32_t lo = 0, hi = it->blk->num_restarts - 1;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo + 1) / 2;
-        seek_restart(it, mid);
-        decode_next(it);
-        if (it->corrupt || it->oom) return;
-        if (!it->valid || cmp(it->key.data, it->key.len, target, tlen) >= 0) hi = mid - 1;
+        const uint8_t *k;
+        size_t kl;
+        if (!restart_key(it, mid, &k, &kl)) return;
+        if (cmp(k, kl, target, tlen) >= 0) hi = mid - 1;
         else lo = mid;
     }
     seek_restart(it, lo);

@@ -46,7 +46,9 @@ typedef struct bkv_block_iter {
     const bkv_block *blk;
     size_t offset;       /* current entry */
     size_t next;         /* entry after it */
-    bkv_buf key;
+    uint32_t restart;    /* the last restart point at or before the current entry */
+    bkv_buf key;         /* in key_mem until a key outgrows it: most seeks allocate nothing */
+    uint8_t key_mem[64];
     const uint8_t *val;
     size_t vlen;
     int valid;
@@ -54,10 +56,15 @@ typedef struct bkv_block_iter {
     int oom;             /* set when its key could not be assembled: no memory, not damage */
 } bkv_block_iter;
 
+/* The iterator keeps its key inside itself: it must not be copied. */
 void bkv_block_iter_init(bkv_block_iter *it, const bkv_block *blk);
 void bkv_block_iter_free(bkv_block_iter *it);
 void bkv_block_iter_first(bkv_block_iter *it);
 void bkv_block_iter_next(bkv_block_iter *it);
+/* The number of the restart point the current entry sits on, or -1 when
+ * it sits between two: in a block with a restart at every entry (an
+ * index block) the entry's ordinal. */
+int64_t bkv_block_iter_restart_ordinal(const bkv_block_iter *it);
 /* First entry whose key >= target under cmp (memcmp-style on full keys). */
 typedef int (*bkv_key_cmp)(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp);

@@ -255,18 +255,6 @@ static void release_block(bkv_table *t, block_ref *b) {
 
 /* The data block number of the index entry at entry_offset (the index has
  * a restart point at every entry), or -1. */
-static int64_t block_number(const bkv_table *t, size_t entry_offset) {
-    uint32_t lo = 0, hi = t->index.num_restarts;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        uint32_t off = bkv_get_u32(t->index.restarts + 4 * (size_t)mid);
-        if (off == entry_offset) return mid;
-        if (off < entry_offset) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
-}
-
 /* number: the block's index entry, or -1 when unknown. */
 static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags, block_ref *b, bkv_table_stats *stats,
                       bkv_err *e) {
@@ -350,7 +338,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     bkv_handle h;
     if ((rc = decode_handle(t, ii.val, ii.vlen, &h, e))) goto out;
     block_ref br;
-    if ((rc = load_block(t, h, block_number(t, ii.offset), read_flags, &br, stats, e))) goto out;
+    if ((rc = load_block(t, h, bkv_block_iter_restart_ordinal(&ii), read_flags, &br, stats, e))) goto out;
     bkv_block_iter bi;
     bkv_block_iter_init(&bi, br.blk);
     bkv_block_iter_seek(&bi, lookup, ilen, ikey_cmp);
@@ -476,7 +464,7 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
-    if (!rc) rc = load_block(ti->t, h, block_number(ti->t, ti->index_it.offset), ti->read_flags, &ti->cur, ti->stats, &e);
+    if (!rc) rc = load_block(ti->t, h, bkv_block_iter_restart_ordinal(&ti->index_it), ti->read_flags, &ti->cur, ti->stats, &e);
     if (rc) {
         set_error(ti, rc, &e);
         return 0;

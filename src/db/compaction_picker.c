@@ -158,6 +158,55 @@ static int add_outputs_inputs(const bkv_tree_version *v, bkv_compaction *c) {
     return 0;
 }
 
+/* Level 0's oldest table and every table of level 0 overlapping what is
+ * taken so far: all versions of a key in level 0 go down together, since
+ * an older one left above would shadow a newer one moved below. Random
+ * writes take every table; sequential ones take one, which then moves
+ * down without a rewrite. */
+static int level0_inputs(const bkv_tree_version *v, bkv_compaction *c) {
+    size_t n = v->nfiles[0];
+    bkv_file_meta **in = malloc(n * sizeof *in);
+    char *taken = calloc(n, 1);
+    if (!in || !taken) {
+        free(in);
+        free(taken);
+        return -1;
+    }
+    in[0] = v->files[0][n - 1]; /* newest first: the last is the oldest */
+    taken[n - 1] = 1;
+    size_t k = 1;
+    for (int grew = 1; grew;) {
+        grew = 0;
+        const uint8_t *lo, *hi;
+        size_t lol, hil;
+        key_range(in, k, &lo, &lol, &hi, &hil);
+        for (size_t i = 0; i < n; i++) {
+            if (taken[i]) continue;
+            size_t sl, ll;
+            const uint8_t *s = ukey(v->files[0][i]->smallest, v->files[0][i]->smallest_len, &sl);
+            const uint8_t *l = ukey(v->files[0][i]->largest, v->files[0][i]->largest_len, &ll);
+            if (bkv_user_key_compare(l, ll, lo, lol) < 0 || bkv_user_key_compare(s, sl, hi, hil) > 0) continue;
+            taken[i] = 1;
+            in[k++] = v->files[0][i];
+            grew = 1;
+        }
+    }
+    free(taken);
+    c->inputs[0] = in;
+    c->ninputs[0] = k;
+    return 0;
+}
+
+/* A table moved down whole keeps its filter: only where the two levels
+ * ask for the same one. */
+static int same_filter_policy(const bkv_options *o, int a, int b) {
+    int ta = o->filter_type_per_level[a] >= 0 ? o->filter_type_per_level[a] : o->filter_type;
+    int tb = o->filter_type_per_level[b] >= 0 ? o->filter_type_per_level[b] : o->filter_type;
+    double ba = o->bits_per_key_per_level[a] > 0 ? o->bits_per_key_per_level[a] : o->bits_per_key;
+    double bb = o->bits_per_key_per_level[b] > 0 ? o->bits_per_key_per_level[b] : o->bits_per_key;
+    return ta == tb && ba == bb;
+}
+
 static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
     int best = -1;
     double best_score = 1.0;
@@ -173,10 +222,7 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     bkv_compaction *c = new_compaction(v, best, best + 1);
     if (!c) return NULL;
     if (best == 0) {
-        c->inputs[0] = malloc(v->nfiles[0] * sizeof *c->inputs[0]);
-        if (!c->inputs[0]) goto none;
-        memcpy(c->inputs[0], v->files[0], v->nfiles[0] * sizeof *c->inputs[0]);
-        c->ninputs[0] = v->nfiles[0];
+        if (level0_inputs(v, c)) goto none;
     } else {
         /* Round robin: the first file past where this level last stopped. */
         const bkv_buf *ptr = &compact_pointer[best];
@@ -197,7 +243,8 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     uint64_t gp_bytes = 0;
     for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
     c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 &&
-                      gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size;
+                      gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size &&
+                      same_filter_policy(o, c->level, c->output_level);
     if (best > 0) {
         /* Out of memory, the pointer is left empty: the next pick starts
          * the level over, which is only a worse choice, not a wrong one. */

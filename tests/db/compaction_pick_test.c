@@ -101,6 +101,50 @@ static void level0_waits_for_its_trigger(void **state) {
     finish(&fx);
 }
 
+/* Level 0 goes down from its oldest table with every table overlapping it
+ * (transitively), not all of level 0: sequential writes then move down
+ * whole, while overlapping versions never get separated. */
+static void level0_takes_the_oldest_and_what_overlaps_it(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    add(&fx, 0, table(10, 500, 'a', 'b', 100)); /* oldest */
+    add(&fx, 0, table(11, 500, 'd', 'e', 200));
+    add(&fx, 0, table(12, 500, 'g', 'h', 300));
+    add(&fx, 0, table(13, 500, 'j', 'k', 400));
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->ninputs[0], 1);
+    assert_true(has_input(c, 0, 10));
+    assert_true(c->trivial_move);
+    done(c);
+    finish(&fx);
+
+    start(&fx);
+    add(&fx, 0, table(10, 500, 'a', 'c', 100)); /* oldest; 12 overlaps it, 11 overlaps 12 */
+    add(&fx, 0, table(11, 500, 'e', 'g', 200));
+    add(&fx, 0, table(12, 500, 'c', 'e', 300));
+    add(&fx, 0, table(13, 500, 'x', 'z', 400));
+    c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->ninputs[0], 3);
+    assert_false(has_input(c, 0, 13));
+    assert_false(c->trivial_move);
+    done(c);
+    finish(&fx);
+
+    /* Levels with different filter settings: a table is rewritten, not moved. */
+    start(&fx);
+    fx.o.bits_per_key_per_level[0] = 16;
+    for (int i = 0; i < 4; i++) add(&fx, 0, table(10 + (uint64_t)i, 500, (char)('a' + 3 * i), (char)('b' + 3 * i), 100 * (uint64_t)(i + 1)));
+    c = pick(&fx);
+    assert_non_null(c);
+    assert_int_equal(c->ninputs[0], 1);
+    assert_false(c->trivial_move);
+    done(c);
+    finish(&fx);
+}
+
 static void deeper_levels_round_robin(void **state) {
     (void)state;
     fixture fx;
@@ -179,6 +223,7 @@ static void tiered_merges_similar_runs(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(level0_waits_for_its_trigger),
+        cmocka_unit_test(level0_takes_the_oldest_and_what_overlaps_it),
         cmocka_unit_test(deeper_levels_round_robin),
         cmocka_unit_test(within_target_nothing_is_due),
         cmocka_unit_test(tiered_merges_similar_runs),

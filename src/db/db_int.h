@@ -30,6 +30,8 @@ struct bkv_writer {
     int rc;
     bkv_err err;
     pthread_cond_t cv;
+    int sleeping;                  /* waiting on cv (under db->mu) */
+    atomic_int signalled;          /* done, or now leading: ends a spin */
     bkv_writer *next;
 };
 typedef struct bkv_read_view bkv_read_view;

@@ -129,13 +129,38 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
     }
 }
 
+/* How long a queued writer spins before it sleeps: about one group's
+ * work. Sleeping and being woken cost two futex calls and two context
+ * switches, more than a small group takes on this path. */
+#define SPIN_NANOS 4000
+
+static uint64_t now_nanos(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Tells a queued writer that it is done or leads: a spinning one sees the
+ * flag, a sleeping one is woken. REQUIRES: db->mu held. */
+static void signal_writer(bkv_writer *x) {
+    atomic_store_explicit(&x->signalled, 1, memory_order_release);
+    if (x->sleeping) pthread_cond_signal(&x->cv);
+}
+
 static int insert_entry(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
                         const uint8_t *val, size_t vlen) {
     bkv_memtable *m = arg;
     return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
 }
 
-/* Queues w and waits until it leads the queue or a leader wrote it.
+/* Queues w and waits until it leads the queue or a leader wrote it: first
+ * spinning on w->signalled without the mutex, then asleep on w->cv.
  * REQUIRES: db->mu held. */
 static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     BKV_ASSERT_LOCKED(db);
@@ -146,7 +171,19 @@ static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) 
     if (db->writers_tail) db->writers_tail->next = w;
     else db->writers_head = w;
     db->writers_tail = w;
-    while (!w->done && db->writers_head != w) bkv_db_wait(db, &w->cv);
+    if (db->writers_head == w) return;
+    bkv_db_unlock(db);
+    uint64_t deadline = now_nanos() + SPIN_NANOS;
+    for (unsigned i = 1; !atomic_load_explicit(&w->signalled, memory_order_acquire); i++) {
+        cpu_relax();
+        if (i % 32 == 0 && now_nanos() > deadline) break;
+    }
+    bkv_db_lock(db);
+    while (!w->done && db->writers_head != w) {
+        w->sleeping = 1;
+        bkv_db_wait(db, &w->cv);
+        w->sleeping = 0;
+    }
 }
 
 /* The leader w hands the outcome to the writers it took (through last)
@@ -160,12 +197,12 @@ static void leave_queue(bkv_db *db, bkv_writer *w, const bkv_writer *last, int r
             x->rc = rc;
             x->err = *e;
             x->done = 1;
-            pthread_cond_signal(&x->cv);
+            signal_writer(x);
         }
         if (x == last) break;
     }
     if (!db->writers_head) db->writers_tail = NULL;
-    else pthread_cond_signal(&db->writers_head->cv);
+    else signal_writer(db->writers_head);
 }
 
 void bkv_db_hold_writes(bkv_db *db, bkv_writer *w) {

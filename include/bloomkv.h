@@ -356,6 +356,17 @@ BKV_EXPORT void bkv_table_writer_destroy(bkv_table_writer *w);
  * BKV_INGEST_MOVE. */
 BKV_EXPORT int bkv_ingest(bkv_db *db, const char *const *paths, size_t n, unsigned flags);
 
+/* For a process that forks while the database is open and reads it in
+ * the child (a Redis module saving a snapshot, say): call prepare just
+ * before fork() and parent/child just after, in the process each names
+ * (pthread_atfork handlers fit). The child then sees the database as it
+ * was at the fork and may read it (gets, multi-gets, iterators, searches
+ * by value) but not write, flush, compact or close it: the engine's
+ * threads do not exist there. */
+BKV_EXPORT void bkv_fork_prepare(bkv_db *db);
+BKV_EXPORT void bkv_fork_parent(bkv_db *db);
+BKV_EXPORT void bkv_fork_child(bkv_db *db);
+
 /* A malloc'd text (free with bkv_free), or NULL for an unknown name:
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.num-files-at-level<N>"  decimal

@@ -114,6 +114,11 @@ BKV_EXPORT int bkv_filter_add(bkv_filter *f, bkv_hash h);
  * positive) removes another key's trace: only delete what you added. */
 BKV_EXPORT int bkv_filter_delete(bkv_filter *f, bkv_hash h);
 
+/* How many times the key is held: for a cuckoo filter the copies of its
+ * fingerprint in its two buckets (an upper bound: another key may share
+ * them); for other types bkv_filter_may_contain's 0 or 1. */
+BKV_EXPORT uint64_t bkv_filter_count(const bkv_filter *f, bkv_hash h);
+
 /* Adds a key while other threads may be probing the same filter (adders
  * must still be serialized among themselves): the bits are set with atomic
  * stores. Slower than bkv_filter_add; meant for in-memory filters of live
@@ -160,11 +165,16 @@ enum {
     /* Skip the checksum pass (O(size)) when the bytes were already verified,
      * e.g. by the checksum of the file block that holds them. The structure
      * is still fully validated, so probing stays in bounds. */
-    BKV_FILTER_OPEN_TRUSTED = 1u << 0
+    BKV_FILTER_OPEN_TRUSTED = 1u << 0,
+    /* Copy the filter into memory of its own: buf may be freed as soon as
+     * the call returns, and a dynamic type can be added to (or deleted
+     * from) again, as before it was encoded. */
+    BKV_FILTER_OPEN_COPY = 1u << 1
 };
 
 /* Validates a serialized filter of exactly len bytes and returns a read-only
- * handle probing it in place (zero copy; buf must outlive the handle). On
+ * handle probing it in place (zero copy; buf must outlive the handle),
+ * or with BKV_FILTER_OPEN_COPY a writable copy. On
  * failure returns BKV_CORRUPTION (damaged or truncated bytes) or
  * BKV_INVALID (a version or type this library does not know), and, when
  * err is not NULL, writes a one-line reason naming the offending offset.

@@ -171,3 +171,34 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
     bkv_buf_free(&hi);
     return bkv_db_error(db, rc, &e);
 }
+
+/* Every lock a read can take, in the order the engine takes them (the
+ * grace period before the db mutex, the value index before it too), so no
+ * thread is inside a critical section when the process forks. */
+void bkv_fork_prepare(bkv_db *db) {
+    if (!db) return;
+    pthread_mutex_lock(&db->grace_mu);
+    pthread_rwlock_wrlock(&db->vindex_lock);
+    bkv_db_lock(db);
+    bkv_cache_fork_prepare(db->table_cache);
+    bkv_cache_fork_prepare(db->block_cache);
+}
+
+void bkv_fork_parent(bkv_db *db) {
+    if (!db) return;
+    bkv_cache_fork_parent(db->block_cache);
+    bkv_cache_fork_parent(db->table_cache);
+    bkv_db_unlock(db);
+    pthread_rwlock_unlock(&db->vindex_lock);
+    pthread_mutex_unlock(&db->grace_mu);
+}
+
+void bkv_fork_child(bkv_db *db) {
+    if (!db) return;
+    bkv_cache_fork_child(db->block_cache);
+    bkv_cache_fork_child(db->table_cache);
+    pthread_mutex_init(&db->mu, NULL);
+    BKV_NOTE_OWNER(db, 0);
+    pthread_rwlock_init(&db->vindex_lock, NULL);
+    pthread_mutex_init(&db->grace_mu, NULL);
+}

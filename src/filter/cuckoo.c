@@ -132,6 +132,14 @@ static int cuckoo_may_contain(const bkv_filter *f, bkv_hash h) {
     return bucket_has(f, b1, fp) || bucket_has(f, alt_bucket(f, b1, fp), fp);
 }
 
+static uint64_t cuckoo_count(const bkv_filter *f, bkv_hash h) {
+    uint32_t fp = fingerprint(f, h);
+    uint64_t b1 = bucket1(f, h), b2 = alt_bucket(f, b1, fp), n = 0;
+    for (unsigned s = 0; s < SLOTS; s++) n += slot_get(f, b1, s) == fp;
+    for (unsigned s = 0; b2 != b1 && s < SLOTS; s++) n += slot_get(f, b2, s) == fp;
+    return n;
+}
+
 static int cuckoo_remove(bkv_filter *f, bkv_hash h) {
     uint32_t fp = fingerprint(f, h);
     uint64_t b1 = bucket1(f, h), bs[2] = {b1, alt_bucket(f, b1, fp)};
@@ -171,7 +179,7 @@ static const char *cuckoo12_check(bkv_filter *f) { return cuckoo_check(f, 12); }
 static const char *cuckoo16_check(bkv_filter *f) { return cuckoo_check(f, 16); }
 
 #define CUCKOO_OPS(T, N, SZ, CK)                                                                          \
-    {.type = T, .name = N, .size = SZ, .add = cuckoo_add, .remove = cuckoo_remove,                       \
+    {.type = T, .name = N, .size = SZ, .add = cuckoo_add, .remove = cuckoo_remove, .count = cuckoo_count,  \
      .may_contain = cuckoo_may_contain, .may_contain_batch = cuckoo_batch, .check_geometry = CK}
 
 const bkv_filter_ops bkv_cuckoo8_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO8, "cuckoo8", cuckoo8_size, cuckoo8_check);

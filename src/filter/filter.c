@@ -139,6 +139,11 @@ int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h) {
     return rc;
 }
 
+uint64_t bkv_filter_count(const bkv_filter *f, bkv_hash h) {
+    if (!f) return 1;
+    return f->ops->count ? f->ops->count(f, h) : (uint64_t)f->ops->may_contain(f, h);
+}
+
 int bkv_filter_delete(bkv_filter *f, bkv_hash h) {
     if (!f || !f->owned || !f->ops->remove) return BKV_INVALID;
     int rc = f->ops->remove(f, h);
@@ -261,6 +266,16 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     if (why) {
         free(f);
         return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
+    }
+    if (flags & BKV_FILTER_OPEN_COPY) {
+        const uint8_t *src = f->payload;
+        size_t n = f->payload_len;
+        if (bkv_filter_alloc_payload(f)) {
+            free(f);
+            return fail(BKV_NOMEM, err, errlen, "filter: out of memory copying %zu bytes", n);
+        }
+        memcpy(f->payload, src, f->payload_len);
+        f->rng = 0x853c49e6748fea9bULL;
     }
     *out = f;
     return BKV_OK;

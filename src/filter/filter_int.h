@@ -71,6 +71,9 @@ struct bkv_filter_ops {
     /* Deletable types: BKV_OK, or BKV_NOTFOUND (nothing changed). */
     int (*remove)(bkv_filter *f, bkv_hash h);
     int (*may_contain)(const bkv_filter *f, bkv_hash h);
+    /* Deletable types: how many times the key (or a key that collides
+     * with it) is held. NULL: may_contain's 0 or 1. */
+    uint64_t (*count)(const bkv_filter *f, bkv_hash h);
     void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
     /* Checks the decoded geometry (k, num_bits, payload_len) of an opened
      * filter and derives the rest; returns NULL when sound, else a reason. */

@@ -262,3 +262,18 @@ void bkv_cache_pinned_free(bkv_cache_entry *e) {
     if (e->deleter) e->deleter(e->k1, 0, e->value);
     free(e);
 }
+
+void bkv_cache_fork_prepare(bkv_cache *c) {
+    if (c)
+        for (int i = 0; i < SHARDS; i++) pthread_mutex_lock(&c->shards[i].mu);
+}
+
+void bkv_cache_fork_parent(bkv_cache *c) {
+    if (c)
+        for (int i = SHARDS - 1; i >= 0; i--) pthread_mutex_unlock(&c->shards[i].mu);
+}
+
+void bkv_cache_fork_child(bkv_cache *c) {
+    if (c)
+        for (int i = 0; i < SHARDS; i++) pthread_mutex_init(&c->shards[i].mu, NULL);
+}

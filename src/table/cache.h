@@ -32,6 +32,11 @@ void bkv_cache_release(bkv_cache *c, bkv_cache_entry *e);
 /* Drops every entry whose k1 equals k1 (a deleted table's blocks). */
 void bkv_cache_erase_k1(bkv_cache *c, uint64_t k1);
 size_t bkv_cache_usage(bkv_cache *c);
+/* Around fork(): prepare takes every shard lock, parent releases them,
+ * child makes them anew (the threads that held them do not exist there). */
+void bkv_cache_fork_prepare(bkv_cache *c);
+void bkv_cache_fork_parent(bkv_cache *c);
+void bkv_cache_fork_child(bkv_cache *c);
 
 /* An entry that belongs to no cache: for a value its owner keeps for as
  * long as it lives (an open table pinned in its file's metadata). Lookups

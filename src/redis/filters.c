@@ -1,0 +1,740 @@
+/*
+ * The filter family as Redis data types, with RedisBloom's commands and
+ * replies (docs/redis.md): BF.* on a stack of blocked Bloom filters, CF.*
+ * on a stack of cuckoo filters (each stack grows by a sub-filter when the
+ * newest is full, as RedisBloom's do), and BKV.FILTER.* on one static
+ * filter (Ribbon, binary fuse, xor) built over a given set.
+ *
+ * Each item is hashed once per command (bkv_hash_bytes) and that hash
+ * probes every sub-filter. A value is stored, replicated and moved as one
+ * blob: a header and the sub-filters in the library's own checksummed
+ * form (docs/format.md "Filter"), so RDB, DUMP/RESTORE, MIGRATE and the
+ * AOF (BKV.FILTER.LOADBLOB) all share one validated decoder.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "redis_int.h"
+
+#define BLOB_MAGIC 0x46564B42u /* "BKVF" */
+#define BLOB_VERSION 1
+#define BLOB_HEADER 64
+#define FILTER_ENCVER 1
+#define MAX_SUBS 64
+#define BF_DEFAULT_ERROR 0.01
+#define BF_DEFAULT_CAPACITY 100
+#define BF_DEFAULT_EXPANSION 2
+#define BF_TIGHTENING 0.5 /* each new sub-filter halves the error rate, so the sum stays under twice the first */
+#define CF_DEFAULT_CAPACITY 1024
+#define CF_DEFAULT_EXPANSION 1
+#define CF_DEFAULT_MAX_ITERATIONS 20
+#define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets */
+#define CF_TYPE BKV_FILTER_CUCKOO12
+
+enum { KIND_BF = 1, KIND_CF = 2, KIND_STATIC = 3 };
+
+typedef struct sub_filter {
+    bkv_filter *f;
+    uint64_t capacity, count;
+} sub_filter;
+
+typedef struct fstack {
+    int kind;
+    int nonscaling;
+    double error;           /* BF: the first sub-filter's; static: the requested rate */
+    uint64_t expansion;
+    uint64_t items, deletes;
+    uint64_t bucket_size, max_iterations; /* CF: as reserved (reported by CF.INFO) */
+    uint32_t nsubs;
+    sub_filter subs[MAX_SUBS];
+} fstack;
+
+static RedisModuleType *bf_type, *cf_type, *static_type;
+
+static RedisModuleType *type_of(int kind) {
+    return kind == KIND_BF ? bf_type : kind == KIND_CF ? cf_type : static_type;
+}
+
+static void fstack_free(fstack *s) {
+    if (!s) return;
+    for (uint32_t i = 0; i < s->nsubs; i++) bkv_filter_destroy(s->subs[i].f);
+    RedisModule_Free(s);
+}
+
+static int add_sub(fstack *s, uint64_t capacity, double error) {
+    if (s->nsubs == MAX_SUBS) return BKV_FULL;
+    bkv_filter_spec spec = {.type = s->kind == KIND_BF ? BKV_FILTER_BLOCKED_BLOOM : CF_TYPE, .fpr = error};
+    bkv_filter *f;
+    int rc = bkv_filter_create(&spec, capacity, &f);
+    if (rc) return rc;
+    s->subs[s->nsubs++] = (sub_filter){f, capacity, 0};
+    return BKV_OK;
+}
+
+static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t expansion, int nonscaling) {
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = kind;
+    s->error = error;
+    s->expansion = expansion;
+    s->nonscaling = nonscaling;
+    if (add_sub(s, capacity, error)) {
+        fstack_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int stack_contains(const fstack *s, bkv_hash h) {
+    for (uint32_t i = 0; i < s->nsubs; i++)
+        if (bkv_filter_may_contain(s->subs[i].f, h)) return 1;
+    return 0;
+}
+
+/* ---- the blob ---- */
+
+static void put64(char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (char)(v >> (8 * i));
+}
+
+static uint64_t get64(const char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)(uint8_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Header: magic u32, version u16, kind u8, nonscaling u8, expansion,
+ * error (IEEE bits), items, deletes, bucket size, max iterations, number
+ * of sub-filters (u64 each, little-endian); then per sub-filter its
+ * capacity, count, length and the encoded filter. */
+static char *encode_blob(const fstack *s, size_t *len) {
+    size_t n = BLOB_HEADER;
+    for (uint32_t i = 0; i < s->nsubs; i++) n += 24 + bkv_filter_encoded_size(s->subs[i].f);
+    char *b = RedisModule_Alloc(n), *p = b;
+    memset(b, 0, BLOB_HEADER);
+    uint32_t magic = BLOB_MAGIC;
+    memcpy(p, &magic, 4);
+    p[4] = BLOB_VERSION;
+    p[6] = (char)s->kind;
+    p[7] = (char)s->nonscaling;
+    uint64_t ebits;
+    memcpy(&ebits, &s->error, 8);
+    put64(p + 8, s->expansion);
+    put64(p + 16, ebits);
+    put64(p + 24, s->items);
+    put64(p + 32, s->deletes);
+    put64(p + 40, s->bucket_size);
+    put64(p + 48, s->max_iterations);
+    put64(p + 56, s->nsubs);
+    p += BLOB_HEADER;
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        size_t fl = bkv_filter_encoded_size(s->subs[i].f);
+        put64(p, s->subs[i].capacity);
+        put64(p + 8, s->subs[i].count);
+        put64(p + 16, fl);
+        bkv_filter_encode(s->subs[i].f, p + 24, fl);
+        p += 24 + fl;
+    }
+    *len = n;
+    return b;
+}
+
+/* NULL, with the reason in why, for anything but a well-formed blob. */
+static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
+    uint32_t magic;
+    if (len < BLOB_HEADER || (memcpy(&magic, b, 4), magic != BLOB_MAGIC) || b[4] != BLOB_VERSION) {
+        snprintf(why, wl, "not a bloomkv filter blob (bad header)");
+        return NULL;
+    }
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = (uint8_t)b[6];
+    s->nonscaling = b[7] != 0;
+    s->expansion = get64(b + 8);
+    uint64_t ebits = get64(b + 16), nsubs = get64(b + 56);
+    memcpy(&s->error, &ebits, 8);
+    s->items = get64(b + 24);
+    s->deletes = get64(b + 32);
+    s->bucket_size = get64(b + 40);
+    s->max_iterations = get64(b + 48);
+    if (s->kind < KIND_BF || s->kind > KIND_STATIC || nsubs == 0 || nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1)) {
+        snprintf(why, wl, "filter blob header out of range");
+        RedisModule_Free(s);
+        return NULL;
+    }
+    size_t off = BLOB_HEADER;
+    for (uint64_t i = 0; i < nsubs; i++) {
+        if (len - off < 24 || get64(b + off + 16) > len - off - 24) {
+            snprintf(why, wl, "filter blob truncated at offset %zu", off);
+            fstack_free(s);
+            return NULL;
+        }
+        size_t fl = (size_t)get64(b + off + 16);
+        bkv_filter *f;
+        char err[160];
+        if (bkv_filter_open(b + off + 24, fl, BKV_FILTER_OPEN_COPY, &f, err, sizeof err) != BKV_OK) {
+            snprintf(why, wl, "sub-filter %llu: %s", (unsigned long long)i, err);
+            fstack_free(s);
+            return NULL;
+        }
+        s->subs[s->nsubs++] = (sub_filter){f, get64(b + off), get64(b + off + 8)};
+        off += 24 + fl;
+    }
+    if (off != len) {
+        snprintf(why, wl, "filter blob has %zu bytes after its last sub-filter", len - off);
+        fstack_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- type callbacks (shared by the three types) ---- */
+
+static void f_rdb_save(RedisModuleIO *io, void *value) {
+    size_t len;
+    char *b = encode_blob(value, &len);
+    RedisModule_SaveStringBuffer(io, b, len);
+    RedisModule_Free(b);
+}
+
+static void *f_rdb_load(RedisModuleIO *io, int encver) {
+    if (encver != FILTER_ENCVER) return NULL;
+    size_t len;
+    char *b = RedisModule_LoadStringBuffer(io, &len);
+    if (!b) return NULL;
+    char why[200];
+    fstack *s = decode_blob(b, len, why, sizeof why);
+    if (!s) RedisModule_LogIOError(io, "warning", "bloomkv: %s", why);
+    RedisModule_Free(b);
+    return s;
+}
+
+static void f_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
+    size_t len;
+    char *b = encode_blob(value, &len);
+    RedisModule_EmitAOF(aof, "BKV.FILTER.LOADBLOB", "sb", key, b, len);
+    RedisModule_Free(b);
+}
+
+static size_t f_mem_usage(const void *value) {
+    const fstack *s = value;
+    size_t n = sizeof *s;
+    for (uint32_t i = 0; i < s->nsubs; i++) n += bkv_filter_encoded_size(s->subs[i].f);
+    return n;
+}
+
+static void f_digest(RedisModuleDigest *md, void *value) {
+    size_t len;
+    char *b = encode_blob(value, &len);
+    RedisModule_DigestAddStringBuffer(md, b, len);
+    RedisModule_DigestEndSequence(md);
+    RedisModule_Free(b);
+}
+
+static void f_free(void *value) { fstack_free(value); }
+
+static void *f_copy(RedisModuleString *from, RedisModuleString *to, const void *value) {
+    (void)from, (void)to;
+    size_t len;
+    char *b = encode_blob(value, &len), why[200];
+    fstack *s = decode_blob(b, len, why, sizeof why);
+    RedisModule_Free(b);
+    return s;
+}
+
+/* ---- key access ---- */
+
+enum { LOOKUP_OK, LOOKUP_EMPTY, LOOKUP_WRONGTYPE };
+
+static int lookup(RedisModuleKey *key, int kind, fstack **out) {
+    *out = NULL;
+    int t = RedisModule_KeyType(key);
+    if (t == REDISMODULE_KEYTYPE_EMPTY) return LOOKUP_EMPTY;
+    if (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != type_of(kind)) return LOOKUP_WRONGTYPE;
+    *out = RedisModule_ModuleTypeGetValue(key);
+    return LOOKUP_OK;
+}
+
+static bkv_hash item_hash(RedisModuleString *item) {
+    size_t n;
+    const char *p = RedisModule_StringPtrLen(item, &n);
+    return bkv_hash_bytes(p, n);
+}
+
+static int arg_is(RedisModuleString *arg, const char *word) {
+    return strcasecmp(RedisModule_StringPtrLen(arg, NULL), word) == 0;
+}
+
+/* ---- BF ---- */
+
+/* 1 added, 0 (may have) existed, -1 a full non-scaling filter, -2 no room for another sub-filter. */
+static int bf_add(fstack *s, bkv_hash h) {
+    if (stack_contains(s, h)) return 0;
+    sub_filter *last = &s->subs[s->nsubs - 1];
+    if (last->count >= last->capacity) {
+        if (s->nonscaling) return -1;
+        double err = s->error * pow(BF_TIGHTENING, s->nsubs);
+        uint64_t cap = last->capacity * (s->expansion ? s->expansion : 1);
+        if (add_sub(s, cap, err > 1e-12 ? err : 1e-12)) return -2;
+        last = &s->subs[s->nsubs - 1];
+    }
+    bkv_filter_add(last->f, h);
+    last->count++;
+    s->items++;
+    return 1;
+}
+
+typedef struct bf_create {
+    int create;
+    uint64_t capacity, expansion;
+    double error;
+    int nonscaling;
+} bf_create;
+
+static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleString **items, int n,
+                           const bf_create *c, int multi) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    fstack *s;
+    int st = lookup(key, KIND_BF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) {
+        if (!c->create) return RedisModule_ReplyWithError(ctx, "ERR not found");
+        if (!(s = fstack_new(KIND_BF, c->capacity, c->error, c->expansion, c->nonscaling)))
+            return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+        RedisModule_ModuleTypeSetValue(key, bf_type, s);
+    }
+    if (multi) RedisModule_ReplyWithArray(ctx, n);
+    for (int i = 0; i < n; i++) {
+        int r = bf_add(s, item_hash(items[i]));
+        if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
+        else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR maximum expansions reached");
+        else RedisModule_ReplyWithLongLong(ctx, r);
+    }
+    RedisModule_ReplicateVerbatim(ctx);
+    return REDISMODULE_OK;
+}
+
+static int parse_error_rate(RedisModuleCtx *ctx, RedisModuleString *arg, double *e) {
+    if (RedisModule_StringToDouble(arg, e) != REDISMODULE_OK) return RedisModule_ReplyWithError(ctx, "ERR bad error rate"), -1;
+    if (!(*e > 0 && *e < 1)) return RedisModule_ReplyWithError(ctx, "ERR (0 < error rate range < 1)"), -1;
+    return 0;
+}
+
+static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v, long long min, const char *what) {
+    long long x;
+    if (RedisModule_StringToLongLong(arg, &x) != REDISMODULE_OK || x < min || x > (1LL << 40)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "ERR bad %s", what);
+        RedisModule_ReplyWithError(ctx, msg);
+        return -1;
+    }
+    *v = (uint64_t)x;
+    return 0;
+}
+
+static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4 || argc > 7) return RedisModule_WrongArity(ctx);
+    bf_create c = {1, 0, BF_DEFAULT_EXPANSION, 0, 0};
+    if (parse_error_rate(ctx, argv[2], &c.error) || parse_count(ctx, argv[3], &c.capacity, 1, "capacity"))
+        return REDISMODULE_OK;
+    int has_expansion = 0;
+    for (int i = 4; i < argc; i++) {
+        if (arg_is(argv[i], "NONSCALING")) c.nonscaling = 1;
+        else if (arg_is(argv[i], "EXPANSION") && i + 1 < argc) {
+            if (parse_count(ctx, argv[++i], &c.expansion, 1, "expansion")) return REDISMODULE_OK;
+            has_expansion = 1;
+        } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    }
+    if (c.nonscaling && has_expansion) return RedisModule_ReplyWithError(ctx, "ERR nonscaling filters cannot expand");
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    fstack *s;
+    int st = lookup(key, KIND_BF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
+    if (!(s = fstack_new(KIND_BF, c.capacity, c.error, c.expansion, c.nonscaling)))
+        return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+    RedisModule_ModuleTypeSetValue(key, bf_type, s);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static const bf_create bf_defaults = {1, BF_DEFAULT_CAPACITY, BF_DEFAULT_EXPANSION, BF_DEFAULT_ERROR, 0};
+
+static int cmd_bf_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    return bf_insert_items(ctx, argv[1], argv + 2, 1, &bf_defaults, 0);
+}
+
+static int cmd_bf_madd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    return bf_insert_items(ctx, argv[1], argv + 2, argc - 2, &bf_defaults, 1);
+}
+
+static int cmd_bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    bf_create c = bf_defaults;
+    int i = 2;
+    for (; i < argc && !arg_is(argv[i], "ITEMS"); i++) {
+        if (arg_is(argv[i], "NOCREATE")) c.create = 0;
+        else if (arg_is(argv[i], "NONSCALING")) c.nonscaling = 1;
+        else if (i + 1 >= argc) return RedisModule_WrongArity(ctx);
+        else if (arg_is(argv[i], "CAPACITY")) {
+            if (parse_count(ctx, argv[++i], &c.capacity, 1, "capacity")) return REDISMODULE_OK;
+        } else if (arg_is(argv[i], "ERROR")) {
+            if (parse_error_rate(ctx, argv[++i], &c.error)) return REDISMODULE_OK;
+        } else if (arg_is(argv[i], "EXPANSION")) {
+            if (parse_count(ctx, argv[++i], &c.expansion, 1, "expansion")) return REDISMODULE_OK;
+        } else return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
+    }
+    if (i >= argc - 1) return RedisModule_WrongArity(ctx);
+    return bf_insert_items(ctx, argv[1], argv + i + 1, argc - i - 1, &c, 1);
+}
+
+/* BF.EXISTS / CF.EXISTS and the M forms: a missing key holds nothing. */
+static int exists_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int kind, int multi) {
+    if (multi ? argc < 3 : argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fstack *s;
+    int st = lookup(key, kind, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int n = argc - 2;
+    if (multi) RedisModule_ReplyWithArray(ctx, n);
+    if (st == LOOKUP_EMPTY) {
+        for (int i = 0; i < n; i++) RedisModule_ReplyWithLongLong(ctx, 0);
+        return REDISMODULE_OK;
+    }
+    if (n == 1) return RedisModule_ReplyWithLongLong(ctx, stack_contains(s, item_hash(argv[2])));
+    /* Many items: batched, prefetched probes, sub-filter by sub-filter. */
+    bkv_hash *h = RedisModule_Alloc((size_t)n * sizeof *h);
+    uint8_t *any = RedisModule_Calloc((size_t)n, 1), *one = RedisModule_Alloc((size_t)n);
+    for (int i = 0; i < n; i++) h[i] = item_hash(argv[i + 2]);
+    for (uint32_t j = 0; j < s->nsubs; j++) {
+        bkv_filter_may_contain_batch(s->subs[j].f, h, (size_t)n, one);
+        for (int i = 0; i < n; i++) any[i] |= one[i];
+    }
+    for (int i = 0; i < n; i++) RedisModule_ReplyWithLongLong(ctx, any[i]);
+    RedisModule_Free(h), RedisModule_Free(any), RedisModule_Free(one);
+    return REDISMODULE_OK;
+}
+
+static int cmd_bf_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_BF, 0);
+}
+static int cmd_bf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_BF, 1);
+}
+
+static uint64_t total_capacity(const fstack *s) {
+    uint64_t c = 0;
+    for (uint32_t i = 0; i < s->nsubs; i++) c += s->subs[i].capacity;
+    return c;
+}
+
+static int cmd_bf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2 && argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fstack *s;
+    int st = lookup(key, KIND_BF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    static const char *const names[] = {"Capacity", "Size", "Number of filters", "Number of items inserted",
+                                        "Expansion rate"};
+    static const char *const words[] = {"CAPACITY", "SIZE", "FILTERS", "ITEMS", "EXPANSION"};
+    long long vals[] = {(long long)total_capacity(s), (long long)f_mem_usage(s), s->nsubs, (long long)s->items,
+                        (long long)s->expansion};
+    int pick = -1;
+    if (argc == 3) {
+        for (int i = 0; i < 5; i++)
+            if (arg_is(argv[2], words[i])) pick = i;
+        if (pick < 0) return RedisModule_ReplyWithError(ctx, "ERR invalid information value");
+    }
+    RedisModule_ReplyWithArray(ctx, pick < 0 ? 10 : 1);
+    for (int i = 0; i < 5; i++) {
+        if (pick >= 0 && i != pick) continue;
+        if (pick < 0) RedisModule_ReplyWithSimpleString(ctx, names[i]);
+        if (i == 4 && s->nonscaling) RedisModule_ReplyWithNull(ctx);
+        else RedisModule_ReplyWithLongLong(ctx, vals[i]);
+    }
+    return REDISMODULE_OK;
+}
+
+static int cmd_bf_card(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fstack *s;
+    int st = lookup(key, KIND_BF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    return RedisModule_ReplyWithLongLong(ctx, st == LOOKUP_OK ? (long long)s->items : 0);
+}
+
+/* ---- CF ---- */
+
+/* 1 added, 0 existed (nx), -1 full. */
+static int cf_add(fstack *s, bkv_hash h, int nx) {
+    if (nx && stack_contains(s, h)) return 0;
+    sub_filter *last = &s->subs[s->nsubs - 1];
+    if (bkv_filter_add(last->f, h) != BKV_OK) {
+        if (!s->expansion) return -1;
+        if (add_sub(s, last->capacity * s->expansion, 0.01) != BKV_OK) return -1;
+        last = &s->subs[s->nsubs - 1];
+        if (bkv_filter_add(last->f, h) != BKV_OK) return -1;
+    }
+    last->count++;
+    s->items++;
+    return 1;
+}
+
+static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iterations, uint64_t expansion) {
+    fstack *s = fstack_new(KIND_CF, capacity, 0.01, expansion, 0);
+    if (s) {
+        s->bucket_size = bucket_size;
+        s->max_iterations = max_iterations;
+    }
+    return s;
+}
+
+static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleString **items, int n,
+                           int create, uint64_t capacity, int nx, int multi) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    fstack *s;
+    int st = lookup(key, KIND_CF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) {
+        if (!create) return RedisModule_ReplyWithError(ctx, "ERR not found");
+        if (!(s = cf_new(capacity, 2, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION)))
+            return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+        RedisModule_ModuleTypeSetValue(key, cf_type, s);
+    }
+    if (multi) RedisModule_ReplyWithArray(ctx, n);
+    for (int i = 0; i < n; i++) {
+        int r = cf_add(s, item_hash(items[i]), nx);
+        if (r < 0 && !multi) return RedisModule_ReplyWithError(ctx, "ERR Filter is full");
+        RedisModule_ReplyWithLongLong(ctx, r);
+    }
+    RedisModule_ReplicateVerbatim(ctx);
+    return REDISMODULE_OK;
+}
+
+static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
+    uint64_t capacity, bucket = 2, iters = CF_DEFAULT_MAX_ITERATIONS, expansion = CF_DEFAULT_EXPANSION;
+    if (parse_count(ctx, argv[2], &capacity, 1, "capacity")) return REDISMODULE_OK;
+    for (int i = 3; i < argc; i += 2) {
+        if (arg_is(argv[i], "BUCKETSIZE")) {
+            if (parse_count(ctx, argv[i + 1], &bucket, 1, "bucket size")) return REDISMODULE_OK;
+        } else if (arg_is(argv[i], "MAXITERATIONS")) {
+            if (parse_count(ctx, argv[i + 1], &iters, 1, "max iterations")) return REDISMODULE_OK;
+        } else if (arg_is(argv[i], "EXPANSION")) {
+            if (parse_count(ctx, argv[i + 1], &expansion, 0, "expansion")) return REDISMODULE_OK;
+        } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    }
+    if (bucket * 2 > capacity) return RedisModule_ReplyWithError(ctx, "ERR Capacity must be at least (BucketSize * 2)");
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    fstack *s;
+    int st = lookup(key, KIND_CF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
+    if (!(s = cf_new(capacity, bucket, iters, expansion))) return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+    RedisModule_ModuleTypeSetValue(key, cf_type, s);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cmd_cf_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, CF_DEFAULT_CAPACITY, 0, 0);
+}
+
+static int cmd_cf_addnx(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, CF_DEFAULT_CAPACITY, 1, 0);
+}
+
+static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int nx) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    uint64_t capacity = CF_DEFAULT_CAPACITY;
+    int create = 1, i = 2;
+    for (; i < argc && !arg_is(argv[i], "ITEMS"); i++) {
+        if (arg_is(argv[i], "NOCREATE")) create = 0;
+        else if (arg_is(argv[i], "CAPACITY") && i + 1 < argc) {
+            if (parse_count(ctx, argv[++i], &capacity, 4, "capacity")) return REDISMODULE_OK;
+        } else return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
+    }
+    if (i >= argc - 1) return RedisModule_WrongArity(ctx);
+    return cf_insert_items(ctx, argv[1], argv + i + 1, argc - i - 1, create, capacity, nx, 1);
+}
+
+static int cmd_cf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return cf_insert_common(ctx, argv, argc, 0);
+}
+static int cmd_cf_insertnx(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return cf_insert_common(ctx, argv, argc, 1);
+}
+static int cmd_cf_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_CF, 0);
+}
+static int cmd_cf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_CF, 1);
+}
+
+static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    fstack *s;
+    int st = lookup(key, KIND_CF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    bkv_hash h = item_hash(argv[2]);
+    /* Newest first: a re-added item most likely sits in the newest. */
+    for (uint32_t i = s->nsubs; i-- > 0;)
+        if (bkv_filter_delete(s->subs[i].f, h) == BKV_OK) {
+            s->subs[i].count--;
+            s->items--;
+            s->deletes++;
+            RedisModule_ReplicateVerbatim(ctx);
+            return RedisModule_ReplyWithLongLong(ctx, 1);
+        }
+    return RedisModule_ReplyWithLongLong(ctx, 0);
+}
+
+static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fstack *s;
+    int st = lookup(key, KIND_CF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithLongLong(ctx, 0);
+    bkv_hash h = item_hash(argv[2]);
+    long long n = 0;
+    for (uint32_t i = 0; i < s->nsubs; i++) n += bkv_filter_count(s->subs[i].f, h);
+    return RedisModule_ReplyWithLongLong(ctx, n);
+}
+
+static int cmd_cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fstack *s;
+    int st = lookup(key, KIND_CF, &s);
+    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    uint64_t buckets = 0;
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        bkv_filter_info fi;
+        bkv_filter_get_info(s->subs[i].f, &fi);
+        buckets += fi.num_bits / (CF_BUCKET_SLOTS * fi.k); /* m counts fingerprint bits */
+    }
+    const char *names[] = {"Size", "Number of buckets", "Number of filters", "Number of items inserted",
+                           "Number of items deleted", "Bucket size", "Expansion rate", "Max iterations"};
+    /* The library's buckets hold four fingerprints whatever BUCKETSIZE asked. */
+    long long vals[] = {(long long)f_mem_usage(s), (long long)buckets, s->nsubs, (long long)s->items,
+                        (long long)s->deletes, CF_BUCKET_SLOTS, (long long)s->expansion,
+                        (long long)s->max_iterations};
+    RedisModule_ReplyWithArray(ctx, 16);
+    for (int i = 0; i < 8; i++) {
+        RedisModule_ReplyWithSimpleString(ctx, names[i]);
+        RedisModule_ReplyWithLongLong(ctx, vals[i]);
+    }
+    return REDISMODULE_OK;
+}
+
+/* ---- BKV.FILTER.* (static filters) ---- */
+
+static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    int type = bkv_filter_type_from_name(RedisModule_StringPtrLen(argv[2], NULL));
+    if (type <= 0) return RedisModule_ReplyWithError(ctx, "ERR unknown filter type (ribbon, fuse8, fuse16, xor8, blocked, bloom, cuckoo8, cuckoo12, cuckoo16, counting)");
+    double fpr;
+    if (parse_error_rate(ctx, argv[3], &fpr)) return REDISMODULE_OK;
+    size_t n = (size_t)argc - 4;
+    bkv_hash *h = RedisModule_Alloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = item_hash(argv[i + 4]);
+    bkv_filter_spec spec = {.type = type, .fpr = fpr};
+    bkv_filter *f;
+    int rc = bkv_filter_build(&spec, h, n, &f);
+    RedisModule_Free(h);
+    if (rc) return RedisModule_ReplyWithError(ctx, "ERR could not build the filter");
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = KIND_STATIC;
+    s->error = fpr;
+    s->items = n;
+    s->nsubs = 1;
+    s->subs[0] = (sub_filter){f, n, n};
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int t = RedisModule_KeyType(key);
+    if (t != REDISMODULE_KEYTYPE_EMPTY && (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != static_type)) {
+        fstack_free(s);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    RedisModule_ModuleTypeSetValue(key, static_type, s); /* a rebuild replaces the old filter */
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cmd_filter_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_STATIC, 0);
+}
+static int cmd_filter_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return exists_common(ctx, argv, argc, KIND_STATIC, 1);
+}
+
+/* BKV.FILTER.LOADBLOB key blob: what an AOF rewrite writes for any of the
+ * three types; the blob is validated like an RDB's. */
+static int cmd_filter_loadblob(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    size_t len;
+    const char *b = RedisModule_StringPtrLen(argv[2], &len);
+    char why[200], msg[240];
+    fstack *s = decode_blob(b, len, why, sizeof why);
+    if (!s) {
+        snprintf(msg, sizeof msg, "ERR %s", why);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModule_ModuleTypeSetValue(key, type_of(s->kind), s);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+typedef struct fcommand {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+} fcommand;
+
+static const fcommand fcommands[] = {
+    {"bf.reserve", cmd_bf_reserve, "write deny-oom"},   {"bf.add", cmd_bf_add, "write deny-oom"},
+    {"bf.madd", cmd_bf_madd, "write deny-oom"},         {"bf.insert", cmd_bf_insert, "write deny-oom"},
+    {"bf.exists", cmd_bf_exists, "readonly fast"},      {"bf.mexists", cmd_bf_mexists, "readonly fast"},
+    {"bf.info", cmd_bf_info, "readonly fast"},          {"bf.card", cmd_bf_card, "readonly fast"},
+    {"cf.reserve", cmd_cf_reserve, "write deny-oom"},   {"cf.add", cmd_cf_add, "write deny-oom"},
+    {"cf.addnx", cmd_cf_addnx, "write deny-oom"},       {"cf.insert", cmd_cf_insert, "write deny-oom"},
+    {"cf.insertnx", cmd_cf_insertnx, "write deny-oom"}, {"cf.exists", cmd_cf_exists, "readonly fast"},
+    {"cf.mexists", cmd_cf_mexists, "readonly fast"},    {"cf.del", cmd_cf_del, "write fast"},
+    {"cf.count", cmd_cf_count, "readonly fast"},        {"cf.info", cmd_cf_info, "readonly fast"},
+    {"bkv.filter.build", cmd_filter_build, "write deny-oom"},
+    {"bkv.filter.exists", cmd_filter_exists, "readonly fast"},
+    {"bkv.filter.mexists", cmd_filter_mexists, "readonly fast"},
+    {"bkv.filter.loadblob", cmd_filter_loadblob, "write deny-oom"},
+};
+
+int bkv_redis_filters_init(RedisModuleCtx *ctx) {
+    RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,
+                                 .rdb_load = f_rdb_load,
+                                 .rdb_save = f_rdb_save,
+                                 .aof_rewrite = f_aof_rewrite,
+                                 .mem_usage = f_mem_usage,
+                                 .digest = f_digest,
+                                 .free = f_free,
+                                 .copy = f_copy};
+    /* Type names are exactly nine characters. */
+    if (!(bf_type = RedisModule_CreateDataType(ctx, "bkv-bloom", FILTER_ENCVER, &tm)) ||
+        !(cf_type = RedisModule_CreateDataType(ctx, "bkv-cucko", FILTER_ENCVER, &tm)) ||
+        !(static_type = RedisModule_CreateDataType(ctx, "bkv-sfilt", FILTER_ENCVER, &tm)))
+        return REDISMODULE_ERR;
+    for (size_t i = 0; i < sizeof fcommands / sizeof fcommands[0]; i++)
+        if (RedisModule_CreateCommand(ctx, fcommands[i].name, fcommands[i].fn, fcommands[i].flags, 1, 1, 1) ==
+            REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}

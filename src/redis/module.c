@@ -1,0 +1,435 @@
+/*
+ * bloomkv_redis.so: bloomkv inside Redis (and Redis Cluster), and the
+ * filter family as Redis data types (docs/redis.md).
+ *
+ *   redis-server --loadmodule bloomkv_redis.so [dir PATH] [sync yes|no]
+ *                [value_index none|flat|hierarchy|bitsliced]
+ *                [write_buffer_size BYTES] [cache_size BYTES]
+ *
+ * Rows are routed by the user's key like any Redis key (commands declare
+ * it, so cluster clients send each to its slot's master); slots.c keeps
+ * them movable by Redis's own machinery.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define BKV_REDIS_OWNS_API
+#include "redis_int.h"
+
+bkv_redis *bkv_redis_state;
+
+#define MAX_KEY_BYTES (1u << 20) /* a row key (1 MiB); values are bounded by Redis's proto-max-bulk-len */
+
+/* ---- helpers ---- */
+
+static int reply_bkv_error(RedisModuleCtx *ctx, int rc) {
+    char msg[600];
+    const char *detail = bkv_errmsg(bkv_redis_state->db);
+    snprintf(msg, sizeof msg, "ERR bloomkv: %s%s%s", bkv_strerror(rc), *detail ? ": " : "", detail);
+    return RedisModule_ReplyWithError(ctx, msg);
+}
+
+/* The row key of argv's user key, in buf when it fits (else malloc'd). */
+typedef struct row_key {
+    char buf[256];
+    char *p;
+    size_t len;
+    unsigned slot;
+} row_key;
+
+static int make_row_key(RedisModuleCtx *ctx, RedisModuleString *arg, row_key *rk) {
+    size_t len;
+    const char *k = RedisModule_StringPtrLen(arg, &len);
+    if (len > MAX_KEY_BYTES) return RedisModule_ReplyWithError(ctx, "ERR key too large (at most 1 MiB)"), -1;
+    rk->slot = bkv_redis_key_slot(k, len);
+    rk->p = len + BKV_SLOT_PREFIX <= sizeof rk->buf ? rk->buf : RedisModule_Alloc(len + BKV_SLOT_PREFIX);
+    rk->len = bkv_redis_row_key(rk->slot, k, len, rk->p);
+    return 0;
+}
+
+static void free_row_key(row_key *rk) {
+    if (rk->p != rk->buf) RedisModule_Free(rk->p);
+}
+
+static bkv_write_options write_options(void) {
+    bkv_write_options wo;
+    bkv_write_options_init(&wo);
+    wo.sync = bkv_redis_state->sync;
+    return wo;
+}
+
+/* ---- BKV.* ---- */
+
+static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    row_key rk;
+    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
+    if (bkv_redis_slot_ready(ctx, rk.slot, 1)) return free_row_key(&rk), REDISMODULE_OK;
+    size_t vl;
+    const char *v = RedisModule_StringPtrLen(argv[2], &vl);
+    bkv_write_options wo = write_options();
+    int rc = bkv_put(bkv_redis_state->db, &wo, rk.p, rk.len, v, vl);
+    free_row_key(&rk);
+    if (rc) return reply_bkv_error(ctx, rc);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cmd_get(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    row_key rk;
+    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
+    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    void *v;
+    size_t vl;
+    int rc = bkv_get(bkv_redis_state->db, NULL, rk.p, rk.len, &v, &vl);
+    free_row_key(&rk);
+    if (rc == BKV_NOTFOUND) return RedisModule_ReplyWithNull(ctx);
+    if (rc) return reply_bkv_error(ctx, rc);
+    RedisModule_ReplyWithStringBuffer(ctx, v, vl);
+    bkv_free(v);
+    return REDISMODULE_OK;
+}
+
+/* 1 if the row exists, 0 if not, or a negative bloomkv status. */
+static int row_exists(const row_key *rk) {
+    void *v;
+    size_t vl;
+    int rc = bkv_get(bkv_redis_state->db, NULL, rk->p, rk->len, &v, &vl);
+    if (rc == BKV_OK) bkv_free(v);
+    return rc == BKV_OK ? 1 : rc == BKV_NOTFOUND ? 0 : rc;
+}
+
+static int cmd_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    row_key rk;
+    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
+    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    int r = row_exists(&rk);
+    free_row_key(&rk);
+    return r < 0 ? reply_bkv_error(ctx, r) : RedisModule_ReplyWithLongLong(ctx, r);
+}
+
+static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    row_key rk;
+    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
+    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    int r = row_exists(&rk);
+    if (r == 1) {
+        bkv_write_options wo = write_options();
+        int rc = bkv_delete(bkv_redis_state->db, &wo, rk.p, rk.len);
+        if (rc) r = rc;
+    }
+    free_row_key(&rk);
+    if (r < 0) return reply_bkv_error(ctx, r);
+    if (r) RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithLongLong(ctx, r);
+}
+
+/* Keys of one command in one slot: Redis Cluster already refuses others
+ * (CROSSSLOT); a single server checks nothing. */
+static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
+    bkv_batch *b = bkv_batch_create();
+    if (!b) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
+    int rc = BKV_OK;
+    for (int i = 1; i < argc && !rc; i += 2) {
+        row_key rk;
+        if (make_row_key(ctx, argv[i], &rk)) return bkv_batch_destroy(b), REDISMODULE_OK;
+        if (bkv_redis_slot_ready(ctx, rk.slot, 1)) return free_row_key(&rk), bkv_batch_destroy(b), REDISMODULE_OK;
+        size_t vl;
+        const char *v = RedisModule_StringPtrLen(argv[i + 1], &vl);
+        rc = bkv_batch_put(b, rk.p, rk.len, v, vl);
+        free_row_key(&rk);
+    }
+    bkv_write_options wo = write_options();
+    if (!rc) rc = bkv_write(bkv_redis_state->db, &wo, b);
+    bkv_batch_destroy(b);
+    if (rc) return reply_bkv_error(ctx, rc);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cmd_mget(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    size_t n = (size_t)argc - 1;
+    row_key *rks = RedisModule_Calloc(n, sizeof *rks);
+    const void **keys = RedisModule_Calloc(n, sizeof *keys);
+    size_t *klens = RedisModule_Calloc(n, sizeof *klens), *vlens = RedisModule_Calloc(n, sizeof *vlens);
+    void **vals = RedisModule_Calloc(n, sizeof *vals);
+    int *st = RedisModule_Calloc(n, sizeof *st);
+    size_t made = 0;
+    int stop = 0;
+    for (; made < n && !stop; made++) {
+        if (make_row_key(ctx, argv[made + 1], &rks[made])) {
+            stop = 1;
+            break;
+        }
+        if (bkv_redis_slot_ready(ctx, rks[made].slot, 0)) stop = 1;
+        keys[made] = rks[made].p;
+        klens[made] = rks[made].len;
+    }
+    if (!stop) {
+        int rc = bkv_multi_get(bkv_redis_state->db, NULL, n, keys, klens, vals, vlens, st);
+        if (rc && rc != BKV_NOTFOUND) {
+            reply_bkv_error(ctx, rc);
+        } else {
+            RedisModule_ReplyWithArray(ctx, (long)n);
+            for (size_t i = 0; i < n; i++) {
+                if (st[i] == BKV_OK) RedisModule_ReplyWithStringBuffer(ctx, vals[i], vlens[i]);
+                else RedisModule_ReplyWithNull(ctx);
+                bkv_free(vals[i]);
+            }
+        }
+    }
+    for (size_t i = 0; i < made; i++) free_row_key(&rks[i]);
+    RedisModule_Free(rks), RedisModule_Free(keys), RedisModule_Free(klens), RedisModule_Free(vlens);
+    RedisModule_Free(vals), RedisModule_Free(st);
+    return REDISMODULE_OK;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* BKV.SCAN cursor [MATCH prefix] [COUNT n]: the cursor is the next row
+ * key in hex ("0": the start, and the end). */
+static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2 || argc % 2) return RedisModule_WrongArity(ctx);
+    size_t cl, pl = 0;
+    const char *cur = RedisModule_StringPtrLen(argv[1], &cl), *prefix = NULL;
+    long long count = 10;
+    for (int i = 2; i < argc; i += 2) {
+        const char *opt = RedisModule_StringPtrLen(argv[i], NULL);
+        if (!strcasecmp(opt, "MATCH")) prefix = RedisModule_StringPtrLen(argv[i + 1], &pl);
+        else if (!strcasecmp(opt, "COUNT")) {
+            if (RedisModule_StringToLongLong(argv[i + 1], &count) != REDISMODULE_OK || count < 1)
+                return RedisModule_ReplyWithError(ctx, "ERR value is not an integer or out of range");
+        } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    }
+    char *start = NULL;
+    size_t sl = 0;
+    if (!(cl == 1 && cur[0] == '0')) {
+        if (cl % 2 || cl == 0) return RedisModule_ReplyWithError(ctx, "ERR invalid cursor");
+        start = RedisModule_Alloc(cl / 2);
+        for (size_t i = 0; i < cl / 2; i++) {
+            int hi = hex_digit(cur[2 * i]), lo = hex_digit(cur[2 * i + 1]);
+            if (hi < 0 || lo < 0) {
+                RedisModule_Free(start);
+                return RedisModule_ReplyWithError(ctx, "ERR invalid cursor");
+            }
+            start[i] = (char)(hi << 4 | lo);
+        }
+        sl = cl / 2;
+    }
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.fill_cache = 0;
+    bkv_iter *it;
+    int rc = bkv_iter_create(bkv_redis_state->db, &ro, &it);
+    if (rc) {
+        RedisModule_Free(start);
+        return reply_bkv_error(ctx, rc);
+    }
+    if (start) bkv_iter_seek(it, start, sl);
+    else bkv_iter_seek_to_first(it);
+    RedisModule_Free(start);
+    RedisModule_ReplyWithArray(ctx, 2);
+    /* The keys come first in the reply but the cursor is known last. */
+    RedisModuleString **keys = RedisModule_Alloc((size_t)count * sizeof *keys);
+    long long n = 0;
+    for (; bkv_iter_valid(it) && n < count; bkv_iter_next(it)) {
+        size_t kl;
+        const char *k = bkv_iter_key(it, &kl);
+        if (kl < BKV_SLOT_PREFIX) continue;
+        if (prefix && (kl - BKV_SLOT_PREFIX < pl || memcmp(k + BKV_SLOT_PREFIX, prefix, pl) != 0)) continue;
+        keys[n++] = RedisModule_CreateString(ctx, k + BKV_SLOT_PREFIX, kl - BKV_SLOT_PREFIX);
+    }
+    char *next = NULL;
+    if (bkv_iter_valid(it)) {
+        size_t kl;
+        const unsigned char *k = bkv_iter_key(it, &kl);
+        next = RedisModule_Alloc(2 * kl + 1);
+        for (size_t i = 0; i < kl; i++) snprintf(next + 2 * i, 3, "%02x", k[i]);
+    }
+    rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    if (next) RedisModule_ReplyWithCString(ctx, next);
+    else RedisModule_ReplyWithCString(ctx, "0");
+    RedisModule_Free(next);
+    RedisModule_ReplyWithArray(ctx, n);
+    for (long long i = 0; i < n; i++) {
+        RedisModule_ReplyWithString(ctx, keys[i]);
+        RedisModule_FreeString(ctx, keys[i]);
+    }
+    RedisModule_Free(keys);
+    if (rc) RedisModule_Log(ctx, "warning", "bloomkv: BKV.SCAN stopped early: %s", bkv_errmsg(bkv_redis_state->db));
+    return REDISMODULE_OK;
+}
+
+typedef struct found_rows {
+    RedisModuleCtx *ctx;
+    long long limit, n;
+} found_rows;
+
+static int reply_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    found_rows *f = arg;
+    if (klen < BKV_SLOT_PREFIX) return 0;
+    RedisModule_ReplyWithStringBuffer(f->ctx, (const char *)key + BKV_SLOT_PREFIX, klen - BKV_SLOT_PREFIX);
+    RedisModule_ReplyWithStringBuffer(f->ctx, val, vlen);
+    return ++f->n >= f->limit;
+}
+
+static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2 && argc != 4) return RedisModule_WrongArity(ctx);
+    long long limit = (long long)1 << 62;
+    if (argc == 4) {
+        if (strcasecmp(RedisModule_StringPtrLen(argv[2], NULL), "LIMIT") != 0)
+            return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+        if (RedisModule_StringToLongLong(argv[3], &limit) != REDISMODULE_OK || limit < 0)
+            return RedisModule_ReplyWithError(ctx, "ERR value is not an integer or out of range");
+    }
+    size_t vl;
+    const char *v = RedisModule_StringPtrLen(argv[1], &vl);
+    found_rows f = {ctx, limit, 0};
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
+    int rc = limit ? bkv_find_value(bkv_redis_state->db, NULL, v, vl, reply_found, &f, NULL) : BKV_OK;
+    RedisModule_ReplySetArrayLength(ctx, 2 * f.n);
+    if (rc && rc != BKV_NOTFOUND)
+        RedisModule_Log(ctx, "warning", "bloomkv: BKV.FINDVALUE: %s", bkv_errmsg(bkv_redis_state->db));
+    return REDISMODULE_OK;
+}
+
+static int cmd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    if (argc != 1) return RedisModule_WrongArity(ctx);
+    char *s = bkv_property(bkv_redis_state->db, "bloomkv.stats");
+    if (!s) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
+    RedisModule_ReplyWithVerbatimString(ctx, s, strlen(s));
+    bkv_free(s);
+    return REDISMODULE_OK;
+}
+
+static int cmd_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    if (argc != 1) return RedisModule_WrongArity(ctx);
+    int rc = bkv_compact(bkv_redis_state->db);
+    return rc ? reply_bkv_error(ctx, rc) : RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ---- server events ---- */
+
+static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e, (void)data;
+    if (sub == REDISMODULE_SUBEVENT_FLUSHDB_END) bkv_redis_drop_all(ctx);
+}
+
+static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e, (void)data;
+    bkv_redis *g = bkv_redis_state;
+    /* Our own RDB or AOF at startup is older than the rows bloomkv kept;
+     * a replica's full sync brings the master's rows, to be taken. */
+    if (sub == REDISMODULE_SUBEVENT_LOADING_RDB_START || sub == REDISMODULE_SUBEVENT_LOADING_AOF_START)
+        g->trust_local = 1;
+    else if (sub == REDISMODULE_SUBEVENT_LOADING_REPL_START)
+        g->trust_local = 0;
+    else if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED || sub == REDISMODULE_SUBEVENT_LOADING_FAILED) {
+        g->trust_local = 0;
+        bkv_redis_slots_restore_keys(ctx);
+    }
+}
+
+static void on_fork_prepare(void) { bkv_fork_prepare(bkv_redis_state ? bkv_redis_state->db : NULL); }
+static void on_fork_parent(void) { bkv_fork_parent(bkv_redis_state ? bkv_redis_state->db : NULL); }
+static void on_fork_child(void) { bkv_fork_child(bkv_redis_state ? bkv_redis_state->db : NULL); }
+
+/* ---- loading ---- */
+
+static int parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, bkv_redis *g) {
+    snprintf(g->dir, sizeof g->dir, "bloomkv-data");
+    bkv_options_init(&g->opts);
+    g->opts.create_if_missing = 1;
+    g->opts.value_index = BKV_VALUE_INDEX_BITSLICED;
+    if (argc % 2) {
+        RedisModule_Log(ctx, "warning", "bloomkv: module arguments come in pairs: option value");
+        return -1;
+    }
+    for (int i = 0; i < argc; i += 2) {
+        const char *opt = RedisModule_StringPtrLen(argv[i], NULL), *val = RedisModule_StringPtrLen(argv[i + 1], NULL);
+        long long n;
+        int ok = 1;
+        if (!strcasecmp(opt, "dir")) ok = snprintf(g->dir, sizeof g->dir, "%s", val) < (int)sizeof g->dir;
+        else if (!strcasecmp(opt, "sync")) {
+            ok = !strcasecmp(val, "yes") || !strcasecmp(val, "no");
+            g->sync = !strcasecmp(val, "yes");
+        } else if (!strcasecmp(opt, "value_index")) {
+            static const char *const shapes[] = {"none", "flat", "hierarchy", "bitsliced"};
+            ok = 0;
+            for (int s = 0; s < 4; s++)
+                if (!strcasecmp(val, shapes[s])) g->opts.value_index = s, ok = 1;
+        } else if (!strcasecmp(opt, "write_buffer_size") || !strcasecmp(opt, "cache_size")) {
+            ok = RedisModule_StringToLongLong(argv[i + 1], &n) == REDISMODULE_OK && n > 0;
+            if (ok && !strcasecmp(opt, "cache_size")) g->opts.block_cache_size = (size_t)n;
+            else if (ok) g->opts.write_buffer_size = (size_t)n;
+        } else ok = 0;
+        if (!ok) {
+            RedisModule_Log(ctx, "warning", "bloomkv: bad module option %s %s", opt, val);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct command {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int first, last, step;
+} command;
+
+static const command commands[] = {
+    {"bkv.set", cmd_set, "write deny-oom", 1, 1, 1},
+    {"bkv.get", cmd_get, "readonly fast", 1, 1, 1},
+    {"bkv.exists", cmd_exists, "readonly fast", 1, 1, 1},
+    {"bkv.del", cmd_del, "write", 1, 1, 1},
+    {"bkv.mset", cmd_mset, "write deny-oom", 1, -1, 2},
+    {"bkv.mget", cmd_mget, "readonly", 1, -1, 1},
+    {"bkv.scan", cmd_scan, "readonly", 0, 0, 0},
+    {"bkv.findvalue", cmd_findvalue, "readonly", 0, 0, 0},
+    {"bkv.info", cmd_info, "readonly", 0, 0, 0},
+    {"bkv.compact", cmd_compact, "readonly", 0, 0, 0},
+};
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_Init(ctx, "bloomkv", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    bkv_redis *g = RedisModule_Calloc(1, sizeof *g);
+    if (parse_args(ctx, argv, argc, g)) {
+        RedisModule_Free(g);
+        return REDISMODULE_ERR;
+    }
+    if (bkv_open(g->dir, &g->opts, &g->db) != BKV_OK) {
+        RedisModule_Log(ctx, "warning", "bloomkv: cannot open %s: %s", g->dir, bkv_errmsg(NULL));
+        RedisModule_Free(g);
+        return REDISMODULE_ERR;
+    }
+    bkv_redis_state = g;
+    if (bkv_redis_slots_init(ctx) == REDISMODULE_ERR || bkv_redis_filters_init(ctx) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
+                                      commands[i].last, commands[i].step) == REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+    RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush);
+    RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading);
+    /* Redis forks to save and to sync replicas, and the child reads rows. */
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+    RedisModule_Log(ctx, "notice", "bloomkv: serving %s", g->dir);
+    return REDISMODULE_OK;
+}

@@ -1,0 +1,362 @@
+/*
+ * Rows by hash slot (docs/redis.md). Every row lives in the node's bloomkv
+ * under its slot number and user key, outside Redis's keyspace; each slot
+ * that holds rows also has one key in the keyspace, "bkv:slot:{tag}" (the
+ * tag hashes to the slot), of module type bkv-slot. That key is the unit
+ * Redis moves: its RDB form carries every row of the slot, so MIGRATE
+ * (resharding), DUMP/RESTORE and a replica's full sync take the rows with
+ * it, and removing it from a node removes the rows there.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_int.h"
+
+#define SLOT_ENCVER 1
+#define SLOT_KEY_FMT "bkv:slot:{%s}"
+#define IMPORT_BATCH 1000
+
+typedef struct slot_value {
+    unsigned slot;
+    uint64_t incarnation; /* which arrival of the slot's key this is */
+} slot_value;
+
+/* CRC16-CCITT (XMODEM), the hash of Redis Cluster's key slots. */
+static uint16_t crc16(const char *buf, size_t len) {
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((uint8_t)buf[i] << 8);
+        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc;
+}
+
+unsigned bkv_redis_key_slot(const char *key, size_t len) {
+    /* A non-empty {tag} hashes alone, as Redis does. */
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        size_t start = (size_t)(open - key) + 1;
+        const char *close = memchr(key + start, '}', len - start);
+        if (close && close > key + start) return crc16(key + start, (size_t)(close - key) - start) & 16383;
+    }
+    return crc16(key, len) & 16383;
+}
+
+size_t bkv_redis_row_key(unsigned slot, const char *k, size_t len, char *buf) {
+    buf[0] = (char)(slot >> 8);
+    buf[1] = (char)(slot & 0xff);
+    memcpy(buf + BKV_SLOT_PREFIX, k, len);
+    return len + BKV_SLOT_PREFIX;
+}
+
+/* A short tag per slot, found by counting in base 62 until every slot has
+ * one (about 160 k hashes). */
+static void make_tags(bkv_redis *g) {
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    unsigned left = BKV_REDIS_SLOTS;
+    for (uint64_t n = 0; left; n++) {
+        char tag[8];
+        size_t len = 0;
+        uint64_t x = n;
+        do {
+            tag[len++] = digits[x % 62];
+            x /= 62;
+        } while (x && len < 6);
+        tag[len] = 0;
+        unsigned s = crc16(tag, len) & 16383;
+        if (!g->slot_tags[s][0]) {
+            memcpy(g->slot_tags[s], tag, len + 1);
+            left--;
+        }
+    }
+}
+
+static RedisModuleString *slot_key_name(RedisModuleCtx *ctx, unsigned slot) {
+    char name[32];
+    int n = snprintf(name, sizeof name, SLOT_KEY_FMT, bkv_redis_state->slot_tags[slot]);
+    return RedisModule_CreateString(ctx, name, (size_t)n);
+}
+
+/* Calls fn on every row of slot (user key without the slot prefix);
+ * stops when fn returns non-zero. */
+typedef int (*row_fn)(void *arg, const char *k, size_t kl, const char *v, size_t vl);
+static int for_each_row(unsigned slot, row_fn fn, void *arg) {
+    char lo[2] = {(char)(slot >> 8), (char)(slot & 0xff)}, hi[2];
+    unsigned next = slot + 1;
+    hi[0] = (char)(next >> 8);
+    hi[1] = (char)(next & 0xff);
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.fill_cache = 0;
+    ro.lower_bound = lo;
+    ro.lower_bound_len = 2;
+    if (next < BKV_REDIS_SLOTS) {
+        ro.upper_bound = hi;
+        ro.upper_bound_len = 2;
+    }
+    bkv_iter *it;
+    int rc = bkv_iter_create(bkv_redis_state->db, &ro, &it);
+    if (rc) return rc;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) {
+        size_t kl, vl;
+        const char *k = bkv_iter_key(it, &kl), *v = bkv_iter_value(it, &vl);
+        if (kl < BKV_SLOT_PREFIX) continue;
+        if ((rc = fn(arg, k + BKV_SLOT_PREFIX, kl - BKV_SLOT_PREFIX, v, vl))) break;
+    }
+    int st = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    return rc ? rc : st;
+}
+
+static int delete_row(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
+    (void)v, (void)vl;
+    unsigned slot = *(unsigned *)arg;
+    char buf[BKV_SLOT_PREFIX + 512], *key = kl + BKV_SLOT_PREFIX <= sizeof buf ? buf : malloc(kl + BKV_SLOT_PREFIX);
+    if (!key) return BKV_NOMEM;
+    size_t n = bkv_redis_row_key(slot, k, kl, key);
+    int rc = bkv_delete(bkv_redis_state->db, NULL, key, n);
+    if (key != buf) free(key);
+    return rc;
+}
+
+static void drop_slot_rows(unsigned slot) {
+    if (for_each_row(slot, delete_row, &slot) != BKV_OK)
+        RedisModule_Log(NULL, "warning", "bloomkv: could not remove every row of slot %u: %s", slot,
+                        bkv_errmsg(bkv_redis_state->db));
+}
+
+/* ---- the bkv-slot type ---- */
+
+typedef struct save_ctx {
+    RedisModuleIO *io;
+} save_ctx;
+
+static int save_row(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
+    RedisModuleIO *io = ((save_ctx *)arg)->io;
+    RedisModule_SaveUnsigned(io, 1);
+    RedisModule_SaveStringBuffer(io, k, kl);
+    RedisModule_SaveStringBuffer(io, v, vl);
+    return 0;
+}
+
+static void slot_rdb_save(RedisModuleIO *io, void *value) {
+    slot_value *sv = value;
+    RedisModule_SaveUnsigned(io, sv->slot);
+    save_ctx sc = {io};
+    if (for_each_row(sv->slot, save_row, &sc) != BKV_OK)
+        RedisModule_LogIOError(io, "warning", "bloomkv: reading slot %u: %s", sv->slot,
+                               bkv_errmsg(bkv_redis_state->db));
+    RedisModule_SaveUnsigned(io, 0);
+}
+
+static slot_value *new_slot_value(unsigned slot) {
+    slot_value *sv = RedisModule_Alloc(sizeof *sv);
+    sv->slot = slot;
+    sv->incarnation = ++bkv_redis_state->next_incarnation;
+    bkv_redis_state->incarnation[slot] = sv->incarnation;
+    return sv;
+}
+
+static void *slot_rdb_load(RedisModuleIO *io, int encver) {
+    if (encver != SLOT_ENCVER) return NULL;
+    uint64_t slot = RedisModule_LoadUnsigned(io);
+    if (RedisModule_IsIOError(io) || slot >= BKV_REDIS_SLOTS) return NULL;
+    bkv_redis *g = bkv_redis_state;
+    bkv_batch *b = bkv_batch_create();
+    if (!b) return NULL;
+    int rc = BKV_OK;
+    for (;;) {
+        uint64_t more = RedisModule_LoadUnsigned(io);
+        if (RedisModule_IsIOError(io)) goto bad;
+        if (!more) break;
+        size_t kl, vl;
+        char *k = RedisModule_LoadStringBuffer(io, &kl);
+        char *v = k ? RedisModule_LoadStringBuffer(io, &vl) : NULL;
+        if (!v) {
+            if (k) RedisModule_Free(k);
+            goto bad;
+        }
+        /* At startup the local rows are newer than our own RDB's. */
+        if (!g->trust_local) {
+            char *row = RedisModule_Alloc(kl + BKV_SLOT_PREFIX);
+            size_t n = bkv_redis_row_key((unsigned)slot, k, kl, row);
+            if (!rc) rc = bkv_batch_put(b, row, n, v, vl);
+            RedisModule_Free(row);
+            if (!rc && bkv_batch_count(b) >= IMPORT_BATCH) {
+                rc = bkv_write(g->db, NULL, b);
+                bkv_batch_clear(b);
+            }
+        }
+        RedisModule_Free(k);
+        RedisModule_Free(v);
+    }
+    if (!rc && bkv_batch_count(b)) rc = bkv_write(g->db, NULL, b);
+    bkv_batch_destroy(b);
+    if (rc) {
+        RedisModule_LogIOError(io, "warning", "bloomkv: importing slot %u: %s", (unsigned)slot, bkv_errmsg(g->db));
+        return NULL;
+    }
+    return new_slot_value((unsigned)slot);
+bad:
+    bkv_batch_destroy(b);
+    return NULL;
+}
+
+typedef struct aof_ctx {
+    RedisModuleIO *aof;
+    unsigned slot;
+} aof_ctx;
+
+static int rewrite_row(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
+    RedisModule_EmitAOF(((aof_ctx *)arg)->aof, "BKV.SET", "bb", k, kl, v, vl);
+    return 0;
+}
+
+static void slot_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
+    (void)key;
+    aof_ctx ac = {aof, ((slot_value *)value)->slot};
+    if (for_each_row(ac.slot, rewrite_row, &ac) != BKV_OK)
+        RedisModule_LogIOError(aof, "warning", "bloomkv: reading slot %u for the AOF", ac.slot);
+}
+
+static int digest_row(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
+    RedisModuleDigest *md = arg;
+    RedisModule_DigestAddStringBuffer(md, k, kl);
+    RedisModule_DigestAddStringBuffer(md, v, vl);
+    RedisModule_DigestEndSequence(md);
+    return 0;
+}
+
+static void slot_digest(RedisModuleDigest *md, void *value) {
+    for_each_row(((slot_value *)value)->slot, digest_row, md);
+}
+
+static size_t slot_mem_usage(const void *value) {
+    (void)value;
+    return sizeof(slot_value); /* the rows live in bloomkv, on disk and in its caches */
+}
+
+static void slot_free(void *value) { RedisModule_Free(value); }
+
+/* The key left this node's keyspace (DEL, MIGRATE to another node, an
+ * overwrite): its rows go with it, unless a newer arrival of the slot's
+ * key (RESTORE ... REPLACE loads before it deletes) owns them now. */
+static void slot_unlink(RedisModuleString *key, const void *value) {
+    (void)key;
+    const slot_value *sv = value;
+    bkv_redis *g = bkv_redis_state;
+    if (g->incarnation[sv->slot] != sv->incarnation) return;
+    g->incarnation[sv->slot] = 0;
+    drop_slot_rows(sv->slot);
+}
+
+/* ---- ownership ---- */
+
+/* Whether CLUSTER NODES lists slot among this node's own (not one it is
+ * importing). */
+static int own_slot(RedisModuleCtx *ctx, unsigned slot) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "CLUSTER", "c", "NODES");
+    if (!r) return 0;
+    size_t len;
+    const char *s = RedisModule_CallReplyStringPtr(r, &len);
+    int owned = 0;
+    for (const char *line = s; s && line < s + len;) {
+        const char *eol = memchr(line, '\n', (size_t)(s + len - line));
+        if (!eol) eol = s + len;
+        char buf[65536];
+        size_t n = (size_t)(eol - line) < sizeof buf - 1 ? (size_t)(eol - line) : sizeof buf - 1;
+        memcpy(buf, line, n);
+        buf[n] = 0;
+        if (strstr(buf, "myself")) {
+            char *save, *tok = strtok_r(buf, " ", &save);
+            for (int field = 0; tok; tok = strtok_r(NULL, " ", &save), field++) {
+                if (field < 8 || tok[0] == '[') continue;
+                unsigned a, b;
+                int got = sscanf(tok, "%u-%u", &a, &b);
+                if (got == 1) b = a;
+                if (got >= 1 && slot >= a && slot <= b) owned = 1;
+            }
+            break;
+        }
+        line = eol + 1;
+    }
+    RedisModule_FreeCallReply(r);
+    return owned;
+}
+
+int bkv_redis_slot_ready(RedisModuleCtx *ctx, unsigned slot, int create) {
+    bkv_redis *g = bkv_redis_state;
+    if (g->incarnation[slot]) return 0;
+    int flags = RedisModule_GetContextFlags(ctx);
+    /* A command reaches a node without the slot's key as the slot's owner
+     * (an empty slot), or as the target of a migration (ASKING) before the
+     * key arrived: the rows are still on the source, so the client tries
+     * again shortly. Replicas, replicated commands and loading follow the
+     * master. */
+    if ((flags & REDISMODULE_CTX_FLAGS_CLUSTER) && (flags & REDISMODULE_CTX_FLAGS_MASTER) &&
+        !(flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) && !own_slot(ctx, slot)) {
+        RedisModule_ReplyWithError(ctx, "TRYAGAIN the slot's rows are still being moved to this node");
+        return -1;
+    }
+    if (!create) return 0;
+    RedisModuleString *name = slot_key_name(ctx, slot);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_WRITE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) RedisModule_ModuleTypeSetValue(key, g->slot_type, new_slot_value(slot));
+    RedisModule_CloseKey(key);
+    RedisModule_FreeString(ctx, name);
+    return 0;
+}
+
+void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx) {
+    bkv_redis *g = bkv_redis_state;
+    bkv_iter *it;
+    if (bkv_iter_create(g->db, NULL, &it)) return;
+    /* One seek per slot holding rows: the first row of each. */
+    for (unsigned slot = 0; slot < BKV_REDIS_SLOTS;) {
+        char lo[2] = {(char)(slot >> 8), (char)(slot & 0xff)};
+        bkv_iter_seek(it, lo, 2);
+        if (!bkv_iter_valid(it)) break;
+        size_t kl;
+        const unsigned char *k = bkv_iter_key(it, &kl);
+        if (kl < BKV_SLOT_PREFIX) break;
+        slot = (unsigned)k[0] << 8 | k[1];
+        if (slot >= BKV_REDIS_SLOTS) break;
+        if (!g->incarnation[slot]) {
+            RedisModuleString *name = slot_key_name(ctx, slot);
+            RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_WRITE);
+            if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY)
+                RedisModule_ModuleTypeSetValue(key, g->slot_type, new_slot_value(slot));
+            RedisModule_CloseKey(key);
+            RedisModule_FreeString(ctx, name);
+        }
+        slot++;
+    }
+    bkv_iter_destroy(it);
+}
+
+int bkv_redis_drop_all(RedisModuleCtx *ctx) {
+    bkv_redis *g = bkv_redis_state;
+    /* Faster than a tombstone per row: the database is made anew. */
+    bkv_close(g->db);
+    g->db = NULL;
+    int rc = bkv_destroy(g->dir);
+    if (!rc) rc = bkv_open(g->dir, &g->opts, &g->db);
+    if (rc) RedisModule_Log(ctx, "warning", "bloomkv: could not empty %s: %s", g->dir, bkv_errmsg(NULL));
+    memset(g->incarnation, 0, sizeof g->incarnation);
+    return rc;
+}
+
+int bkv_redis_slots_init(RedisModuleCtx *ctx) {
+    make_tags(bkv_redis_state);
+    RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,
+                                 .rdb_load = slot_rdb_load,
+                                 .rdb_save = slot_rdb_save,
+                                 .aof_rewrite = slot_aof_rewrite,
+                                 .mem_usage = slot_mem_usage,
+                                 .digest = slot_digest,
+                                 .free = slot_free,
+                                 .unlink = slot_unlink};
+    bkv_redis_state->slot_type = RedisModule_CreateDataType(ctx, "bkv-slot0", SLOT_ENCVER, &tm);
+    return bkv_redis_state->slot_type ? REDISMODULE_OK : REDISMODULE_ERR;
+}

@@ -1,0 +1,587 @@
+#!/usr/bin/python3
+"""bloomkv_redis.so under a real redis-server: one node, then a 6-node
+Redis Cluster (3 masters, 3 replicas). Run by ctest:
+
+    /usr/bin/python3 tests/redis/redis_test.py build/bloomkv_redis.so [single|cluster]
+
+Every server listens on 127.0.0.1 only, on ports probed free, and is
+stopped by its own pid at the end (or when the test fails). Seeds are fixed.
+"""
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import redis
+
+MODULE = os.path.abspath(sys.argv[1])
+PARTS = sys.argv[2:] or ["single", "cluster"]
+ROOT = tempfile.mkdtemp(prefix="bkv-redis-")
+SERVERS = []
+CHECKS = 0
+
+
+def check(cond, what):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        raise AssertionError(what)
+
+
+def free_port():
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port + 10000 < 65536:  # the cluster bus port must be free too
+            b = socket.socket()
+            try:
+                b.bind(("127.0.0.1", port + 10000))
+                return port
+            except OSError:
+                pass
+            finally:
+                b.close()
+
+
+class Server:
+    def __init__(self, name, cluster=False, save=False, extra=()):
+        self.dir = os.path.join(ROOT, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.cluster = cluster
+        self.save = save
+        self.extra = list(extra)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                "--save", "3600 1" if self.save else "", "--appendonly", "no", "--logfile", "server.log",
+                "--enable-debug-command", "local",
+                "--loadmodule", MODULE, "dir", os.path.join(self.dir, "bkv")]
+        if self.cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "1500", "--cluster-replica-validity-factor", "0"]
+        args += self.extra
+        env = dict(os.environ)
+        if os.environ.get("BKV_REDIS_PRELOAD"):  # a sanitized module in an uninstrumented server
+            env["LD_PRELOAD"] = os.environ["BKV_REDIS_PRELOAD"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "stderr"), "a"),
+                                     env=env)
+        if self not in SERVERS:
+            SERVERS.append(self)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+            except redis.exceptions.BusyLoadingError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server on port %d did not start; see %s/server.log" % (self.port, self.dir))
+
+    def client(self):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=20)
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def restart(self, sig=signal.SIGTERM):
+        self.kill(sig)
+        self.start()
+
+
+def stop_all():
+    for s in SERVERS:
+        try:
+            s.kill(signal.SIGKILL)
+        except Exception:
+            pass
+
+
+def expect_error(fn, fragment, what):
+    try:
+        fn()
+    except redis.exceptions.ResponseError as e:
+        check(fragment.lower() in str(e).lower(), "%s: error %r lacks %r" % (what, str(e), fragment))
+        return
+    check(False, what + ": no error")
+
+
+# ---------------------------------------------------------------- single node
+
+def single_node():
+    rnd = random.Random(7)
+    s = Server("single", save=True)
+    r = s.client()
+    model = {}
+    for i in range(3000):
+        k, v = "key%05d" % rnd.randrange(2000), "v%d" % rnd.randrange(50)
+        if rnd.random() < 0.15:
+            check(r.execute_command("BKV.DEL", k) == (1 if k in model else 0), "BKV.DEL reply")
+            model.pop(k, None)
+        else:
+            check(r.execute_command("BKV.SET", k, v) == b"OK", "BKV.SET reply")
+            model[k] = v
+    for k in ["key%05d" % i for i in range(2000)]:
+        got = r.execute_command("BKV.GET", k)
+        check(got == (model[k].encode() if k in model else None), "BKV.GET %s" % k)
+        check(r.execute_command("BKV.EXISTS", k) == (1 if k in model else 0), "BKV.EXISTS %s" % k)
+    check(r.execute_command("BKV.MSET", "m1", "a", "m2", "b") == b"OK", "BKV.MSET")
+    model.update({"m1": "a", "m2": "b"})
+    check(r.execute_command("BKV.MGET", "m1", "nope", "m2") == [b"a", None, b"b"], "BKV.MGET")
+    # SCAN walks every row once.
+    seen, cursor = set(), b"0"
+    while True:
+        cursor, keys = r.execute_command("BKV.SCAN", cursor, "COUNT", 97)
+        for k in keys:
+            check(k not in seen, "BKV.SCAN repeats %r" % k)
+            seen.add(k)
+        if cursor in (b"0", 0, "0"):
+            break
+    check(seen == {k.encode() for k in model}, "BKV.SCAN saw %d of %d rows" % (len(seen), len(model)))
+    _, keys = r.execute_command("BKV.SCAN", 0, "MATCH", "m", "COUNT", 10000)
+    check(set(keys) == {b"m1", b"m2"}, "BKV.SCAN MATCH prefix")
+    # FINDVALUE against the model.
+    for v in ["v3", "v17", "absent"]:
+        flat = r.execute_command("BKV.FINDVALUE", v)
+        got = {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+        want = {k.encode(): v.encode() for k, mv in model.items() if mv == v}
+        check(got == want, "BKV.FINDVALUE %s: %d results, wanted %d" % (v, len(got), len(want)))
+    check(len(r.execute_command("BKV.FINDVALUE", "v3", "LIMIT", 2)) == 4, "BKV.FINDVALUE LIMIT")
+    check(b"level" in r.execute_command("BKV.INFO") or "level" in str(r.execute_command("BKV.INFO")), "BKV.INFO")
+    check(r.execute_command("BKV.COMPACT") == b"OK", "BKV.COMPACT")
+
+    # Bad input: standard errors, the server stays up.
+    expect_error(lambda: r.execute_command("BKV.SET", "k"), "wrong number of arguments", "arity")
+    expect_error(lambda: r.execute_command("BKV.SCAN", "zz"), "invalid cursor", "bad cursor")
+    expect_error(lambda: r.execute_command("BKV.SCAN", 0, "COUNT", "x"), "integer", "COUNT not a number")
+    expect_error(lambda: r.execute_command("BKV.FINDVALUE", "v", "LIMIT", "-1"), "integer", "negative LIMIT")
+    expect_error(lambda: r.execute_command("BKV.SET", "x" * (1 << 20 + 1), "v"), "too large", "huge key")
+    r.set("plain", "string")
+    expect_error(lambda: r.execute_command("BF.ADD", "plain", "a"), "WRONGTYPE", "BF on a string")
+    expect_error(lambda: r.execute_command("CF.ADD", "plain", "a"), "WRONGTYPE", "CF on a string")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "b0", "1.5", 100), "error rate", "error rate >= 1")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "b0", "x", 100), "error rate", "error rate not a number")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "b0", "0.01", 0), "capacity", "capacity 0")
+    expect_error(lambda: r.execute_command("BKV.FILTER.BUILD", "s0", "nosuch", "0.01", "a"), "unknown filter type",
+                 "unknown static type")
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "s0", "garbage"), "blob", "bad blob")
+    check(r.ping(), "server alive after bad input")
+
+    # BF: false positives within the requested rate; scaling; INFO.
+    r.execute_command("BF.RESERVE", "bf", 0.01, 20000)
+    items = ["item%d" % i for i in range(20000)]
+    added = r.execute_command("BF.MADD", "bf", *items)
+    check(sum(added) >= 0.99 * len(items), "BF.MADD: new items answer 1 (but a false positive answers 0)")
+    check(all(r.execute_command("BF.MEXISTS", "bf", *items)), "no false negatives")
+    probes = ["other%d" % i for i in range(40000)]
+    fp = sum(r.execute_command("BF.MEXISTS", "bf", *probes))
+    check(fp / len(probes) <= 0.01, "BF false positive rate %.4f > 0.01" % (fp / len(probes)))
+    check(r.execute_command("BF.CARD", "bf") == sum(added), "BF.CARD counts the items added")
+    check(r.execute_command("BF.ADD", "bf", "item5") == 0, "BF.ADD existing")
+    r.execute_command("BF.RESERVE", "grow", 0.01, 100, "EXPANSION", 2)
+    for i in range(0, 1000, 100):
+        r.execute_command("BF.MADD", "grow", *["g%d" % j for j in range(i, i + 100)])
+    info = r.execute_command("BF.INFO", "grow")
+    fields = {info[i]: info[i + 1] for i in range(0, len(info), 2)}
+    check(fields[b"Number of filters"] >= 3 and 980 <= fields[b"Number of items inserted"] <= 1000,
+          "BF scaling: %r" % fields)
+    check(fields[b"Expansion rate"] == 2 and fields[b"Capacity"] >= 1000, "BF.INFO fields %r" % fields)
+    check(all(r.execute_command("BF.MEXISTS", "grow", *["g%d" % j for j in range(1000)])), "scaled filter keeps items")
+    r.execute_command("BF.RESERVE", "fixed", 0.01, 10, "NONSCALING")
+    replies = r.execute_command("BF.INSERT", "fixed", "ITEMS", *["f%d" % i for i in range(11)])
+    check(isinstance(replies[-1], redis.exceptions.ResponseError) or replies[-1] == b"ERR non scaling filter is full"
+          or "full" in str(replies[-1]), "NONSCALING full: %r" % replies[-1:])
+    check(r.execute_command("BF.INFO", "fixed", "EXPANSION") == [None], "NONSCALING has no expansion")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "bf", 0.01, 10), "item exists", "BF.RESERVE existing")
+    expect_error(lambda: r.execute_command("BF.INSERT", "none", "NOCREATE", "ITEMS", "a"), "not found", "NOCREATE")
+    check(r.execute_command("BF.EXISTS", "missing", "a") == 0, "BF.EXISTS on a missing key")
+
+    # CF: add, addnx, count, delete, scaling and INFO.
+    r.execute_command("CF.RESERVE", "cf", 1000)
+    check(r.execute_command("CF.ADD", "cf", "a") == 1 and r.execute_command("CF.ADD", "cf", "a") == 1, "CF.ADD twice")
+    check(r.execute_command("CF.COUNT", "cf", "a") == 2, "CF.COUNT duplicates")
+    check(r.execute_command("CF.ADDNX", "cf", "a") == 0 and r.execute_command("CF.ADDNX", "cf", "b") == 1, "CF.ADDNX")
+    check(r.execute_command("CF.DEL", "cf", "a") == 1 and r.execute_command("CF.EXISTS", "cf", "a") == 1, "CF.DEL one copy")
+    check(r.execute_command("CF.DEL", "cf", "a") == 1 and r.execute_command("CF.EXISTS", "cf", "a") == 0, "CF.DEL last copy")
+    check(r.execute_command("CF.DEL", "cf", "zzz") == 0, "CF.DEL absent")
+    expect_error(lambda: r.execute_command("CF.DEL", "nocf", "a"), "not found", "CF.DEL on a missing key")
+    r.execute_command("CF.INSERT", "cfgrow", "CAPACITY", 100, "ITEMS", *["c%d" % i for i in range(2000)])
+    info = r.execute_command("CF.INFO", "cfgrow")
+    fields = {info[i]: info[i + 1] for i in range(0, len(info), 2)}
+    check(fields[b"Number of filters"] > 1 and fields[b"Number of items inserted"] == 2000, "CF scaling %r" % fields)
+    check(all(r.execute_command("CF.MEXISTS", "cfgrow", *["c%d" % i for i in range(2000)])), "CF keeps items")
+    r.execute_command("CF.RESERVE", "cffixed", 8, "EXPANSION", 0)
+    results = [r.execute_command("CF.INSERT", "cffixed", "ITEMS", "x%d" % i)[0] for i in range(64)]
+    check(-1 in results, "a non-expanding cuckoo filter fills up")
+    expect_error(lambda: r.execute_command("CF.ADD", "cffixed", "y-full"), "full", "CF.ADD to a full filter")
+
+    # Static filters.
+    r.execute_command("BKV.FILTER.BUILD", "rib", "ribbon", 0.01, *items[:5000])
+    check(all(r.execute_command("BKV.FILTER.MEXISTS", "rib", *items[:5000])), "ribbon holds its set")
+    fp = sum(r.execute_command("BKV.FILTER.MEXISTS", "rib", *probes[:20000]))
+    check(fp / 20000 <= 0.02, "ribbon false positives %.4f" % (fp / 20000))
+
+    # DUMP/RESTORE: filters and a slot's rows travel through Redis's own form.
+    s2 = Server("single2")
+    r2 = s2.client()
+    for key in ["bf", "cfgrow", "rib"]:
+        r2.restore(key, 0, r.dump(key))
+    check(all(r2.execute_command("BF.MEXISTS", "bf", *items[:1000])), "BF after RESTORE")
+    check(all(r2.execute_command("CF.MEXISTS", "cfgrow", *["c%d" % i for i in range(2000)])), "CF after RESTORE")
+    check(all(r2.execute_command("BKV.FILTER.MEXISTS", "rib", *items[:1000])), "static after RESTORE")
+    check(r.memory_usage("bf") > 20000, "MEMORY USAGE of a filter")
+    check(r.execute_command("DEBUG", "DIGEST-VALUE", "bf") == r2.execute_command("DEBUG", "DIGEST-VALUE", "bf"),
+          "digest equal after RESTORE")
+    slotkey = [k for k in r.keys("bkv:slot:*")]
+    check(len(slotkey) > 100, "a key per slot holding rows")
+    for k in slotkey[:50]:
+        r2.restore(k, 0, r.dump(k))
+    # Every row of a restored slot is readable on the second server.
+    restored = {keyslot(bytes(k).split(b"{")[1].rstrip(b"}")) for k in slotkey[:50]}
+    n_checked = 0
+    for k, v in model.items():
+        if keyslot(k) in restored:
+            check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after RESTORE of its slot" % k)
+            n_checked += 1
+    check(n_checked > 0, "some rows moved with their slots")
+    # Deleting a slot's key deletes its rows.
+    victim = slotkey[0]
+    vtag = bytes(victim).split(b"{")[1].rstrip(b"}").decode()
+    gone = [k for k in model if keyslot(k) == keyslot(vtag)]
+    r.delete(victim)
+    for k in gone:
+        check(r.execute_command("BKV.GET", k) is None, "row %s after its slot key was deleted" % k)
+        model.pop(k)
+
+    # Restarts: SIGTERM and kill -9 keep every row (bloomkv's own files);
+    # the RDB keeps the filters.
+    r.save()
+    s.restart(signal.SIGTERM)
+    r = s.client()
+    for k, v in model.items():
+        check(r.execute_command("BKV.GET", k) == v.encode(), "row %s after SIGTERM restart" % k)
+    check(all(r.execute_command("BF.MEXISTS", "bf", *items[:1000])), "BF after restart from RDB")
+    r.execute_command("BKV.SET", "late", "write")
+    s.restart(signal.SIGKILL)
+    r = s.client()
+    check(r.execute_command("BKV.GET", "late") == b"write", "acknowledged write after kill -9")
+    check(len(r.keys("bkv:slot:*")) >= len(slotkey) - 1, "slot keys back after restart")
+    s.kill(signal.SIGTERM)
+    s2.kill(signal.SIGTERM)
+
+
+def crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def keyslot(key):
+    k = key.encode() if isinstance(key, str) else key
+    a = k.find(b"{")
+    if a >= 0:
+        b = k.find(b"}", a + 1)
+        if b > a + 1:
+            k = k[a + 1:b]
+    return crc16(k) & 16383
+
+
+# -------------------------------------------------------------------- cluster
+
+class Cluster:
+    """A small cluster client: routes by key slot from CLUSTER SLOTS and
+    follows MOVED, ASK (with ASKING) and TRYAGAIN as the protocol says."""
+
+    def __init__(self, servers):
+        self.servers = servers
+        self.conns = {}
+        self.redirects = {"MOVED": 0, "ASK": 0, "TRYAGAIN": 0}
+        self.slots = [None] * 16384
+        self.refresh()
+
+    def conn(self, port):
+        if port not in self.conns:
+            self.conns[port] = redis.Redis(host="127.0.0.1", port=port, socket_timeout=20)
+        return self.conns[port]
+
+    def refresh(self):
+        for s in self.servers:
+            if not s.proc:
+                continue
+            try:
+                for a, b, master, *_ in self.conn(s.port).execute_command("CLUSTER", "SLOTS"):
+                    for i in range(a, b + 1):
+                        self.slots[i] = master[1]
+                return
+            except redis.exceptions.RedisError:
+                continue
+
+    def call(self, *args):
+        slot = keyslot(args[1])
+        port, asking = self.slots[slot], False
+        for _ in range(400):
+            try:
+                if asking:
+                    p = self.conn(port).pipeline(transaction=False)
+                    p.execute_command("ASKING")
+                    p.execute_command(*args)
+                    res = p.execute(raise_on_error=False)[1]
+                    if isinstance(res, Exception):
+                        raise res
+                    return res
+                return self.conn(port).execute_command(*args)
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.1)
+                self.refresh()
+                port, asking = self.slots[slot], False
+            except redis.exceptions.ResponseError as e:
+                # Redirections, as the client library names them or as raw text.
+                code, _, rest = (getattr(e, "message", None) or str(e)).partition(" ")
+                if isinstance(e, redis.exceptions.MovedError) or code == "MOVED":
+                    self.redirects["MOVED"] += 1
+                    self.refresh()
+                    port, asking = int(rest.split(":")[-1]), False
+                elif isinstance(e, redis.exceptions.AskError) or code == "ASK":
+                    self.redirects["ASK"] += 1
+                    port, asking = int(rest.split(":")[-1]), True
+                elif isinstance(e, (redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)) or \
+                        code in ("TRYAGAIN", "CLUSTERDOWN"):
+                    self.redirects["TRYAGAIN"] += 1
+                    time.sleep(0.02)
+                    port, asking = self.slots[slot], False
+                else:
+                    raise
+        raise RuntimeError("no node answered %r" % (args,))
+
+
+def cluster():
+    rnd = random.Random(11)
+    nodes = [Server("node%d" % i, cluster=True) for i in range(6)]
+    addrs = ["127.0.0.1:%d" % n.port for n in nodes]
+    subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "1", "--cluster-yes"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    wait_cluster_ok(nodes)
+    rc = Cluster(nodes)
+    model = {}
+    for i in range(4000):
+        k = "user:%d" % i
+        v = "val%d" % rnd.randrange(40)
+        check(rc.call("BKV.SET", k, v) == b"OK", "cluster BKV.SET")
+        model[k] = v
+    for k, v in model.items():
+        check(rc.call("BKV.GET", k) == v.encode(), "cluster BKV.GET %s" % k)
+    check(rc.call("BKV.GET", "user:none") is None, "cluster absent key")
+
+    # Cluster-wide search: the union of every master's answer.
+    for v in ["val3", "val30"]:
+        got = cluster_find(nodes, v)
+        want = {k for k, mv in model.items() if mv == v}
+        check(got == want, "cluster-wide find-value %s: %d vs %d" % (v, len(got), len(want)))
+
+    # Failover: writes acknowledged by a replica (WAIT 1) survive kill -9 of
+    # their master.
+    masters = cluster_masters(nodes)
+    victim = masters[0]
+    vr = victim.client()
+    acked = {}
+    for i in range(300):
+        k = "acked:%d" % i
+        if keyslot(k) in owned_slots(vr):
+            vr.execute_command("BKV.SET", k, "w%d" % i)
+            acked[k] = "w%d" % i
+    check(vr.execute_command("WAIT", 1, 5000) >= 1, "WAIT 1 acknowledged")
+    victim.kill(signal.SIGKILL)
+    wait_cluster_ok([n for n in nodes if n is not victim], timeout=30)
+    for k, v in acked.items():
+        check(rc.call("BKV.GET", k) == v.encode(), "acknowledged %s after failover" % k)
+    model.update(acked)
+    victim.start()  # comes back as a replica of the promoted node
+    time.sleep(1)
+
+    # Reshard a quarter of the slots while a reader checks every key.
+    masters = cluster_masters([n for n in nodes if n.proc])
+    src, dst = masters[0], masters[1]
+    stop = threading.Event()
+    errors, stats = [], {}
+    written = {}
+
+    def reader():
+        c = Cluster(nodes)
+        keys, reads = list(model), 0
+        while not stop.is_set():
+            k = keys[rnd.randrange(len(keys))]
+            try:
+                got = c.call("BKV.GET", k)
+                reads += 1
+                if got != model[k].encode():
+                    errors.append("reader: %s read %r, wanted %r" % (k, got, model[k]))
+            except Exception as e:
+                errors.append("reader: %s: %r" % (k, e))
+        stats["reads"], stats["redirects"] = reads, dict(c.redirects)
+
+    def writer():
+        c, i = Cluster(nodes), 0
+        while not stop.is_set():
+            k = "during:%d" % i
+            try:
+                if c.call("BKV.SET", k, "d%d" % i) == b"OK":
+                    written[k] = "d%d" % i
+            except Exception as e:
+                errors.append("writer: %s: %r" % (k, e))
+            i += 1
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    subprocess.run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % src.port, "--cluster-from",
+                    node_id(src), "--cluster-to", node_id(dst), "--cluster-slots", "4096", "--cluster-yes"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=300)
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    check(not errors, "reads and writes during resharding: %s" % errors[:5])
+    check(stats["reads"] > 100 and len(written) > 100, "traffic during the move: %r, %d writes" % (stats, len(written)))
+    print("resharding 4096 slots: %d checked reads, %d writes, redirects %r" % (stats["reads"], len(written),
+                                                                              stats["redirects"]))
+    model.update(written)
+    check(len(owned_slots(dst.client())) >= 4096 + 4000, "the slots moved")
+    for k, v in model.items():
+        check(rc.call("BKV.GET", k) == v.encode(), "%s after resharding" % k)
+    # One slot moved by hand, step by step, as redis-cli does it: while the
+    # slot's key is still on the source the target answers TRYAGAIN (the
+    # rows have not arrived); after MIGRATE the target serves them.
+    masters = cluster_masters([n for n in nodes if n.proc])
+    src, dst = masters[0], masters[1]
+    sr, dr = src.client(), dst.client()
+    slot = min(owned_slots(sr))
+    keys_in_slot = [k for k in model if keyslot(k) == slot]
+    if not keys_in_slot:
+        k = next("probe:%d" % i for i in range(100000) if keyslot("probe:%d" % i) == slot)
+        rc.call("BKV.SET", k, "probe")
+        model[k] = "probe"
+        keys_in_slot = [k]
+    k = keys_in_slot[0]
+    dr.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(src))
+    sr.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(dst))
+    expect_error(lambda: sr.execute_command("BKV.GET", k), "ASK", "the source redirects a migrating slot")
+    p = dr.pipeline(transaction=False)
+    p.execute_command("ASKING")
+    p.execute_command("BKV.GET", k)
+    res = p.execute(raise_on_error=False)[1]
+    check(isinstance(res, Exception) and "TRYAGAIN" in str(res), "target before the rows arrive: %r" % (res,))
+    slot_key = sr.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10)
+    check(len(slot_key) == 1 and slot_key[0].startswith(b"bkv:slot:"), "one key holds the slot: %r" % slot_key)
+    sr.execute_command("MIGRATE", "127.0.0.1", dst.port, slot_key[0], 0, 10000)
+    p = dr.pipeline(transaction=False)
+    p.execute_command("ASKING")
+    p.execute_command("BKV.GET", k)
+    check(p.execute()[1] == model[k].encode(), "target serves the slot once its key arrived")
+    check(sr.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0, "nothing of the slot left on the source")
+    for n in (sr, dr):
+        n.execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id(dst))
+    time.sleep(0.5)
+    for kk in keys_in_slot:
+        check(rc.call("BKV.GET", kk) == model[kk].encode(), "%s after the hand-made move" % kk)
+
+    # Filters move with their slots too.
+    rc.call("BF.MADD", "{f}bloom", *["x%d" % i for i in range(500)])
+    check(all(rc.call("BF.MEXISTS", "{f}bloom", *["x%d" % i for i in range(500)])), "BF in a cluster")
+
+    # A restarted master keeps its rows.
+    masters = cluster_masters([n for n in nodes if n.proc])
+    m = masters[-1]
+    m.restart(signal.SIGTERM)
+    wait_cluster_ok([n for n in nodes if n.proc], timeout=30)
+    for k, v in model.items():
+        check(rc.call("BKV.GET", k) == v.encode(), "%s after a master restart" % k)
+    for n in nodes:
+        n.kill(signal.SIGTERM)
+
+
+def node_id(server):
+    return server.client().execute_command("CLUSTER", "MYID").decode()
+
+
+def owned_slots(client):
+    out = set()
+    for line in client.execute_command("CLUSTER", "NODES").decode().splitlines():
+        f = line.split()
+        if "myself" in f[2]:
+            for tok in f[8:]:
+                if tok.startswith("["):
+                    continue
+                a, _, b = tok.partition("-")
+                out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def cluster_masters(servers):
+    return [s for s in servers if s.proc and s.client().execute_command("ROLE")[0] == b"master"
+            and owned_slots(s.client())]
+
+
+def cluster_find(nodes, value):
+    found = set()
+    for s in cluster_masters([n for n in nodes if n.proc]):
+        flat = s.client().execute_command("BKV.FINDVALUE", value)
+        found.update(flat[i].decode() for i in range(0, len(flat), 2))
+    return found
+
+
+def wait_cluster_ok(servers, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if all(b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO") for s in servers if s.proc):
+                return
+        except redis.exceptions.RedisError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("cluster not ok after %ds" % timeout)
+
+
+def main():
+    try:
+        if "single" in PARTS:
+            single_node()
+        if "cluster" in PARTS:
+            cluster()
+        print("redis_test: %d checks passed" % CHECKS)
+        return 0
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        for s in SERVERS:
+            for log in ("server.log", "stderr"):
+                print("--- tail of %s/%s" % (s.dir, log))
+                try:
+                    print("".join(open(os.path.join(s.dir, log)).readlines()[-15:]))
+                except OSError:
+                    pass
+        return 1
+    finally:
+        stop_all()
+        shutil.rmtree(ROOT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,6 +16,8 @@ int bkv_cli_destroy(int argc, char **argv);
 int bkv_cli_make_table(int argc, char **argv);
 int bkv_cli_ingest(int argc, char **argv);
 int bkv_cli_check(int argc, char **argv);
+/* `bloomkv cluster find-value HOST:PORT VALUE` (tools/cluster.c). */
+int bkv_cli_cluster(int argc, char **argv);
 int bkv_cli_dump_sst(int argc, char **argv);
 
 #endif

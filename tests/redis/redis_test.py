@@ -21,7 +21,8 @@ import time
 import redis
 
 MODULE = os.path.abspath(sys.argv[1])
-PARTS = sys.argv[2:] or ["single", "cluster"]
+TOOL = next((a for a in sys.argv[2:] if os.path.sep in a), None)  # the bloomkv tool, when built
+PARTS = [a for a in sys.argv[2:] if a in ("single", "cluster")] or ["single", "cluster"]
 ROOT = tempfile.mkdtemp(prefix="bkv-redis-")
 SERVERS = []
 CHECKS = 0
@@ -395,6 +396,16 @@ def cluster():
         got = cluster_find(nodes, v)
         want = {k for k, mv in model.items() if mv == v}
         check(got == want, "cluster-wide find-value %s: %d vs %d" % (v, len(got), len(want)))
+
+    if TOOL:
+        out = subprocess.run([TOOL, "cluster", "find-value", "127.0.0.1:%d" % nodes[0].port, "val3"],
+                             capture_output=True, timeout=60)
+        got = {line.split(b"\t")[0].decode() for line in out.stdout.splitlines()}
+        check(out.returncode == 0 and got == {k for k, mv in model.items() if mv == "val3"},
+              "bloomkv cluster find-value: exit %d, %d keys" % (out.returncode, len(got)))
+        out = subprocess.run([TOOL, "cluster", "find-value", "127.0.0.1:%d" % nodes[0].port, "nosuchvalue"],
+                             capture_output=True, timeout=60)
+        check(out.returncode == 1 and not out.stdout, "bloomkv cluster find-value of an absent value exits 1")
 
     # Failover: writes acknowledged by a replica (WAIT 1) survive kill -9 of
     # their master.

@@ -57,10 +57,15 @@ static inline const uint8_t *entry_value(const uint8_t *e, size_t *len) {
     return e + 8 + kn;
 }
 
-static node *new_node(bkv_arena *a, const uint8_t *entry, int height) {
-    node *n = bkv_arena_alloc(a, sizeof(node) + (size_t)height * sizeof(n->next[0]));
+static size_t node_size(int height) { return sizeof(node) + (size_t)height * sizeof(_Atomic(node *)); }
+
+/* A node with room for extra bytes right after its links: an entry put
+ * there is read with the links, one cache miss per node a search visits
+ * instead of two. */
+static node *new_node(bkv_arena *a, int height, size_t extra) {
+    node *n = bkv_arena_alloc(a, node_size(height) + extra);
     if (!n) return NULL;
-    n->entry = entry;
+    n->entry = extra ? (const uint8_t *)n + node_size(height) : NULL;
     for (int i = 0; i < height; i++) atomic_init(&n->next[i], NULL);
     return n;
 }
@@ -69,7 +74,7 @@ bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
     bkv_memtable *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     bkv_arena_init(&m->arena);
-    m->head = new_node(&m->arena, NULL, MAX_HEIGHT);
+    m->head = new_node(&m->arena, MAX_HEIGHT, 0);
     if (!m->head) {
         free(m);
         return NULL;
@@ -196,8 +201,10 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
                      const void *val, size_t vlen, bkv_hash h) {
     size_t ilen = klen + BKV_IKEY_TRAILER;
     if (ilen > UINT32_MAX || vlen > UINT32_MAX) return BKV_INVALID;
-    uint8_t *e = bkv_arena_alloc(&m->arena, 8 + ilen + vlen);
-    if (!e) return BKV_NOMEM;
+    int height = random_height(m);
+    node *x = new_node(&m->arena, height, 8 + ilen + vlen);
+    if (!x) return BKV_NOMEM;
+    uint8_t *e = (uint8_t *)x->entry;
     uint32_t n32 = (uint32_t)ilen;
     memcpy(e, &n32, 4);
     if (klen) memcpy(e + 4, key, klen);
@@ -216,7 +223,6 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
 
     node *prev[MAX_HEIGHT];
     find_ge(m, e + 4, ilen, prev);
-    int height = random_height(m);
     int cur = atomic_load_explicit(&m->height, memory_order_relaxed);
     if (height > cur) {
         for (int i = cur; i < height; i++) prev[i] = m->head;
@@ -224,8 +230,6 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
          * new levels, which is harmless. */
         atomic_store_explicit(&m->height, height, memory_order_relaxed);
     }
-    node *x = new_node(&m->arena, e, height);
-    if (!x) return BKV_NOMEM;
     /* The key must be in the filter before the node is reachable. */
     if (m->filter) bkv_filter_add_concurrent(m->filter, h);
     for (int i = 0; i < height; i++) {

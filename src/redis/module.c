@@ -62,6 +62,59 @@ static bkv_write_options write_options(void) {
     return wo;
 }
 
+/* ---- pending writes ---- */
+
+#define PENDING_LIMIT (512u << 10) /* bytes held before a commit mid-iteration */
+
+void bkv_redis_commit(RedisModuleCtx *ctx) {
+    bkv_redis *g = bkv_redis_state;
+    if (!g->pending || bkv_batch_count(g->pending) == 0) return;
+    bkv_write_options wo = write_options();
+    int rc = bkv_write(g->db, &wo, g->pending);
+    if (rc && ctx) {
+        /* Their replies say OK but are not sent yet: the clients lose the
+         * connection instead, so no failed write is ever acknowledged. */
+        RedisModule_Log(ctx, "warning", "bloomkv: a write failed (%s); disconnecting %zu clients unanswered",
+                        bkv_errmsg(g->db), g->npending_clients);
+        for (size_t i = 0; i < g->npending_clients; i++) {
+            char id[32];
+            snprintf(id, sizeof id, "%llu", g->pending_clients[i]);
+            RedisModuleCallReply *r = RedisModule_Call(ctx, "CLIENT", "ccc", "KILL", "ID", id);
+            if (r) RedisModule_FreeCallReply(r);
+        }
+    }
+    bkv_batch_clear(g->pending);
+    g->npending_clients = 0;
+}
+
+static int pending_add(const char *key, size_t klen, const char *val, size_t vlen, int del) {
+    bkv_redis *g = bkv_redis_state;
+    if (!g->pending && !(g->pending = bkv_batch_create())) return BKV_NOMEM;
+    return del ? bkv_batch_delete(g->pending, key, klen) : bkv_batch_put(g->pending, key, klen, val, vlen);
+}
+
+/* Remembers the client whose reply now depends on the pending writes, and
+ * commits early once they grow large. */
+static void pending_done(RedisModuleCtx *ctx) {
+    bkv_redis *g = bkv_redis_state;
+    unsigned long long id = RedisModule_GetClientId(ctx);
+    if (id && (!g->npending_clients || g->pending_clients[g->npending_clients - 1] != id)) {
+        if (g->npending_clients == g->cap_pending_clients) {
+            g->cap_pending_clients = g->cap_pending_clients ? 2 * g->cap_pending_clients : 64;
+            g->pending_clients =
+                RedisModule_Realloc(g->pending_clients, g->cap_pending_clients * sizeof *g->pending_clients);
+        }
+        g->pending_clients[g->npending_clients++] = id;
+    }
+    if (bkv_batch_count(g->pending) * 32 > PENDING_LIMIT) bkv_redis_commit(ctx);
+}
+
+int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, const char *val, size_t vlen, int del) {
+    int rc = pending_add(key, klen, val, vlen, del);
+    if (!rc) pending_done(ctx);
+    return rc;
+}
+
 /* ---- BKV.* ---- */
 
 static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -71,8 +124,7 @@ static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (bkv_redis_slot_ready(ctx, rk.slot, 1)) return free_row_key(&rk), REDISMODULE_OK;
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[2], &vl);
-    bkv_write_options wo = write_options();
-    int rc = bkv_put(bkv_redis_state->db, &wo, rk.p, rk.len, v, vl);
+    int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, v, vl, 0);
     free_row_key(&rk);
     if (rc) return reply_bkv_error(ctx, rc);
     RedisModule_ReplicateVerbatim(ctx);
@@ -80,6 +132,7 @@ static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 }
 
 static int cmd_get(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
     if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
@@ -105,6 +158,7 @@ static int row_exists(const row_key *rk) {
 }
 
 static int cmd_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
     if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
@@ -115,14 +169,14 @@ static int cmd_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 }
 
 static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
     if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
     if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
     int r = row_exists(&rk);
     if (r == 1) {
-        bkv_write_options wo = write_options();
-        int rc = bkv_delete(bkv_redis_state->db, &wo, rk.p, rk.len);
+        int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, NULL, 0, 1);
         if (rc) r = rc;
     }
     free_row_key(&rk);
@@ -135,27 +189,29 @@ static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
  * (CROSSSLOT); a single server checks nothing. */
 static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
-    bkv_batch *b = bkv_batch_create();
-    if (!b) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
-    int rc = BKV_OK;
-    for (int i = 1; i < argc && !rc; i += 2) {
+    /* All or nothing: after the commit the pending writes are this
+     * command's alone, dropped whole if a key is refused. */
+    bkv_redis_commit(ctx);
+    for (int i = 1; i < argc; i += 2) {
         row_key rk;
-        if (make_row_key(ctx, argv[i], &rk)) return bkv_batch_destroy(b), REDISMODULE_OK;
-        if (bkv_redis_slot_ready(ctx, rk.slot, 1)) return free_row_key(&rk), bkv_batch_destroy(b), REDISMODULE_OK;
+        if (make_row_key(ctx, argv[i], &rk)) return bkv_batch_clear(bkv_redis_state->pending), REDISMODULE_OK;
+        int busy = bkv_redis_slot_ready(ctx, rk.slot, 1);
         size_t vl;
         const char *v = RedisModule_StringPtrLen(argv[i + 1], &vl);
-        rc = bkv_batch_put(b, rk.p, rk.len, v, vl);
+        int rc = busy ? BKV_OK : pending_add(rk.p, rk.len, v, vl, 0);
         free_row_key(&rk);
+        if (busy || rc) {
+            if (bkv_redis_state->pending) bkv_batch_clear(bkv_redis_state->pending);
+            return busy ? REDISMODULE_OK : reply_bkv_error(ctx, rc);
+        }
     }
-    bkv_write_options wo = write_options();
-    if (!rc) rc = bkv_write(bkv_redis_state->db, &wo, b);
-    bkv_batch_destroy(b);
-    if (rc) return reply_bkv_error(ctx, rc);
+    pending_done(ctx);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
 static int cmd_mget(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc < 2) return RedisModule_WrongArity(ctx);
     size_t n = (size_t)argc - 1;
     row_key *rks = RedisModule_Calloc(n, sizeof *rks);
@@ -202,6 +258,7 @@ static int hex_digit(char c) {
 /* BKV.SCAN cursor [MATCH prefix] [COUNT n]: the cursor is the next row
  * key in hex ("0": the start, and the end). */
 static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc < 2 || argc % 2) return RedisModule_WrongArity(ctx);
     size_t cl, pl = 0;
     const char *cur = RedisModule_StringPtrLen(argv[1], &cl), *prefix = NULL;
@@ -288,6 +345,7 @@ static int reply_found(void *arg, const void *key, size_t klen, const void *val,
 }
 
 static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2 && argc != 4) return RedisModule_WrongArity(ctx);
     long long limit = (long long)1 << 62;
     if (argc == 4) {
@@ -308,6 +366,7 @@ static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 }
 
 static int cmd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     (void)argv;
     if (argc != 1) return RedisModule_WrongArity(ctx);
     char *s = bkv_property(bkv_redis_state->db, "bloomkv.stats");
@@ -318,6 +377,7 @@ static int cmd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 }
 
 static int cmd_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     (void)argv;
     if (argc != 1) return RedisModule_WrongArity(ctx);
     int rc = bkv_compact(bkv_redis_state->db);
@@ -328,7 +388,15 @@ static int cmd_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
 static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e, (void)data;
+    if (sub == REDISMODULE_SUBEVENT_FLUSHDB_START) bkv_redis_commit(ctx);
     if (sub == REDISMODULE_SUBEVENT_FLUSHDB_END) bkv_redis_drop_all(ctx);
+}
+
+/* Before Redis sends the replies of this iteration: the writes they
+ * acknowledge reach bloomkv's WAL first. */
+static void on_event_loop(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e, (void)data;
+    if (sub == REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP) bkv_redis_commit(ctx);
 }
 
 static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
@@ -341,12 +409,19 @@ static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, vo
     else if (sub == REDISMODULE_SUBEVENT_LOADING_REPL_START)
         g->trust_local = 0;
     else if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED || sub == REDISMODULE_SUBEVENT_LOADING_FAILED) {
+        bkv_redis_commit(ctx); /* an AOF's writes: no event loop ran while it loaded */
         g->trust_local = 0;
         bkv_redis_slots_restore_keys(ctx);
     }
 }
 
-static void on_fork_prepare(void) { bkv_fork_prepare(bkv_redis_state ? bkv_redis_state->db : NULL); }
+/* A child sees bloomkv as of the fork: pending writes go in first (no
+ * client to tell about a failure here; the engine's error state stays). */
+static void on_fork_prepare(void) {
+    if (!bkv_redis_state) return;
+    bkv_redis_commit(NULL);
+    bkv_fork_prepare(bkv_redis_state->db);
+}
 static void on_fork_parent(void) { bkv_fork_parent(bkv_redis_state ? bkv_redis_state->db : NULL); }
 static void on_fork_child(void) { bkv_fork_child(bkv_redis_state ? bkv_redis_state->db : NULL); }
 
@@ -428,6 +503,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
             return REDISMODULE_ERR;
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading);
+    RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_EventLoop, on_event_loop);
     /* Redis forks to save and to sync replicas, and the child reads rows. */
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     RedisModule_Log(ctx, "notice", "bloomkv: serving %s", g->dir);

@@ -30,6 +30,13 @@ typedef struct bkv_redis {
     uint64_t incarnation[BKV_REDIS_SLOTS]; /* of each slot's key now in the keyspace (0: none) */
     uint64_t next_incarnation;
     RedisModuleType *slot_type;
+    /* Writes of this event-loop iteration, committed as one group before
+     * Redis sends any reply (or before anything reads): one WAL write for a
+     * pipeline of sets instead of one each. The clients they came from, to
+     * disconnect them unanswered should the commit fail. */
+    bkv_batch *pending;
+    unsigned long long *pending_clients;
+    size_t npending_clients, cap_pending_clients;
     char slot_tags[BKV_REDIS_SLOTS][8]; /* a hash tag per slot: "{tag}" hashes to the slot */
 } bkv_redis;
 
@@ -37,6 +44,12 @@ extern bkv_redis *bkv_redis_state;
 
 /* Redis calls this when it loads the module (module.c). */
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* The pending writes (module.c): add one for ctx's client, or commit them
+ * all (before a read, a fork, or Redis's replies; ctx may be NULL where no
+ * client can be told). put returns 0 or a bloomkv status. */
+int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, const char *val, size_t vlen, int del);
+void bkv_redis_commit(RedisModuleCtx *ctx);
 
 /* ---- slots (slots.c) ---- */
 unsigned bkv_redis_key_slot(const char *key, size_t len);

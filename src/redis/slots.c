@@ -22,13 +22,21 @@ typedef struct slot_value {
     uint64_t incarnation; /* which arrival of the slot's key this is */
 } slot_value;
 
-/* CRC16-CCITT (XMODEM), the hash of Redis Cluster's key slots. */
+/* CRC16-CCITT (XMODEM), the hash of Redis Cluster's key slots, a byte at
+ * a time from a table made once at load (every command hashes its key). */
+static uint16_t crc_table[256];
+
+static void make_crc_table(void) {
+    for (unsigned i = 0; i < 256; i++) {
+        uint16_t crc = (uint16_t)(i << 8);
+        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+        crc_table[i] = crc;
+    }
+}
+
 static uint16_t crc16(const char *buf, size_t len) {
     uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint16_t)((uint8_t)buf[i] << 8);
-        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
+    for (size_t i = 0; i < len; i++) crc = (uint16_t)((crc << 8) ^ crc_table[((crc >> 8) ^ (uint8_t)buf[i]) & 0xff]);
     return crc;
 }
 
@@ -82,6 +90,7 @@ static RedisModuleString *slot_key_name(RedisModuleCtx *ctx, unsigned slot) {
  * stops when fn returns non-zero. */
 typedef int (*row_fn)(void *arg, const char *k, size_t kl, const char *v, size_t vl);
 static int for_each_row(unsigned slot, row_fn fn, void *arg) {
+    bkv_redis_commit(NULL); /* a fork child has none: its parent committed before the fork */
     char lo[2] = {(char)(slot >> 8), (char)(slot & 0xff)}, hi[2];
     unsigned next = slot + 1;
     hi[0] = (char)(next >> 8);
@@ -163,6 +172,7 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
     uint64_t slot = RedisModule_LoadUnsigned(io);
     if (RedisModule_IsIOError(io) || slot >= BKV_REDIS_SLOTS) return NULL;
     bkv_redis *g = bkv_redis_state;
+    bkv_redis_commit(NULL); /* earlier commands' writes land before the rows that arrive now */
     bkv_batch *b = bkv_batch_create();
     if (!b) return NULL;
     int rc = BKV_OK;
@@ -310,6 +320,7 @@ int bkv_redis_slot_ready(RedisModuleCtx *ctx, unsigned slot, int create) {
 
 void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx) {
     bkv_redis *g = bkv_redis_state;
+    bkv_redis_commit(ctx);
     bkv_iter *it;
     if (bkv_iter_create(g->db, NULL, &it)) return;
     /* One seek per slot holding rows: the first row of each. */
@@ -348,6 +359,7 @@ int bkv_redis_drop_all(RedisModuleCtx *ctx) {
 }
 
 int bkv_redis_slots_init(RedisModuleCtx *ctx) {
+    make_crc_table();
     make_tags(bkv_redis_state);
     RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,
                                  .rdb_load = slot_rdb_load,

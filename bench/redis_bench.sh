@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The Redis module against Redis's own types, on one node of this machine
+# (docs/redis.md): throughput of BKV.* and BF.* as ratios of the native
+# commands in the same run (redis-benchmark, pipelined), and the anonymous
+# memory of N rows of 100-byte values in bloomkv vs in native strings.
+#
+#   bench/redis_bench.sh MODULE [N]        (N rows for the memory test, default 1000000)
+#
+# Servers listen on 127.0.0.1 on free ports and are stopped by their pid.
+set -eu
+MODULE=$(readlink -f "$1")
+N=${2:-1000000}
+OPS=${OPS:-300000}
+PIPE=${PIPE:-16}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-rbench-XXXXXX")
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start NAME [module args...]: prints the port
+start() {
+    local name=$1 port
+    shift
+    port=$(free_port)
+    mkdir -p "$WORK/$name"
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --save "" --appendonly no \
+        --logfile server.log "$@" >/dev/null 2>&1 &
+    PIDS+=($!)
+    echo "$!" >"$WORK/$name/pid"
+    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    echo "$port"
+}
+
+VALUE=$(head -c 100 /dev/zero | tr '\0' 'v')
+# rps PORT COMMAND...: requests per second of one command
+rps() {
+    local port=$1
+    shift
+    redis-benchmark -p "$port" -n "$OPS" -P "$PIPE" -r 1000000 -c 4 --csv "$@" 2>/dev/null |
+        awk -F'"' 'NR==2 {print int($4)}'
+}
+
+NATIVE=$(start native)
+BKV=$(start bkv --loadmodule "$MODULE" dir "$WORK/bkv/data")
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+row() { printf "%-34s %12s %12s %8s\n" "$1" "$2" "$3" "$(ratio "$2" "$3")"; }
+
+echo "redis-benchmark: $OPS requests, pipeline $PIPE, 4 clients, keys from 1 M; ops/s"
+printf "%-34s %12s %12s %8s\n" "bloomkv command vs native" "bloomkv" "native" "ratio"
+row "BKV.SET vs SET" "$(rps "$BKV" BKV.SET key:__rand_int__ "$VALUE")" "$(rps "$NATIVE" SET key:__rand_int__ "$VALUE")"
+row "BKV.GET vs GET" "$(rps "$BKV" BKV.GET key:__rand_int__)" "$(rps "$NATIVE" GET key:__rand_int__)"
+row "BKV.EXISTS (absent) vs EXISTS" "$(rps "$BKV" BKV.EXISTS miss:__rand_int__)" "$(rps "$NATIVE" EXISTS miss:__rand_int__)"
+row "BF.ADD vs SADD" "$(rps "$BKV" BF.ADD bf __rand_int__)" "$(rps "$NATIVE" SADD set __rand_int__)"
+row "BF.EXISTS vs SISMEMBER" "$(rps "$BKV" BF.EXISTS bf __rand_int__)" "$(rps "$NATIVE" SISMEMBER set __rand_int__)"
+
+# Memory: N distinct rows, loaded with redis-cli --pipe.
+load() {
+    local port=$1 cmd=$2
+    awk -v n="$N" -v cmd="$cmd" -v val="$VALUE" 'BEGIN {
+        for (i = 0; i < n; i++) {
+            k = sprintf("row:%012d", i)
+            printf "*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(cmd), cmd, length(k), k, length(val), val
+        }
+    }' | redis-cli -p "$port" --pipe >/dev/null
+}
+rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$(cat "$WORK/$1/pid")/status"; }
+redis-cli -p "$NATIVE" flushall >/dev/null
+redis-cli -p "$BKV" flushall >/dev/null
+base_native=$(rss_anon native)
+base_bkv=$(rss_anon bkv)
+load "$NATIVE" SET
+load "$BKV" BKV.SET
+redis-cli -p "$BKV" BKV.COMPACT >/dev/null
+n_native=$(redis-cli -p "$NATIVE" dbsize)
+echo
+echo "memory, $N rows of 100-byte values (RssAnon; native holds $n_native keys)"
+mem_native=$(( $(rss_anon native) - base_native ))
+mem_bkv=$(( $(rss_anon bkv) - base_bkv ))
+printf "%-34s %10d KiB\n" "native strings" "$mem_native" "bloomkv module" "$mem_bkv"
+awk -v a="$mem_bkv" -v b="$mem_native" 'BEGIN { printf "bloomkv / native: %.1f%%\n", 100 * a / b }'

@@ -76,6 +76,9 @@ run: deps
 	@echo "search by value (bloomkv: bit-sliced value index; LevelDB, RocksDB: a full scan)"
 	@$(BUILD)/bloomkv bench --compare --num 500000 --value_index bitsliced --searches 1000 \
 		--benchmarks fillrandom,findvalue
+	@if [ -f $(BUILD)/bloomkv_redis.so ] && command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then \
+		echo; echo "the Redis module beside Redis's own types (one node)"; \
+		bash bench/redis_bench.sh $(BUILD)/bloomkv_redis.so 1000000; fi
 
 # The installed tool is built without the peers: it must not depend on
 # whichever LevelDB or RocksDB the build machine had.

@@ -87,8 +87,9 @@ static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t ex
     return s;
 }
 
+/* Newest first: it is the largest and holds most of the items. */
 static int stack_contains(const fstack *s, bkv_hash h) {
-    for (uint32_t i = 0; i < s->nsubs; i++)
+    for (uint32_t i = s->nsubs; i-- > 0;)
         if (bkv_filter_may_contain(s->subs[i].f, h)) return 1;
     return 0;
 }

@@ -47,7 +47,7 @@ rps() {
 }
 
 NATIVE=$(start native)
-BKV=$(start bkv --loadmodule "$MODULE" dir "$WORK/bkv/data")
+BKV=$(start bkv --loadmodule "$MODULE" dir "$WORK/bkv/data" ${MODULE_ARGS:-})
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 row() { printf "%-34s %12s %12s %8s\n" "$1" "$2" "$3" "$(ratio "$2" "$3")"; }

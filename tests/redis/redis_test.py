@@ -451,8 +451,34 @@ def cluster():
     for k, v in acked.items():
         check(rc.call("BKV.GET", k) == v.encode(), "acknowledged %s after failover" % k)
     model.update(acked)
-    victim.start()  # comes back as a replica of the promoted node
-    time.sleep(1)
+    victim_slots = {keyslot(k) for k in acked}
+    while_down = {}
+    for i in range(3000):
+        k = "whiledown:%d" % i
+        if keyslot(k) in victim_slots or i % 10 == 0:
+            rc.call("BKV.SET", k, "d%d" % i)
+            while_down[k] = "d%d" % i
+    model.update(while_down)
+    victim.start()  # comes back as a replica of the promoted node: a full sync
+    vr = victim.client()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        role = vr.execute_command("ROLE")
+        if role[0] == b"slave" and role[3] == b"connected":
+            break
+        time.sleep(0.1)
+    check(role[0] == b"slave" and role[3] == b"connected", "the old master rejoined as a replica: %r" % (role,))
+    vr.execute_command("READONLY")
+    time.sleep(0.5)
+    synced = 0
+    for k, v in {**acked, **while_down}.items():
+        try:
+            got = vr.execute_command("BKV.GET", k)
+        except redis.exceptions.ResponseError:
+            continue  # a slot of another master: MOVED
+        check(got == v.encode(), "%s on the replica after its full sync" % k)
+        synced += 1
+    check(synced >= len(acked), "the replica answers for its master's slots (%d rows)" % synced)
 
     # Reshard a quarter of the slots while a reader checks every key.
     masters = cluster_masters([n for n in nodes if n.proc])

@@ -1,38 +1,55 @@
 /* Fixed-width little-endian coding. Every integer bloomkv writes to disk is
- * little-endian whatever the host, so files move between machines; the
- * byte-wise form compiles to a plain load or store on little-endian CPUs. */
+ * little-endian whatever the host, so files move between machines. */
 #ifndef BKV_UTIL_CODING_H
 #define BKV_UTIL_CODING_H
 
 #include <stdint.h>
+#include <string.h>
+
+/* memcpy is one unaligned load or store; the swap happens only on a
+ * big-endian host. (The loop of shifts this replaces was not always
+ * recognised: Ribbon queries spent a third of their time assembling bytes.) */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define BKV_LE16(x) __builtin_bswap16(x)
+#define BKV_LE32(x) __builtin_bswap32(x)
+#define BKV_LE64(x) __builtin_bswap64(x)
+#else
+#define BKV_LE16(x) (x)
+#define BKV_LE32(x) (x)
+#define BKV_LE64(x) (x)
+#endif
 
 static inline void bkv_put_u16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+    v = BKV_LE16(v);
+    memcpy(p, &v, 2);
 }
 
 static inline void bkv_put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    v = BKV_LE32(v);
+    memcpy(p, &v, 4);
 }
 
 static inline void bkv_put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    v = BKV_LE64(v);
+    memcpy(p, &v, 8);
 }
 
 static inline uint16_t bkv_get_u16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (p[1] << 8));
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return BKV_LE16(v);
 }
 
 static inline uint32_t bkv_get_u32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return BKV_LE32(v);
 }
 
 static inline uint64_t bkv_get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return BKV_LE64(v);
 }
 
 #endif

@@ -51,24 +51,39 @@ static int bloom_may_contain(const bkv_filter *f, bkv_hash h) {
     return 1;
 }
 
-static inline void prefetch_first_probes(const bkv_filter *f, bkv_hash h) {
-    uint64_t a = h, b = bkv_rotl64(h, 32);
-    __builtin_prefetch(f->payload + (bkv_fastrange64(a, f->num_bits) >> 3));
-    if (f->k > 1) __builtin_prefetch(f->payload + (bkv_fastrange64(a + b, f->num_bits) >> 3));
-}
-
-/* A negative probe usually stops after one or two misses, so prefetching
- * the first two positions of each key captures most of the win. Groups are
- * double-buffered as in the blocked filter. */
-static void bloom_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n,
-                                    uint8_t *out) {
-    size_t first = n < BKV_FILTER_BATCH ? n : BKV_FILTER_BATCH;
-    for (size_t i = 0; i < first; i++) prefetch_first_probes(f, h[i]);
-    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
-        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
-        size_t next_end = end + BKV_FILTER_BATCH < n ? end + BKV_FILTER_BATCH : n;
-        for (size_t i = end; i < next_end; i++) prefetch_first_probes(f, h[i]);
-        for (size_t i = base; i < end; i++) out[i] = (uint8_t)bloom_may_contain(f, h[i]);
+/* Batches go probe by probe across a group of keys instead of key by key:
+ * the i-th probes of every key still alive are independent loads, issued
+ * (prefetched) together, and a key leaves the group at its first zero
+ * bit. Key by key, each probe waited on the branch before it, and batches
+ * gained nothing on single probes. */
+#define BLOOM_GROUP 32
+#define BLOOM_CACHED_BYTES (4u << 20) /* below this the filter sits in cache: probes are not waiting on memory */
+static void bloom_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    if (f->payload_len < BLOOM_CACHED_BYTES) {
+        for (size_t i = 0; i < n; i++) out[i] = (uint8_t)bloom_may_contain(f, h[i]);
+        return;
+    }
+    for (size_t base = 0; base < n; base += BLOOM_GROUP) {
+        size_t g = n - base < BLOOM_GROUP ? n - base : BLOOM_GROUP;
+        uint64_t a[BLOOM_GROUP], b[BLOOM_GROUP];
+        uint64_t alive = g == 64 ? ~UINT64_C(0) : (UINT64_C(1) << g) - 1;
+        for (size_t j = 0; j < g; j++) {
+            a[j] = h[base + j];
+            b[j] = bkv_rotl64(h[base + j], 32);
+            __builtin_prefetch(f->payload + (bkv_fastrange64(a[j], f->num_bits) >> 3));
+        }
+        for (unsigned i = 0; i < f->k && alive; i++) {
+            for (uint64_t m = alive; m; m &= m - 1) {
+                unsigned j = (unsigned)__builtin_ctzll(m);
+                if (i + 1 < f->k) __builtin_prefetch(f->payload + (bkv_fastrange64(a[j] + b[j], f->num_bits) >> 3));
+            }
+            for (uint64_t m = alive; m; m &= m - 1) {
+                unsigned j = (unsigned)__builtin_ctzll(m);
+                if (!bkv_payload_bit(f->payload, bkv_fastrange64(a[j], f->num_bits))) alive &= ~(UINT64_C(1) << j);
+                a[j] += b[j];
+            }
+        }
+        for (size_t j = 0; j < g; j++) out[base + j] = (uint8_t)((alive >> j) & 1);
     }
 }
 

@@ -78,15 +78,36 @@ static int fuse_may_contain(const bkv_filter *f, bkv_hash h) {
     return ((uint32_t)fp_of(x) & mask) == (cell_get(f, c.h[0]) ^ cell_get(f, c.h[1]) ^ cell_get(f, c.h[2]));
 }
 
+/* A query is three independent loads, which the processor already
+ * overlaps across consecutive queries of a loop; prefetching a group of
+ * keys first only recomputed their cells (batches measured 1.7x slower
+ * than single probes at 10 M keys). So the cells are computed once, and
+ * the loads issued a few keys ahead of their use. */
+#define FUSE_AHEAD 4
+#define FUSE_CACHED_BYTES (4u << 20) /* below this the array sits in cache: nothing to overlap */
 static void fuse_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    if (f->payload_len < FUSE_CACHED_BYTES) {
+        for (size_t i = 0; i < n; i++) out[i] = (uint8_t)fuse_may_contain(f, h[i]);
+        return;
+    }
     unsigned w = f->k / 8;
-    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
-        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
-        for (size_t i = base; i < end; i++) {
-            cells c = cells_of(f, bkv_filter_remix(h[i], f->filter_seed));
-            for (int j = 0; j < 3; j++) __builtin_prefetch(f->payload + c.h[j] * w);
+    uint32_t mask = (uint32_t)((1u << f->k) - 1);
+    cells ring[FUSE_AHEAD];
+    uint32_t fps[FUSE_AHEAD];
+    for (size_t i = 0; i < n + FUSE_AHEAD; i++) {
+        if (i >= FUSE_AHEAD) {
+            size_t q = i - FUSE_AHEAD;
+            const cells *c = &ring[q % FUSE_AHEAD];
+            out[q] = (uint8_t)(fps[q % FUSE_AHEAD] ==
+                               (cell_get(f, c->h[0]) ^ cell_get(f, c->h[1]) ^ cell_get(f, c->h[2])));
         }
-        for (size_t i = base; i < end; i++) out[i] = (uint8_t)fuse_may_contain(f, h[i]);
+        if (i < n) {
+            uint64_t x = bkv_filter_remix(h[i], f->filter_seed);
+            cells c = cells_of(f, x);
+            for (int j = 0; j < 3; j++) __builtin_prefetch(f->payload + c.h[j] * w);
+            ring[i % FUSE_AHEAD] = c;
+            fps[i % FUSE_AHEAD] = (uint32_t)fp_of(x) & mask;
+        }
     }
 }
 

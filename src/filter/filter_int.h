@@ -36,7 +36,7 @@
 #define BKV_FILTER_MAX_K 30
 /* Keys a probe batch prefetches before testing: enough misses in flight to
  * fill the core's line-fill buffers, few enough to stay in L1. */
-#define BKV_FILTER_BATCH 16
+#define BKV_FILTER_BATCH 32
 
 typedef struct bkv_filter_ops bkv_filter_ops;
 

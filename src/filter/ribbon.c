@@ -81,23 +81,40 @@ static inline u128 window(const bkv_filter *f, uint64_t s, unsigned j) {
     return ((u128)hi << 64) | lo;
 }
 
+static int row_matches(const bkv_filter *f, const row *w);
+
 static int ribbon_may_contain(const bkv_filter *f, bkv_hash h) {
     row w = make_row(h, f->filter_seed, f->params[0], f->k);
+    return row_matches(f, &w);
+}
+
+static int row_matches(const bkv_filter *f, const row *w) {
     for (unsigned j = 0; j < f->k; j++)
-        if (parity128(window(f, w.start, j) & w.coeff) != ((w.result >> j) & 1)) return 0;
+        if (parity128(window(f, w->start, j) & w->coeff) != ((w->result >> j) & 1)) return 0;
     return 1;
 }
 
+/* A key's window spans 3 x r words (up to four cache lines): every line
+ * of it is prefetched a few keys ahead, each row computed once. Below
+ * 4 MiB the filter sits in cache and a plain loop is faster. */
+#define RIBBON_AHEAD 4
+#define RIBBON_CACHED_BYTES (4u << 20)
 static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
-    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
-        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
-        for (size_t i = base; i < end; i++) {
+    if (f->payload_len < RIBBON_CACHED_BYTES) {
+        for (size_t i = 0; i < n; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);
+        return;
+    }
+    row ring[RIBBON_AHEAD];
+    size_t span = 3 * (size_t)f->k * 8;
+    for (size_t i = 0; i < n + RIBBON_AHEAD; i++) {
+        if (i >= RIBBON_AHEAD) out[i - RIBBON_AHEAD] = (uint8_t)row_matches(f, &ring[(i - RIBBON_AHEAD) % RIBBON_AHEAD]);
+        if (i < n) {
             row w = make_row(h[i], f->filter_seed, f->params[0], f->k);
             const uint8_t *p = f->payload + (w.start / 64) * f->k * 8;
-            __builtin_prefetch(p);
-            __builtin_prefetch(p + 24 * f->k - 1);
+            for (size_t off = 0; off < span; off += 64) __builtin_prefetch(p + off);
+            __builtin_prefetch(p + span - 1);
+            ring[i % RIBBON_AHEAD] = w;
         }
-        for (size_t i = base; i < end; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);
     }
 }
 

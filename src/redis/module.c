@@ -41,7 +41,17 @@ typedef struct row_key {
     unsigned slot;
 } row_key;
 
+/* Rows, and the slot keys that move them, belong to database 0 (the only
+ * one Redis Cluster has): a command from another SELECTed database is
+ * refused rather than mixing keyspaces. */
+static int refuse_other_db(RedisModuleCtx *ctx) {
+    if (RedisModule_GetSelectedDb(ctx) == 0) return 0;
+    RedisModule_ReplyWithError(ctx, "ERR bloomkv rows live in database 0 (SELECT 0)");
+    return -1;
+}
+
 static int make_row_key(RedisModuleCtx *ctx, RedisModuleString *arg, row_key *rk) {
+    if (refuse_other_db(ctx)) return -1;
     size_t len;
     const char *k = RedisModule_StringPtrLen(arg, &len);
     if (len > MAX_KEY_BYTES) return RedisModule_ReplyWithError(ctx, "ERR key too large (at most 1 MiB)"), -1;
@@ -260,6 +270,7 @@ static int hex_digit(char c) {
 static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc < 2 || argc % 2) return RedisModule_WrongArity(ctx);
+    if (refuse_other_db(ctx)) return REDISMODULE_OK;
     size_t cl, pl = 0;
     const char *cur = RedisModule_StringPtrLen(argv[1], &cl), *prefix = NULL;
     long long count = 10;
@@ -347,6 +358,7 @@ static int reply_found(void *arg, const void *key, size_t klen, const void *val,
 static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2 && argc != 4) return RedisModule_WrongArity(ctx);
+    if (refuse_other_db(ctx)) return REDISMODULE_OK;
     long long limit = (long long)1 << 62;
     if (argc == 4) {
         if (strcasecmp(RedisModule_StringPtrLen(argv[2], NULL), "LIMIT") != 0)
@@ -387,7 +399,9 @@ static int cmd_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 /* ---- server events ---- */
 
 static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
-    (void)e, (void)data;
+    (void)e;
+    const RedisModuleFlushInfo *fi = data;
+    if (fi && fi->dbnum != -1 && fi->dbnum != 0) return; /* another database: not ours */
     if (sub == REDISMODULE_SUBEVENT_FLUSHDB_START) bkv_redis_commit(ctx);
     if (sub == REDISMODULE_SUBEVENT_FLUSHDB_END) bkv_redis_drop_all(ctx);
 }

@@ -172,6 +172,10 @@ def single_node():
     expect_error(lambda: r.execute_command("BKV.SCAN", 0, "COUNT", "x"), "integer", "COUNT not a number")
     expect_error(lambda: r.execute_command("BKV.FINDVALUE", "v", "LIMIT", "-1"), "integer", "negative LIMIT")
     expect_error(lambda: r.execute_command("BKV.SET", "x" * (1 << 20 + 1), "v"), "too large", "huge key")
+    r1 = redis.Redis(host="127.0.0.1", port=s.port, db=1)
+    expect_error(lambda: r1.execute_command("BKV.SET", "k", "v"), "database 0", "rows only in database 0")
+    r1.flushdb()  # another database's flush leaves the rows alone
+    check(r.execute_command("BKV.GET", "m1") == b"a", "rows survive FLUSHDB of database 1")
     r.set("plain", "string")
     expect_error(lambda: r.execute_command("BF.ADD", "plain", "a"), "WRONGTYPE", "BF on a string")
     expect_error(lambda: r.execute_command("CF.ADD", "plain", "a"), "WRONGTYPE", "CF on a string")

@@ -18,7 +18,7 @@
  * (BKV_VERSION_NUMBER as it was built), so a program can tell when it runs
  * against another release than it was compiled with. */
 #define BKV_VERSION_MAJOR 0
-#define BKV_VERSION_MINOR 1
+#define BKV_VERSION_MINOR 2
 #define BKV_VERSION_PATCH 0
 #define BKV_VERSION_NUMBER (BKV_VERSION_MAJOR * 10000 + BKV_VERSION_MINOR * 100 + BKV_VERSION_PATCH)
 

@@ -575,13 +575,14 @@ int bkv_cli_find_value(int argc, char **argv) {
                 fprintf(stderr,
                         "leaves %llu, inner nodes probed %llu (%llu maybe), leaves probed %llu (%llu maybe), "
                         "partitions scanned %llu (%llu with a match), entries scanned %llu, memtable candidates %llu, "
-                        "candidates %llu, results %llu\n",
+                        "candidates %llu, results %llu; plan: %s (estimated entries: index %llu, scan %llu)\n",
                         (unsigned long long)st.leaves, (unsigned long long)st.nodes_probed,
                         (unsigned long long)st.nodes_positive, (unsigned long long)st.leaves_probed,
                         (unsigned long long)st.leaves_positive, (unsigned long long)st.partitions_scanned,
                         (unsigned long long)st.partitions_matched, (unsigned long long)st.entries_scanned,
                         (unsigned long long)st.memtable_candidates, (unsigned long long)st.candidates,
-                        (unsigned long long)st.results);
+                        (unsigned long long)st.results, st.plan_scan ? "full scan" : "index",
+                        (unsigned long long)st.index_cost, (unsigned long long)st.scan_cost);
             }
             bkv_close(db);
             ec = f.n ? 0 : EXIT_NOTFOUND;

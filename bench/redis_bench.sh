@@ -13,10 +13,15 @@ N=${2:-1000000}
 OPS=${OPS:-300000}
 PIPE=${PIPE:-16}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-rbench-XXXXXX")
-PIDS=()
+# Each server's pid is in WORK/NAME/pid: start() runs in a command
+# substitution, so a list kept in a variable would never reach this shell.
 cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    for f in "$WORK"/*/pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -31,7 +36,6 @@ start() {
     mkdir -p "$WORK/$name"
     redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --save "" --appendonly no \
         --logfile server.log "$@" >/dev/null 2>&1 &
-    PIDS+=($!)
     echo "$!" >"$WORK/$name/pid"
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
     echo "$port"

@@ -17,6 +17,17 @@ static inline const char *test_make_dir(char *buf, size_t n, const char *tag) {
     return buf;
 }
 
+/* XORs the byte at offset off of path with mask (twice restores it): the
+ * damage of the corruption tests. 0, or -1 when the file cannot be read
+ * or written there. */
+static inline int test_xor_byte(const char *path, long off, int mask) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) return -1;
+    int c = fseek(f, off, SEEK_SET) == 0 ? fgetc(f) : EOF;
+    int rc = c == EOF || fseek(f, off, SEEK_SET) != 0 || fputc(c ^ mask, f) == EOF ? -1 : 0;
+    return fclose(f) == 0 ? rc : -1;
+}
+
 static inline void test_remove_dir(const char *dir) {
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

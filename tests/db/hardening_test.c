@@ -200,15 +200,7 @@ static void wal_only_database(const char *path, int n, char *wal, size_t wlen) {
     assert_int_equal(access(wal, F_OK), 0);
 }
 
-static void flip_byte(const char *path, long off) {
-    int fd = open(path, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char c;
-    assert_int_equal(pread(fd, &c, 1, off), 1);
-    c ^= 0x20;
-    assert_int_equal(pwrite(fd, &c, 1, off), 1);
-    close(fd);
-}
+static void flip_byte(const char *path, long off) { assert_int_equal(test_xor_byte(path, off, 0x20), 0); }
 
 static int count_keys(bkv_db *d) {
     bkv_iter *it;

@@ -349,12 +349,7 @@ static void test_damaged_value_filters(void **s) {
     assert_true(len > 0);
     uint64_t spots[] = {off + 1, off + 40, off + len - 3};
     for (size_t i = 0; i < sizeof spots / sizeof spots[0]; i++) {
-        FILE *f = fopen(tpath, "r+b");
-        fseek(f, (long)spots[i], SEEK_SET);
-        int ch = fgetc(f);
-        fseek(f, (long)spots[i], SEEK_SET);
-        fputc(ch ^ 0x5a, f);
-        fclose(f);
+        assert_int_equal(test_xor_byte(tpath, (long)spots[i], 0x5a), 0);
         assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
         assert_int_equal(test_counter(db, "value-filters-unusable"), 1);
         int n = 0;
@@ -364,10 +359,7 @@ static void test_damaged_value_filters(void **s) {
         assert_int_equal(st.partitions_scanned, 1); /* the whole table, once */
         assert_int_equal(st.entries_scanned, 5000);
         assert_int_equal(bkv_close(db), BKV_OK);
-        f = fopen(tpath, "r+b");
-        fseek(f, (long)spots[i], SEEK_SET);
-        fputc(ch, f);
-        fclose(f);
+        assert_int_equal(test_xor_byte(tpath, (long)spots[i], 0x5a), 0); /* repaired */
     }
     /* Repaired, it is used again. */
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);

@@ -71,15 +71,7 @@ static void copy_dir(const char *from, const char *to) {
     assert_int_equal(system(cmd), 0);
 }
 
-static void flip(const char *file, size_t pos) {
-    FILE *f = fopen(file, "r+b");
-    assert_non_null(f);
-    fseek(f, (long)pos, SEEK_SET);
-    int c = fgetc(f);
-    fseek(f, (long)pos, SEEK_SET);
-    fputc(c ^ 0x40, f);
-    fclose(f);
-}
+static void flip(const char *file, size_t pos) { assert_int_equal(test_xor_byte(file, (long)pos, 0x40), 0); }
 
 /* Whole-file damage: the ways a file system or an operator hurts a file. */
 enum { ZERO_HEAD, ZERO_MIDDLE, ZERO_TAIL, TRUNCATE_EMPTY, TRUNCATE_HALF, TRUNCATE_LAST_BYTE, APPEND_GARBAGE, DELETE, DAMAGES };

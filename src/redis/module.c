@@ -65,6 +65,15 @@ static void free_row_key(row_key *rk) {
     if (rk->p != rk->buf) RedisModule_Free(rk->p);
 }
 
+/* The row key of argv's user key, its slot ready for the command (create:
+ * a write); -1 after replying when either is refused (nothing to free). */
+static int open_row(RedisModuleCtx *ctx, RedisModuleString *arg, int create, row_key *rk) {
+    if (make_row_key(ctx, arg, rk)) return -1;
+    if (!bkv_redis_slot_ready(ctx, rk->slot, create)) return 0;
+    free_row_key(rk);
+    return -1;
+}
+
 static bkv_write_options write_options(void) {
     bkv_write_options wo;
     bkv_write_options_init(&wo);
@@ -130,8 +139,7 @@ int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, con
 static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
     row_key rk;
-    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
-    if (bkv_redis_slot_ready(ctx, rk.slot, 1)) return free_row_key(&rk), REDISMODULE_OK;
+    if (open_row(ctx, argv[1], 1, &rk)) return REDISMODULE_OK;
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[2], &vl);
     int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, v, vl, 0);
@@ -145,8 +153,7 @@ static int cmd_get(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
-    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
-    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    if (open_row(ctx, argv[1], 0, &rk)) return REDISMODULE_OK;
     void *v;
     size_t vl;
     int rc = bkv_get(bkv_redis_state->db, NULL, rk.p, rk.len, &v, &vl);
@@ -171,8 +178,7 @@ static int cmd_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
-    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
-    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    if (open_row(ctx, argv[1], 0, &rk)) return REDISMODULE_OK;
     int r = row_exists(&rk);
     free_row_key(&rk);
     return r < 0 ? reply_bkv_error(ctx, r) : RedisModule_ReplyWithLongLong(ctx, r);
@@ -182,8 +188,7 @@ static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
     row_key rk;
-    if (make_row_key(ctx, argv[1], &rk)) return REDISMODULE_OK;
-    if (bkv_redis_slot_ready(ctx, rk.slot, 0)) return free_row_key(&rk), REDISMODULE_OK;
+    if (open_row(ctx, argv[1], 0, &rk)) return REDISMODULE_OK;
     int r = row_exists(&rk);
     if (r == 1) {
         int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, NULL, 0, 1);
@@ -204,16 +209,12 @@ static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx);
     for (int i = 1; i < argc; i += 2) {
         row_key rk;
-        if (make_row_key(ctx, argv[i], &rk)) return bkv_batch_clear(bkv_redis_state->pending), REDISMODULE_OK;
-        int busy = bkv_redis_slot_ready(ctx, rk.slot, 1);
+        if (open_row(ctx, argv[i], 1, &rk)) return bkv_batch_clear(bkv_redis_state->pending), REDISMODULE_OK;
         size_t vl;
         const char *v = RedisModule_StringPtrLen(argv[i + 1], &vl);
-        int rc = busy ? BKV_OK : pending_add(rk.p, rk.len, v, vl, 0);
+        int rc = pending_add(rk.p, rk.len, v, vl, 0);
         free_row_key(&rk);
-        if (busy || rc) {
-            if (bkv_redis_state->pending) bkv_batch_clear(bkv_redis_state->pending);
-            return busy ? REDISMODULE_OK : reply_bkv_error(ctx, rc);
-        }
+        if (rc) return bkv_batch_clear(bkv_redis_state->pending), reply_bkv_error(ctx, rc);
     }
     pending_done(ctx);
     RedisModule_ReplicateVerbatim(ctx);
@@ -231,12 +232,8 @@ static int cmd_mget(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     int *st = RedisModule_Calloc(n, sizeof *st);
     size_t made = 0;
     int stop = 0;
-    for (; made < n && !stop; made++) {
-        if (make_row_key(ctx, argv[made + 1], &rks[made])) {
-            stop = 1;
-            break;
-        }
-        if (bkv_redis_slot_ready(ctx, rks[made].slot, 0)) stop = 1;
+    for (; made < n; made++) {
+        if ((stop = open_row(ctx, argv[made + 1], 0, &rks[made]))) break;
         keys[made] = rks[made].p;
         klens[made] = rks[made].len;
     }

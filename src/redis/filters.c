@@ -248,12 +248,20 @@ static void *f_copy(RedisModuleString *from, RedisModuleString *to, const void *
 
 enum { LOOKUP_OK, LOOKUP_EMPTY, LOOKUP_WRONGTYPE };
 
-static int lookup(RedisModuleKey *key, int kind, fstack **out) {
-    *out = NULL;
-    int t = RedisModule_KeyType(key);
+/* Opens name (mode: REDISMODULE_READ, with WRITE to change it) for a
+ * filter of kind: LOOKUP_OK with *s, LOOKUP_EMPTY, or LOOKUP_WRONGTYPE
+ * after replying with Redis's WRONGTYPE error. */
+static int open_filter(RedisModuleCtx *ctx, RedisModuleString *name, int kind, int mode, RedisModuleKey **key,
+                       fstack **s) {
+    *key = RedisModule_OpenKey(ctx, name, mode);
+    *s = NULL;
+    int t = RedisModule_KeyType(*key);
     if (t == REDISMODULE_KEYTYPE_EMPTY) return LOOKUP_EMPTY;
-    if (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != type_of(kind)) return LOOKUP_WRONGTYPE;
-    *out = RedisModule_ModuleTypeGetValue(key);
+    if (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type_of(kind)) {
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return LOOKUP_WRONGTYPE;
+    }
+    *s = RedisModule_ModuleTypeGetValue(*key);
     return LOOKUP_OK;
 }
 
@@ -295,10 +303,10 @@ typedef struct bf_create {
 
 static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleString **items, int n,
                            const bf_create *c, int multi) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_BF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, keyname, KIND_BF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) {
         if (!c->create) return RedisModule_ReplyWithError(ctx, "ERR not found");
         if (!(s = fstack_new(KIND_BF, c->capacity, c->error, c->expansion, c->nonscaling)))
@@ -348,10 +356,10 @@ static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
     }
     if (c.nonscaling && has_expansion) return RedisModule_ReplyWithError(ctx, "ERR nonscaling filters cannot expand");
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_BF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_BF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
     if (!(s = fstack_new(KIND_BF, c.capacity, c.error, c.expansion, c.nonscaling)))
         return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
@@ -395,10 +403,10 @@ static int cmd_bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 /* BF.EXISTS / CF.EXISTS and the M forms: a missing key holds nothing. */
 static int exists_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int kind, int multi) {
     if (multi ? argc < 3 : argc != 3) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, kind, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], kind, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     int n = argc - 2;
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     if (st == LOOKUP_EMPTY) {
@@ -434,10 +442,10 @@ static uint64_t total_capacity(const fstack *s) {
 
 static int cmd_bf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2 && argc != 3) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_BF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_BF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
     static const char *const names[] = {"Capacity", "Size", "Number of filters", "Number of items inserted",
                                         "Expansion rate"};
@@ -462,10 +470,10 @@ static int cmd_bf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
 static int cmd_bf_card(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_BF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_BF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     return RedisModule_ReplyWithLongLong(ctx, st == LOOKUP_OK ? (long long)s->items : 0);
 }
 
@@ -497,10 +505,10 @@ static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iter
 
 static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleString **items, int n,
                            int create, uint64_t capacity, int nx, int multi) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_CF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, keyname, KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) {
         if (!create) return RedisModule_ReplyWithError(ctx, "ERR not found");
         if (!(s = cf_new(capacity, 2, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION)))
@@ -531,10 +539,10 @@ static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
     }
     if (bucket * 2 > capacity) return RedisModule_ReplyWithError(ctx, "ERR Capacity must be at least (BucketSize * 2)");
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_CF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
     if (!(s = cf_new(capacity, bucket, iters, expansion))) return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
     RedisModule_ModuleTypeSetValue(key, cf_type, s);
@@ -581,10 +589,10 @@ static int cmd_cf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_CF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
     bkv_hash h = item_hash(argv[2]);
     /* Newest first: a re-added item most likely sits in the newest. */
@@ -601,10 +609,10 @@ static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 
 static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_CF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithLongLong(ctx, 0);
     bkv_hash h = item_hash(argv[2]);
     long long n = 0;
@@ -614,10 +622,10 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 static int cmd_cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    RedisModuleKey *key;
     fstack *s;
-    int st = lookup(key, KIND_CF, &s);
-    if (st == LOOKUP_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
     uint64_t buckets = 0;
     for (uint32_t i = 0; i < s->nsubs; i++) {
@@ -661,11 +669,11 @@ static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     s->items = n;
     s->nsubs = 1;
     s->subs[0] = (sub_filter){f, n, n};
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    int t = RedisModule_KeyType(key);
-    if (t != REDISMODULE_KEYTYPE_EMPTY && (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != static_type)) {
+    RedisModuleKey *key;
+    fstack *old;
+    if (open_filter(ctx, argv[1], KIND_STATIC, REDISMODULE_READ | REDISMODULE_WRITE, &key, &old) == LOOKUP_WRONGTYPE) {
         fstack_free(s);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return REDISMODULE_OK;
     }
     RedisModule_ModuleTypeSetValue(key, static_type, s); /* a rebuild replaces the old filter */
     RedisModule_ReplicateVerbatim(ctx);

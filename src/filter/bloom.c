@@ -57,9 +57,8 @@ static int bloom_may_contain(const bkv_filter *f, bkv_hash h) {
  * bit. Key by key, each probe waited on the branch before it, and batches
  * gained nothing on single probes. */
 #define BLOOM_GROUP 32
-#define BLOOM_CACHED_BYTES (4u << 20) /* below this the filter sits in cache: probes are not waiting on memory */
 static void bloom_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
-    if (f->payload_len < BLOOM_CACHED_BYTES) {
+    if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
         for (size_t i = 0; i < n; i++) out[i] = (uint8_t)bloom_may_contain(f, h[i]);
         return;
     }

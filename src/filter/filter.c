@@ -56,6 +56,19 @@ int bkv_filter_alloc_payload(bkv_filter *f) {
     return BKV_OK;
 }
 
+void bkv_sort_by_top_bits(uint64_t *keys, size_t n, uint64_t *tmp) {
+    unsigned bits = 1;
+    while (bits < 16 && ((size_t)1 << bits) < n / 4) bits++;
+    size_t nb = (size_t)1 << bits;
+    size_t *count = calloc(nb + 1, sizeof *count);
+    if (!count) return;
+    for (size_t i = 0; i < n; i++) count[(keys[i] >> (64 - bits)) + 1]++;
+    for (size_t b = 0; b < nb; b++) count[b + 1] += count[b];
+    for (size_t i = 0; i < n; i++) tmp[count[keys[i] >> (64 - bits)]++] = keys[i];
+    memcpy(keys, tmp, n * sizeof *keys);
+    free(count);
+}
+
 int bkv_filter_create(const bkv_filter_spec *spec, uint64_t expected_keys, bkv_filter **out) {
     if (!out) return BKV_INVALID;
     *out = NULL;

@@ -98,9 +98,8 @@ static int row_matches(const bkv_filter *f, const row *w) {
  * of it is prefetched a few keys ahead, each row computed once. Below
  * 4 MiB the filter sits in cache and a plain loop is faster. */
 #define RIBBON_AHEAD 4
-#define RIBBON_CACHED_BYTES (4u << 20)
 static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
-    if (f->payload_len < RIBBON_CACHED_BYTES) {
+    if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
         for (size_t i = 0; i < n; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);
         return;
     }
@@ -131,33 +130,6 @@ static uint64_t slots_for(size_t n) {
     double overhead = n < 1000 ? 0.25 : n < 100000 ? 0.08 : n < 2000000 ? 0.04 : n < 20000000 ? 0.05 : 0.06;
     uint64_t m = (uint64_t)ceil((double)n * (1.0 + overhead)) + 128;
     return (m + 63) / 64 * 64;
-}
-
-/* The keys' remixed hashes in increasing order of their top bits. A row's
- * start slot grows with its remixed hash (fastrange is monotonic), so
- * banding them in this order walks the coefficient array from front to
- * back instead of jumping across it for every key: at 10 M keys that was
- * three quarters of the build. One counting-sort pass on the top bits is
- * enough: keys sharing a bucket start close to each other. */
-static void sorted_remix(const bkv_hash *h, size_t n, uint32_t seed, uint64_t *out, uint64_t *tmp) {
-    /* At most 2^16 buckets: the counts stay in cache while they scatter,
-     * and a bucket's keys (a few hundred slots wide at most) still band
-     * within the first levels of cache. */
-    unsigned bits = 1;
-    while (bits < 14 && ((size_t)1 << bits) < n / 4) bits++;
-    size_t nb = (size_t)1 << bits;
-    size_t *count = calloc(nb + 1, sizeof *count);
-    if (!count) { /* no memory for the buckets: unsorted, only slower */
-        for (size_t i = 0; i < n; i++) out[i] = bkv_filter_remix(h[i], seed);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        tmp[i] = bkv_filter_remix(h[i], seed);
-        count[(tmp[i] >> (64 - bits)) + 1]++;
-    }
-    for (size_t b = 0; b < nb; b++) count[b + 1] += count[b];
-    for (size_t i = 0; i < n; i++) out[count[tmp[i] >> (64 - bits)]++] = tmp[i];
-    free(count);
 }
 
 /* On-the-fly banding of the remixed hashes a; 0 when the system has no
@@ -229,7 +201,13 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
     uint64_t *a = malloc((n ? n : 1) * sizeof *a);
     int rc = coeff && result && a ? BKV_FULL : BKV_NOMEM;
     for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
-        sorted_remix(h, n, seed, a, (uint64_t *)coeff); /* m > n slots: room for n hashes before banding */
+        /* A row's start slot grows with its remixed hash (fastrange is
+         * monotonic): banding keys sorted by their top bits walks the
+         * coefficient array front to back instead of jumping across it for
+         * every key, which was three quarters of the build at 10 M keys.
+         * The sort borrows the coefficient array (m > n slots) as buffer. */
+        for (size_t i = 0; i < n; i++) a[i] = bkv_filter_remix(h[i], seed);
+        bkv_sort_by_top_bits(a, n, (uint64_t *)coeff);
         if (!band(a, n, m, (unsigned)r, coeff, result)) continue;
         f->filter_seed = seed;
         rc = bkv_filter_alloc_payload(f);

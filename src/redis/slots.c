@@ -261,6 +261,16 @@ static void slot_unlink(RedisModuleString *key, const void *value) {
     drop_slot_rows(sv->slot);
 }
 
+/* Puts the slot's key into the keyspace unless it is there. */
+static void make_slot_key(RedisModuleCtx *ctx, unsigned slot) {
+    RedisModuleString *name = slot_key_name(ctx, slot);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_WRITE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY)
+        RedisModule_ModuleTypeSetValue(key, bkv_redis_state->slot_type, new_slot_value(slot));
+    RedisModule_CloseKey(key);
+    RedisModule_FreeString(ctx, name);
+}
+
 /* ---- ownership ---- */
 
 /* Whether CLUSTER NODES lists slot among this node's own (not one it is
@@ -309,12 +319,7 @@ int bkv_redis_slot_ready(RedisModuleCtx *ctx, unsigned slot, int create) {
         RedisModule_ReplyWithError(ctx, "TRYAGAIN the slot's rows are still being moved to this node");
         return -1;
     }
-    if (!create) return 0;
-    RedisModuleString *name = slot_key_name(ctx, slot);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_WRITE);
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) RedisModule_ModuleTypeSetValue(key, g->slot_type, new_slot_value(slot));
-    RedisModule_CloseKey(key);
-    RedisModule_FreeString(ctx, name);
+    if (create) make_slot_key(ctx, slot);
     return 0;
 }
 
@@ -333,14 +338,7 @@ void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx) {
         if (kl < BKV_SLOT_PREFIX) break;
         slot = (unsigned)k[0] << 8 | k[1];
         if (slot >= BKV_REDIS_SLOTS) break;
-        if (!g->incarnation[slot]) {
-            RedisModuleString *name = slot_key_name(ctx, slot);
-            RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_WRITE);
-            if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY)
-                RedisModule_ModuleTypeSetValue(key, g->slot_type, new_slot_value(slot));
-            RedisModule_CloseKey(key);
-            RedisModule_FreeString(ctx, name);
-        }
+        if (!g->incarnation[slot]) make_slot_key(ctx, slot);
         slot++;
     }
     bkv_iter_destroy(it);

@@ -224,14 +224,11 @@ static int inspect_value_filters(const bkv_db *db, bkv_table *t, const char *pat
 /* Reads a table to be ingested whole, verifying every block, and learns
  * its range. */
 static int inspect(const bkv_db *db, ingest_file *f, bkv_err *e) {
-    bkv_rfile *rf;
-    int rc = db->env->new_readable(db->env, f->src, 0, &rf, e);
-    if (rc) return rc;
-    f->size = bkv_file_size(rf);
-    bkv_file_close_readable(rf);
     bkv_table_stats st = {0};
     bkv_table *t;
-    if ((rc = bkv_table_open(db->env, f->src, 0, NULL, &st, &t, e))) return rc;
+    int rc = bkv_table_open(db->env, f->src, 0, NULL, &st, &t, e);
+    if (rc) return rc;
+    f->size = bkv_table_file_size(t);
     if (st.filter_corrupt) rc = bkv_fail(e, BKV_CORRUPTION, "%s: its key filter block is damaged", f->src);
     if (!rc) rc = inspect_value_filters(db, t, f->src, e);
     bkv_ikey_iter *it = NULL;

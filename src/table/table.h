@@ -124,6 +124,8 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
                   unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e);
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
+/* The size of the table's file in bytes. */
+uint64_t bkv_table_file_size(const bkv_table *t);
 
 /* Reads and validates the table's value filter block: BKV_OK, BKV_NOTFOUND
  * when the table has none, or the error (naming file and offset). */

@@ -32,6 +32,8 @@ struct bkv_table {
 
 void bkv_table_set_global_seq(bkv_table *t, uint64_t seq) { t->global_seq = seq; }
 
+uint64_t bkv_table_file_size(const bkv_table *t) { return bkv_file_size(t->file); }
+
 /* The key as readers see it: an ingested table's keys were written with
  * sequence 0 and read at its global sequence, assembled in scratch. NULL
  * when scratch cannot grow. */

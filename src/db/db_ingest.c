@@ -32,11 +32,10 @@ struct bkv_table_writer {
     char path[BKV_PATH_MAX];
     bkv_wfile *file;              /* NULL once finished or failed */
     bkv_table_builder *builder;
-    bkv_vf_params vparams;
+    bkv_vf_params vparams;        /* the builder's value filters point here */
     bkv_buf last;                 /* the last user key added */
     bkv_buf ikey;
     uint64_t entries;
-    int finished;
 };
 
 int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const bkv_env *env,
@@ -135,7 +134,6 @@ int bkv_table_writer_finish(bkv_table_writer *w) {
         w->env->remove_file(w->env, w->path, NULL);
         return bkv_db_error(NULL, rc, &e);
     }
-    w->finished = 1;
     return BKV_OK;
 }
 

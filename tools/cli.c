@@ -173,7 +173,7 @@ static int hex_digit(char c) {
 
 /* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
  * into a malloc'd buffer; -1 (and *out NULL) on bad input or no memory. */
-static int decode(const char *s, int hex, char **out, size_t *len) {
+int bkv_cli_decode(const char *s, int hex, char **out, size_t *len) {
     size_t n = strlen(s);
     *out = NULL;
     if (!hex) {
@@ -201,7 +201,7 @@ static int decode(const char *s, int hex, char **out, size_t *len) {
 static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t *fl, char **to, size_t *tl) {
     *from = *to = NULL;
     *fl = *tl = 0;
-    if ((o->from && decode(o->from, o->hex, from, fl)) || (o->to && decode(o->to, o->hex, to, tl))) {
+    if ((o->from && bkv_cli_decode(o->from, o->hex, from, fl)) || (o->to && bkv_cli_decode(o->to, o->hex, to, tl))) {
         free(*from); /* decoded before a bad --to */
         fprintf(stderr, "bloomkv: %s: bad hex\n", cmd);
         return -1;
@@ -270,7 +270,7 @@ int bkv_cli_put(int argc, char **argv) {
     PARSE_OR_USAGE(3);
     char *k = NULL, *v = NULL;
     size_t kl, vl;
-    if (decode(pos[1], o.hex, &k, &kl) || decode(pos[2], o.hex, &v, &vl)) {
+    if (bkv_cli_decode(pos[1], o.hex, &k, &kl) || bkv_cli_decode(pos[2], o.hex, &v, &vl)) {
         free(k);
         fprintf(stderr, "bloomkv: put: bad hex\n");
         return EXIT_USAGE;
@@ -291,7 +291,7 @@ int bkv_cli_get(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     char *k;
     size_t kl;
-    if (decode(pos[1], o.hex, &k, &kl)) {
+    if (bkv_cli_decode(pos[1], o.hex, &k, &kl)) {
         fprintf(stderr, "bloomkv: get: bad hex\n");
         return EXIT_USAGE;
     }
@@ -322,7 +322,7 @@ int bkv_cli_delete(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     char *k;
     size_t kl;
-    if (decode(pos[1], o.hex, &k, &kl)) {
+    if (bkv_cli_decode(pos[1], o.hex, &k, &kl)) {
         fprintf(stderr, "bloomkv: delete: bad hex\n");
         return EXIT_USAGE;
     }
@@ -430,11 +430,11 @@ static int parse_record(char *line, ssize_t n, int hex, long lineno, char **k, s
         return -1;
     }
     *tab = 0;
-    if (decode(line, hex, k, kl)) {
+    if (bkv_cli_decode(line, hex, k, kl)) {
         snprintf(why, whylen, "line %ld: the key is not hex", lineno);
         return -1;
     }
-    if (decode(tab + 1, hex, v, vl)) {
+    if (bkv_cli_decode(tab + 1, hex, v, vl)) {
         free(*k);
         snprintf(why, whylen, "line %ld: the value is not hex", lineno);
         return -1;
@@ -551,7 +551,7 @@ int bkv_cli_find_value(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     char *v;
     size_t vl;
-    if (decode(pos[1], o.hex, &v, &vl)) {
+    if (bkv_cli_decode(pos[1], o.hex, &v, &vl)) {
         fprintf(stderr, "bloomkv: find-value: bad hex\n");
         return EXIT_USAGE;
     }

@@ -176,6 +176,9 @@ static int split_addr(const char *addr, char *host, size_t hl, char *port, size_
     return 0;
 }
 
+static int find_everywhere(const char *addr, const char *host, const char *port, const char *value, size_t vlen,
+                           int hex);
+
 int bkv_cli_cluster(int argc, char **argv) {
     int hex = argc > 1 && strcmp(argv[argc - 1], "--hex") == 0;
     if (hex) argc--;
@@ -185,29 +188,28 @@ int bkv_cli_cluster(int argc, char **argv) {
                         "  value is VALUE: asks HOST:PORT for CLUSTER SHARDS, then every master\n");
         return strcmp(argv[argc > 1 ? 1 : 0], "--help") == 0 ? 0 : EXIT_USAGE;
     }
-    char value[4096], host[256], port[16];
-    size_t vlen = strlen(argv[3]);
-    if (hex) {
-        vlen /= 2;
-        for (size_t i = 0; i < vlen && i < sizeof value; i++) {
-            unsigned byte;
-            if (sscanf(argv[3] + 2 * i, "%2x", &byte) != 1) vlen = sizeof value + 1;
-            else value[i] = (char)byte;
-        }
-    } else if (vlen < sizeof value) {
-        memcpy(value, argv[3], vlen);
-    }
-    if (vlen > sizeof value || (hex && strlen(argv[3]) % 2)) {
-        fprintf(stderr, "bloomkv cluster: VALUE is longer than %zu bytes, or bad hex\n", sizeof value);
-        return EXIT_USAGE;
-    }
+    char host[256], port[16], *value;
+    size_t vlen;
     if (split_addr(argv[2], host, sizeof host, port, sizeof port)) {
         fprintf(stderr, "bloomkv cluster: '%s' is not HOST:PORT\n", argv[2]);
         return EXIT_USAGE;
     }
+    if (bkv_cli_decode(argv[3], hex, &value, &vlen)) {
+        fprintf(stderr, "bloomkv cluster: VALUE is not hex\n");
+        return EXIT_USAGE;
+    }
+    int ec = find_everywhere(argv[2], host, port, value, vlen, hex);
+    free(value);
+    return ec;
+}
+
+/* Asks addr for the cluster's shards, then every master for its rows
+ * holding value, printing them; the tool's exit status. */
+static int find_everywhere(const char *addr, const char *host, const char *port, const char *value, size_t vlen,
+                           int hex) {
     conn c;
     if (conn_open(&c, host, port)) {
-        fprintf(stderr, "bloomkv cluster: cannot connect to %s: %s\n", argv[2], strerror(errno));
+        fprintf(stderr, "bloomkv cluster: cannot connect to %s: %s\n", addr, strerror(errno));
         return EXIT_ERROR;
     }
     const char *shards_cmd[] = {"CLUSTER", "SHARDS"};
@@ -215,7 +217,7 @@ int bkv_cli_cluster(int argc, char **argv) {
     reply *shards = command(&c, 2, shards_cmd, shards_len);
     close(c.fd);
     if (!shards || shards->type != '*') {
-        fprintf(stderr, "bloomkv cluster: %s: %s\n", argv[2],
+        fprintf(stderr, "bloomkv cluster: %s: %s\n", addr,
                 shards && shards->type == '-' ? shards->str : "no CLUSTER SHARDS reply (not a cluster node?)");
         reply_free(shards);
         return EXIT_ERROR;

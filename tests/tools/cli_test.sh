@@ -261,5 +261,11 @@ expect 3 "ingest of a file that is not a table" -- "$B" ingest "$i/db" "$i/sorte
 stderr_has "not a table names the file" "sorted.tsv"
 expect 0 "check after ingest" -- "$B" check "$i/db"
 
+# cluster find-value: bad arguments are refused before any connection.
+expect 2 "cluster: bad hex value" -- "$B" cluster find-value 127.0.0.1:1 zz --hex
+expect 2 "cluster: odd hex value" -- "$B" cluster find-value 127.0.0.1:1 abc --hex
+expect 2 "cluster: address without a port" -- "$B" cluster find-value nohost v
+expect 2 "cluster: missing value" -- "$B" cluster find-value 127.0.0.1:1
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

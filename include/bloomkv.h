@@ -390,6 +390,7 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
  *       value-searches, value-index-updates, value-index-nodes-recomputed,
  *       value-index-update-micros, value-filters-unusable
+ *   "bloomkv.counters"               every counter, one "name value" line each
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);

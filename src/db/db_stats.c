@@ -162,6 +162,28 @@ static void value_index_report(bkv_db *db, bkv_buf *b) {
     append(b, "\n");
 }
 
+/* Every counter, each formatted by fmt from its name and value. */
+static void append_counters(bkv_db *db, bkv_buf *b, const char *fmt) {
+    for (size_t i = 0; i < sizeof db_counters / sizeof db_counters[0]; i++) {
+        uint64_t val = 0;
+        counter_value(db, db_counters[i].name, &val);
+        append(b, fmt, db_counters[i].name, (unsigned long long)val);
+    }
+    for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++) {
+        uint64_t val = 0;
+        counter_value(db, table_counters[i].name, &val);
+        append(b, fmt, table_counters[i].name, (unsigned long long)val);
+    }
+}
+
+static char *finish_text(bkv_buf *b) {
+    if (bkv_buf_put_u8(b, 0)) {
+        bkv_buf_free(b);
+        return NULL;
+    }
+    return (char *)b->data;
+}
+
 static char *stats_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
@@ -198,22 +220,9 @@ static char *stats_report(bkv_db *db) {
            (unsigned long long)probes, (unsigned long long)negatives, (unsigned long long)fps,
            probes ? 100.0 * (double)fps / (double)(fps + negatives) : 0.0);
     append(&b, "counters:");
-    for (size_t i = 0; i < sizeof db_counters / sizeof db_counters[0]; i++) {
-        uint64_t val = 0;
-        counter_value(db, db_counters[i].name, &val);
-        append(&b, " %s=%llu", db_counters[i].name, (unsigned long long)val);
-    }
-    for (size_t i = 0; i < sizeof table_counters / sizeof table_counters[0]; i++) {
-        uint64_t val = 0;
-        counter_value(db, table_counters[i].name, &val);
-        append(&b, " %s=%llu", table_counters[i].name, (unsigned long long)val);
-    }
+    append_counters(db, &b, " %s=%llu");
     append(&b, "\n");
-    if (bkv_buf_put_u8(&b, 0)) {
-        bkv_buf_free(&b);
-        return NULL;
-    }
-    return (char *)b.data;
+    return finish_text(&b);
 }
 
 char *bkv_property(bkv_db *db, const char *name) {
@@ -253,11 +262,13 @@ char *bkv_property(bkv_db *db, const char *name) {
         bkv_buf b;
         bkv_buf_init(&b);
         value_index_report(db, &b);
-        if (bkv_buf_put_u8(&b, 0)) {
-            bkv_buf_free(&b);
-            return NULL;
-        }
-        return (char *)b.data;
+        return finish_text(&b);
+    }
+    if (strcmp(name, "bloomkv.counters") == 0) {
+        bkv_buf b;
+        bkv_buf_init(&b);
+        append_counters(db, &b, "%s %llu\n");
+        return finish_text(&b);
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
         bkv_db_lock(db);

@@ -1,0 +1,98 @@
+/*
+ * bkvpy.h — what the parts of the Python extension share.
+ *
+ * Every object that holds an engine handle guards it the same way: calls
+ * run with the GIL released (so other threads go on while one waits for a
+ * disk), and a close from another thread must not free the handle under
+ * them. A guard counts the calls under way; it is read and changed only
+ * with the GIL held, and close waits (with the GIL released) until the
+ * count drops to zero before it frees anything.
+ */
+#ifndef BKVPY_H
+#define BKVPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "bloomkv.h"
+
+typedef struct bkvpy_guard {
+    int closed;
+    long active;
+} bkvpy_guard;
+
+/* 1 and one more call under way, or 0 with an exception set (closed). */
+int bkvpy_guard_enter(bkvpy_guard *g, const char *what);
+void bkvpy_guard_leave(bkvpy_guard *g);
+/* Marks the guard closed and waits for the calls under way to end. 0 when
+ * it was already closed. */
+int bkvpy_guard_close(bkvpy_guard *g);
+
+/* Objects that must be closed before their database (iterators and
+ * snapshots) sit on its list of dependents. */
+typedef struct bkvpy_dependent {
+    struct bkvpy_dependent *prev, *next;
+    void (*close)(struct bkvpy_dependent *self);
+} bkvpy_dependent;
+
+typedef struct DBObject {
+    PyObject_HEAD
+    bkv_db *db;
+    bkvpy_guard guard;
+    PyObject *path;          /* str, as given */
+    PyObject *terms;         /* the caller's terms extractor, or NULL */
+    char *terms_name;
+    bkvpy_dependent dependents; /* list head */
+    PyObject *weakrefs;      /* the module's set of open databases holds a weak reference */
+} DBObject;
+
+typedef struct SnapshotObject {
+    PyObject_HEAD
+    bkvpy_dependent dep;
+    DBObject *db;
+    const bkv_snapshot *snap;
+    bkvpy_guard guard;
+} SnapshotObject;
+
+extern PyTypeObject bkvpy_db_type;
+extern PyTypeObject bkvpy_batch_type;
+extern PyTypeObject bkvpy_snapshot_type;
+extern PyTypeObject bkvpy_iterator_type;
+extern PyTypeObject bkvpy_filter_type;
+
+extern PyObject *bkvpy_error, *bkvpy_corruption_error, *bkvpy_io_error, *bkvpy_invalid_error,
+    *bkvpy_busy_error, *bkvpy_full_error;
+
+/* Raises the exception for status rc with the engine's message (call on the
+ * thread that made the failing call: messages are per thread). NULL. */
+PyObject *bkvpy_raise(int rc, bkv_db *db);
+
+/* A bytes-like argument (bytes, bytearray, memoryview, ...): str is refused
+ * with TypeError. Release with bkvpy_bytes_release. */
+typedef struct bkvpy_bytes {
+    const char *data;
+    size_t len;
+    Py_buffer view;
+    int has_view;
+} bkvpy_bytes;
+int bkvpy_bytes_get(PyObject *obj, bkvpy_bytes *out, const char *what);
+void bkvpy_bytes_release(bkvpy_bytes *b);
+
+void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep);
+void bkvpy_dependent_unlink(bkvpy_dependent *dep);
+
+/* The snapshot argument of a read: None or a Snapshot of this database,
+ * entered (bkvpy_snapshot_leave after the call). 0 with an exception. */
+int bkvpy_snapshot_enter(DBObject *db, PyObject *arg, SnapshotObject **out);
+void bkvpy_snapshot_leave(SnapshotObject *s);
+
+/* Shared by DB and Snapshot. */
+PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt);
+PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt);
+PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
+PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, Py_ssize_t limit, int keys_only);
+
+/* The module's entry point (module.c). */
+PyMODINIT_FUNC PyInit_bloomkv(void);
+
+#endif

@@ -1,0 +1,1225 @@
+/*
+ * db.c — bloomkv.DB, bloomkv.WriteBatch and bloomkv.Snapshot.
+ *
+ * Each call that may read a file or take the engine's locks runs with the
+ * GIL released, inside the database's guard (bkvpy.h), so that threads
+ * sharing one DB run in parallel and close() never frees the handle under
+ * a call in flight.
+ */
+#include "bkvpy.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- options ----------------------------------------------------------- */
+
+typedef struct name_value {
+    const char *name;
+    int value;
+} name_value;
+
+static const name_value compressions[] = {
+    {"none", BKV_COMPRESSION_NONE}, {"lz4", BKV_COMPRESSION_LZ4}, {"zstd", BKV_COMPRESSION_ZSTD}, {NULL, 0}};
+static const name_value compaction_styles[] = {
+    {"leveled", BKV_COMPACTION_LEVELED}, {"tiered", BKV_COMPACTION_TIERED}, {NULL, 0}};
+static const name_value wal_recoveries[] = {{"absolute", BKV_WAL_RECOVERY_ABSOLUTE},
+                                            {"point_in_time", BKV_WAL_RECOVERY_POINT_IN_TIME},
+                                            {"skip_damaged", BKV_WAL_RECOVERY_SKIP_DAMAGED},
+                                            {NULL, 0}};
+static const name_value value_indexes[] = {{"none", BKV_VALUE_INDEX_NONE},
+                                           {"flat", BKV_VALUE_INDEX_FLAT},
+                                           {"hierarchy", BKV_VALUE_INDEX_HIERARCHY},
+                                           {"bitsliced", BKV_VALUE_INDEX_BITSLICED},
+                                           {NULL, 0}};
+
+/* name (None: keep *out) -> value; 0 with InvalidArgumentError naming the choices. */
+static int pick(const char *option, const char *name, const name_value *table, int *out)
+{
+    if (!name)
+        return 1;
+    for (const name_value *nv = table; nv->name; nv++)
+        if (strcmp(nv->name, name) == 0) {
+            *out = nv->value;
+            return 1;
+        }
+    char choices[128] = "";
+    for (const name_value *nv = table; nv->name; nv++) {
+        strncat(choices, nv->name, sizeof choices - strlen(choices) - 1);
+        if (nv[1].name)
+            strncat(choices, ", ", sizeof choices - strlen(choices) - 1);
+    }
+    PyErr_Format(bkvpy_invalid_error, "%s = '%s' is not one of %s", option, name, choices);
+    return 0;
+}
+
+/* A size option: None keeps the default; a negative number is refused. */
+static int size_option(const char *option, PyObject *obj, size_t *out)
+{
+    if (!obj || obj == Py_None)
+        return 1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(bkvpy_invalid_error, "%s must be a non-negative integer", option);
+        return 0;
+    }
+    *out = (size_t)v;
+    return 1;
+}
+
+/* The caller's terms extractor, called by the engine from any of its
+ * threads: the GIL is taken for the call. An extractor that raises, or
+ * returns something other than bytes-like terms, cannot fail the write
+ * that called it, so the exception is reported as unraisable and the value
+ * is indexed under its whole bytes (searches for the whole value still
+ * find it). */
+static void python_terms(void *arg, const void *val, size_t vlen, bkv_term_emit_fn emit, void *ctx)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *fn = arg;
+    PyObject *terms = PyObject_CallFunction(fn, "y#", (const char *)val, (Py_ssize_t)vlen);
+    PyObject *it = terms ? PyObject_GetIter(terms) : NULL;
+    int failed = !it;
+    for (PyObject *t; it && (t = PyIter_Next(it));) {
+        bkvpy_bytes b;
+        if (bkvpy_bytes_get(t, &b, "a term")) {
+            emit(ctx, b.data, b.len);
+            bkvpy_bytes_release(&b);
+        } else {
+            failed = 1;
+        }
+        Py_DECREF(t);
+        if (failed)
+            break;
+    }
+    if (PyErr_Occurred())
+        failed = 1;
+    if (failed) {
+        PyErr_WriteUnraisable(fn);
+        emit(ctx, val, vlen);
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(terms);
+    PyGILState_Release(gil);
+}
+
+/* ---- DB ---------------------------------------------------------------- */
+
+static PyObject *db_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    DBObject *self = (DBObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->guard.closed = 1;
+    self->dependents.next = self->dependents.prev = &self->dependents;
+    return (PyObject *)self;
+}
+
+static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"path", "create_if_missing", "error_if_exists", "filter", "bits_per_key",
+                             "compression", "write_buffer_size", "max_write_buffer_number", "block_size",
+                             "block_cache_size", "max_open_files", "memtable_filter", "compaction_style",
+                             "max_background_jobs", "target_file_size", "wal_recovery", "file_mode",
+                             "optimize_filters_for_hits", "value_index", "value_partition_entries", "terms",
+                             "terms_name", NULL};
+    if (self->db) {
+        PyErr_SetString(PyExc_RuntimeError, "DB is already open");
+        return -1;
+    }
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 0;
+    PyObject *path = NULL, *write_buffer = NULL, *block_size = NULL, *cache = NULL, *file_size = NULL,
+             *terms = Py_None;
+    const char *filter = NULL, *compression = NULL, *style = NULL, *recovery = NULL, *vindex = NULL,
+               *terms_name = NULL;
+    unsigned int file_mode = o.file_mode, partition_entries = o.value_partition_entries;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOz:DB", kwlist, &path,
+                                     &o.create_if_missing, &o.error_if_exists, &filter, &o.bits_per_key,
+                                     &compression, &write_buffer, &o.max_write_buffer_number, &block_size, &cache,
+                                     &o.max_open_files, &o.memtable_filter, &style, &o.max_background_jobs,
+                                     &file_size, &recovery, &file_mode, &o.optimize_filters_for_hits, &vindex,
+                                     &partition_entries, &terms, &terms_name))
+        return -1;
+    o.file_mode = file_mode;
+    o.value_partition_entries = partition_entries;
+    if (filter) {
+        o.filter_type = bkv_filter_type_from_name(filter);
+        if (o.filter_type < 0) {
+            PyErr_Format(bkvpy_invalid_error, "filter = '%s' is not a filter type", filter);
+            return -1;
+        }
+    }
+    size_t target_file_size = (size_t)o.target_file_size;
+    if (!pick("compression", compression, compressions, &o.compression) ||
+        !pick("compaction_style", style, compaction_styles, &o.compaction_style) ||
+        !pick("wal_recovery", recovery, wal_recoveries, &o.wal_recovery) ||
+        !pick("value_index", vindex, value_indexes, &o.value_index) ||
+        !size_option("write_buffer_size", write_buffer, &o.write_buffer_size) ||
+        !size_option("block_size", block_size, &o.block_size) ||
+        !size_option("block_cache_size", cache, &o.block_cache_size) ||
+        !size_option("target_file_size", file_size, &target_file_size))
+        return -1;
+    o.target_file_size = target_file_size;
+    if (terms != Py_None) {
+        if (!PyCallable_Check(terms)) {
+            PyErr_SetString(PyExc_TypeError, "terms must be callable: value (bytes) -> iterable of bytes");
+            return -1;
+        }
+        if (!terms_name || !*terms_name) {
+            PyErr_SetString(bkvpy_invalid_error, "terms_name must name the terms extractor (it is recorded in "
+                                                 "the database and checked at every open)");
+            return -1;
+        }
+        self->terms_name = strdup(terms_name);
+        if (!self->terms_name) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_INCREF(terms);
+        self->terms = terms;
+        o.value_terms = python_terms;
+        o.value_terms_arg = terms;
+        o.value_terms_name = self->terms_name;
+    }
+    PyObject *path_bytes;
+    if (!PyUnicode_FSConverter(path, &path_bytes))
+        return -1;
+    int rc;
+    bkv_db *db = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_open(PyBytes_AS_STRING(path_bytes), &o, &db);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_bytes);
+    if (rc != BKV_OK) {
+        bkvpy_raise(rc, NULL);
+        return -1;
+    }
+    self->db = db;
+    self->guard.closed = 0;
+    self->path = PyOS_FSPath(path);
+    PyObject *module = PyImport_ImportModule("bloomkv");
+    PyObject *open = module ? PyObject_GetAttrString(module, "_open_databases") : NULL;
+    PyObject *r = open ? PyObject_CallMethod(open, "add", "O", self) : NULL;
+    Py_XDECREF(module);
+    Py_XDECREF(open);
+    Py_XDECREF(r);
+    return self->path && r ? 0 : -1;
+}
+
+static int db_close_handle(DBObject *self)
+{
+    if (!bkvpy_guard_close(&self->guard))
+        return BKV_OK;
+    while (self->dependents.next != &self->dependents) {
+        bkvpy_dependent *d = self->dependents.next;
+        bkvpy_dependent_unlink(d);
+        d->close(d);
+    }
+    bkv_db *db = self->db;
+    self->db = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_close(db);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+static PyObject *db_close(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    int rc = db_close_handle(self);
+    if (rc != BKV_OK)
+        return bkvpy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
+static void db_dealloc(DBObject *self)
+{
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    if (db_close_handle(self) != BKV_OK)
+        PyErr_Clear();
+    Py_XDECREF(self->path);
+    Py_XDECREF(self->terms);
+    free(self->terms_name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *db_enter_ctx(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *db_exit_ctx(DBObject *self, PyObject *args)
+{
+    (void)args;
+    return db_close(self, NULL);
+}
+
+static PyObject *db_get_closed(DBObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->guard.closed);
+}
+
+static PyObject *db_get_path(DBObject *self, void *unused)
+{
+    (void)unused;
+    if (!self->path)
+        Py_RETURN_NONE;
+    Py_INCREF(self->path);
+    return self->path;
+}
+
+static PyObject *db_repr(DBObject *self)
+{
+    return PyUnicode_FromFormat("<bloomkv.DB %R%s>", self->path ? self->path : Py_None,
+                                self->guard.closed ? " closed" : "");
+}
+
+static int write_options(int sync, bkv_write_options *wo)
+{
+    bkv_write_options_init(wo);
+    wo->sync = sync;
+    return 1;
+}
+
+static PyObject *db_put(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "value", "sync", NULL};
+    PyObject *k, *v;
+    int sync = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:put", kwlist, &k, &v, &sync))
+        return NULL;
+    bkvpy_bytes key, val;
+    if (!bkvpy_bytes_get(k, &key, "key"))
+        return NULL;
+    if (!bkvpy_bytes_get(v, &val, "value")) {
+        bkvpy_bytes_release(&key);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        bkv_write_options wo;
+        write_options(sync, &wo);
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_put(self->db, &wo, key.data, key.len, val.data, val.len);
+        Py_END_ALLOW_THREADS
+        result = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    bkvpy_bytes_release(&key);
+    bkvpy_bytes_release(&val);
+    return result;
+}
+
+static PyObject *db_delete(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "sync", NULL};
+    PyObject *k;
+    int sync = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:delete", kwlist, &k, &sync))
+        return NULL;
+    bkvpy_bytes key;
+    if (!bkvpy_bytes_get(k, &key, "key"))
+        return NULL;
+    PyObject *result = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        bkv_write_options wo;
+        write_options(sync, &wo);
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_delete(self->db, &wo, key.data, key.len);
+        Py_END_ALLOW_THREADS
+        result = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    bkvpy_bytes_release(&key);
+    return result;
+}
+
+int bkvpy_snapshot_enter(DBObject *db, PyObject *arg, SnapshotObject **out)
+{
+    *out = NULL;
+    if (!arg || arg == Py_None)
+        return 1;
+    if (!PyObject_TypeCheck(arg, &bkvpy_snapshot_type)) {
+        PyErr_Format(PyExc_TypeError, "snapshot must be a bloomkv.Snapshot, not %.80s", Py_TYPE(arg)->tp_name);
+        return 0;
+    }
+    SnapshotObject *s = (SnapshotObject *)arg;
+    if (s->db != db) {
+        PyErr_SetString(bkvpy_invalid_error, "the snapshot belongs to another database");
+        return 0;
+    }
+    if (!bkvpy_guard_enter(&s->guard, "Snapshot"))
+        return 0;
+    *out = s;
+    return 1;
+}
+
+void bkvpy_snapshot_leave(SnapshotObject *s)
+{
+    if (s)
+        bkvpy_guard_leave(&s->guard);
+}
+
+static void read_options(SnapshotObject *snap, bkv_read_options *ro)
+{
+    bkv_read_options_init(ro);
+    ro->snapshot = snap ? snap->snap : NULL;
+}
+
+PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *k, PyObject *dflt)
+{
+    bkvpy_bytes key;
+    if (!bkvpy_bytes_get(k, &key, "key"))
+        return NULL;
+    PyObject *result = NULL;
+    if (bkvpy_guard_enter(&db->guard, "DB")) {
+        bkv_read_options ro;
+        read_options(snap, &ro);
+        void *val = NULL;
+        size_t vlen = 0;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_get(db->db, &ro, key.data, key.len, &val, &vlen);
+        Py_END_ALLOW_THREADS
+        if (rc == BKV_OK) {
+            result = PyBytes_FromStringAndSize(val, (Py_ssize_t)vlen);
+            bkv_free(val);
+        } else if (rc == BKV_NOTFOUND) {
+            result = Py_NewRef(dflt);
+        } else {
+            bkvpy_raise(rc, db->db);
+        }
+        bkvpy_guard_leave(&db->guard);
+    }
+    bkvpy_bytes_release(&key);
+    return result;
+}
+
+static PyObject *db_get(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "default", "snapshot", NULL};
+    PyObject *k, *dflt = Py_None, *snapshot = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:get", kwlist, &k, &dflt, &snapshot))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self, snapshot, &snap))
+        return NULL;
+    PyObject *r = bkvpy_get(self, snap, k, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt)
+{
+    PyObject *seq = PySequence_Fast(keys, "keys must be a sequence of bytes-like objects");
+    if (!seq)
+        return NULL;
+    size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    bkvpy_bytes *held = PyMem_Calloc(n ? n : 1, sizeof *held);
+    const void **kp = PyMem_Calloc(n ? n : 1, sizeof *kp);
+    size_t *kl = PyMem_Calloc(n ? n : 1, sizeof *kl);
+    void **vals = PyMem_Calloc(n ? n : 1, sizeof *vals);
+    size_t *vl = PyMem_Calloc(n ? n : 1, sizeof *vl);
+    int *st = PyMem_Calloc(n ? n : 1, sizeof *st);
+    PyObject *result = NULL;
+    size_t got = 0;
+    if (!held || !kp || !kl || !vals || !vl || !st) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < n; got++) {
+        if (!bkvpy_bytes_get(PySequence_Fast_GET_ITEM(seq, got), &held[got], "key"))
+            goto done;
+        kp[got] = held[got].data;
+        kl[got] = held[got].len;
+    }
+    if (!bkvpy_guard_enter(&db->guard, "DB"))
+        goto done;
+    bkv_read_options ro;
+    read_options(snap, &ro);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_multi_get(db->db, &ro, n, kp, kl, vals, vl, st);
+    Py_END_ALLOW_THREADS
+    if (rc != BKV_OK) {
+        bkvpy_raise(rc, db->db);
+        bkvpy_guard_leave(&db->guard);
+        goto done;
+    }
+    int failed = BKV_OK;
+    for (size_t i = 0; i < n; i++)
+        if (st[i] < 0 && failed == BKV_OK)
+            failed = st[i];
+    if (failed != BKV_OK)
+        bkvpy_raise(failed, db->db);
+    bkvpy_guard_leave(&db->guard);
+    result = failed == BKV_OK ? PyList_New((Py_ssize_t)n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (result) {
+            PyObject *v = st[i] == BKV_OK ? PyBytes_FromStringAndSize(vals[i], (Py_ssize_t)vl[i]) : Py_NewRef(dflt);
+            if (!v)
+                Py_CLEAR(result);
+            else
+                PyList_SET_ITEM(result, (Py_ssize_t)i, v);
+        }
+        if (st[i] == BKV_OK)
+            bkv_free(vals[i]);
+    }
+done:
+    for (size_t i = 0; i < got; i++)
+        bkvpy_bytes_release(&held[i]);
+    PyMem_Free(held);
+    PyMem_Free(kp);
+    PyMem_Free(kl);
+    PyMem_Free(vals);
+    PyMem_Free(vl);
+    PyMem_Free(st);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *db_multi_get(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"keys", "default", "snapshot", NULL};
+    PyObject *keys, *dflt = Py_None, *snapshot = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:multi_get", kwlist, &keys, &dflt, &snapshot))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self, snapshot, &snap))
+        return NULL;
+    PyObject *r = bkvpy_multi_get(self, snap, keys, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+/* Matches are copied into one growing C buffer while the GIL is released,
+ * then turned into Python objects. */
+typedef struct found {
+    char *data;
+    size_t len, cap;
+    size_t count, limit;
+    int keys_only, oom;
+} found;
+
+static int found_add(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    found *f = arg;
+    if (f->keys_only)
+        vlen = 0;
+    size_t need = 2 * sizeof(size_t) + klen + vlen;
+    if (f->len + need > f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 4096;
+        while (cap < f->len + need)
+            cap *= 2;
+        char *grown = realloc(f->data, cap);
+        if (!grown) {
+            f->oom = 1;
+            return 1;
+        }
+        f->data = grown;
+        f->cap = cap;
+    }
+    memcpy(f->data + f->len, &klen, sizeof klen);
+    memcpy(f->data + f->len + sizeof klen, &vlen, sizeof vlen);
+    memcpy(f->data + f->len + 2 * sizeof klen, key, klen);
+    memcpy(f->data + f->len + 2 * sizeof klen + klen, val, vlen);
+    f->len += need;
+    return ++f->count >= f->limit;
+}
+
+PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, Py_ssize_t limit, int keys_only)
+{
+    bkvpy_bytes v;
+    if (!bkvpy_bytes_get(value, &v, "value"))
+        return NULL;
+    found f = {.limit = limit < 0 ? SIZE_MAX : (size_t)limit, .keys_only = keys_only};
+    PyObject *list = NULL;
+    if (limit == 0) {
+        list = PyList_New(0);
+    } else if (bkvpy_guard_enter(&db->guard, "DB")) {
+        bkv_read_options ro;
+        read_options(snap, &ro);
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_find_value(db->db, &ro, v.data, v.len, found_add, &f, NULL);
+        Py_END_ALLOW_THREADS
+        if (rc != BKV_OK)
+            bkvpy_raise(rc, db->db);
+        else if (f.oom)
+            PyErr_NoMemory();
+        else
+            list = PyList_New((Py_ssize_t)f.count);
+        bkvpy_guard_leave(&db->guard);
+    }
+    for (size_t i = 0, at = 0; list && i < f.count; i++) {
+        size_t klen, vlen;
+        memcpy(&klen, f.data + at, sizeof klen);
+        memcpy(&vlen, f.data + at + sizeof klen, sizeof vlen);
+        const char *k = f.data + at + 2 * sizeof klen;
+        at += 2 * sizeof klen + klen + vlen;
+        PyObject *item = keys_only ? PyBytes_FromStringAndSize(k, (Py_ssize_t)klen)
+                                   : Py_BuildValue("(y#y#)", k, (Py_ssize_t)klen, k + klen, (Py_ssize_t)vlen);
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    free(f.data);
+    bkvpy_bytes_release(&v);
+    if (!list)
+        return NULL;
+    PyObject *it = PyObject_GetIter(list);
+    Py_DECREF(list);
+    return it;
+}
+
+static int limit_arg(PyObject *obj, Py_ssize_t *out)
+{
+    if (obj == Py_None) {
+        *out = -1;
+        return 1;
+    }
+    Py_ssize_t n = PyNumber_AsSsize_t(obj, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred())
+        return 0;
+    if (n < 0) {
+        PyErr_SetString(bkvpy_invalid_error, "limit must be None or >= 0");
+        return 0;
+    }
+    *out = n;
+    return 1;
+}
+
+static PyObject *db_find_value(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"value", "limit", "keys_only", "snapshot", NULL};
+    PyObject *value, *limit_obj = Py_None, *snapshot = Py_None;
+    int keys_only = 0;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OpO:find_value", kwlist, &value, &limit_obj, &keys_only,
+                                     &snapshot) ||
+        !limit_arg(limit_obj, &limit))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self, snapshot, &snap))
+        return NULL;
+    PyObject *r = bkvpy_find_value(self, snap, value, limit, keys_only);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *db_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_iterator_new(self, NULL, args, kwargs);
+}
+
+static PyObject *db_iter(DBObject *self)
+{
+    return bkvpy_iterator_new(self, NULL, NULL, NULL);
+}
+
+/* A string property from the engine, or None for an unknown name. */
+static PyObject *property_text(DBObject *self, const char *name)
+{
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    char *text;
+    Py_BEGIN_ALLOW_THREADS
+    text = bkv_property(self->db, name);
+    Py_END_ALLOW_THREADS
+    bkvpy_guard_leave(&self->guard);
+    if (!text)
+        Py_RETURN_NONE;
+    PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+    bkv_free(text);
+    return s;
+}
+
+static PyObject *db_property(DBObject *self, PyObject *args)
+{
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s:property", &name))
+        return NULL;
+    return property_text(self, name);
+}
+
+static int set_item_steal(PyObject *dict, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* Every counter, the files and bytes per level and the amplifications. */
+static PyObject *db_stats(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *counters = property_text(self, "bloomkv.counters");
+    if (!counters || counters == Py_None)
+        return counters;
+    PyObject *dict = PyDict_New();
+    PyObject *lines = dict ? PyUnicode_Splitlines(counters, 0) : NULL;
+    Py_DECREF(counters);
+    if (!lines) {
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); i++) {
+        const char *line = PyUnicode_AsUTF8(PyList_GET_ITEM(lines, i));
+        const char *space = line ? strchr(line, ' ') : NULL;
+        if (!space)
+            continue;
+        PyObject *name = PyUnicode_FromStringAndSize(line, space - line);
+        PyObject *value = PyLong_FromString(space + 1, NULL, 10);
+        int rc = name && value ? PyDict_SetItem(dict, name, value) : -1;
+        Py_XDECREF(name);
+        Py_XDECREF(value);
+        if (rc < 0) {
+            Py_DECREF(lines);
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    Py_DECREF(lines);
+    PyObject *files = PyList_New(0), *bytes = PyList_New(0);
+    int failed = !files || !bytes;
+    for (int level = 0; level < BKV_MAX_LEVELS && !failed; level++) {
+        char name[64];
+        snprintf(name, sizeof name, "bloomkv.num-files-at-level%d", level);
+        PyObject *f = property_text(self, name);
+        snprintf(name, sizeof name, "bloomkv.bytes-at-level%d", level);
+        PyObject *b = property_text(self, name);
+        PyObject *fi = f && f != Py_None ? PyLong_FromUnicodeObject(f, 10) : NULL;
+        PyObject *bi = b && b != Py_None ? PyLong_FromUnicodeObject(b, 10) : NULL;
+        failed = !fi || !bi || PyList_Append(files, fi) < 0 || PyList_Append(bytes, bi) < 0;
+        Py_XDECREF(f);
+        Py_XDECREF(b);
+        Py_XDECREF(fi);
+        Py_XDECREF(bi);
+    }
+    static const char *const amplifications[] = {"write", "space", "read"};
+    for (size_t i = 0; i < 3 && !failed; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "bloomkv.%s-amplification", amplifications[i]);
+        PyObject *text = property_text(self, name);
+        PyObject *value = text && text != Py_None ? PyFloat_FromString(text) : NULL;
+        Py_XDECREF(text);
+        snprintf(name, sizeof name, "%s-amplification", amplifications[i]);
+        failed = set_item_steal(dict, name, value) < 0;
+    }
+    if (!failed) {
+        failed = set_item_steal(dict, "files-at-level", files) < 0 || set_item_steal(dict, "bytes-at-level", bytes) < 0;
+        files = bytes = NULL;
+    }
+    Py_XDECREF(files);
+    Py_XDECREF(bytes);
+    if (failed) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    return dict;
+}
+
+/* Runs one engine call that takes only the handle, with the GIL released. */
+static PyObject *db_call(DBObject *self, int (*fn)(bkv_db *))
+{
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn(self->db);
+    Py_END_ALLOW_THREADS
+    PyObject *r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+    bkvpy_guard_leave(&self->guard);
+    return r;
+}
+
+static PyObject *db_flush(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    return db_call(self, bkv_flush);
+}
+
+/* Optional bytes-like bounds; NULL pointers for None. */
+static int optional_bytes(PyObject *obj, bkvpy_bytes *out, const char *what)
+{
+    if (!obj || obj == Py_None) {
+        memset(out, 0, sizeof *out);
+        return 1;
+    }
+    return bkvpy_bytes_get(obj, out, what);
+}
+
+static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"start", "stop", NULL};
+    PyObject *start_obj = Py_None, *stop_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:compact", kwlist, &start_obj, &stop_obj))
+        return NULL;
+    if (start_obj == Py_None && stop_obj == Py_None)
+        return db_call(self, bkv_compact);
+    bkvpy_bytes start, stop;
+    if (!optional_bytes(start_obj, &start, "start"))
+        return NULL;
+    if (!optional_bytes(stop_obj, &stop, "stop")) {
+        bkvpy_bytes_release(&start);
+        return NULL;
+    }
+    PyObject *r = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_compact_range(self->db, start.data, start.len, stop.data, stop.len);
+        Py_END_ALLOW_THREADS
+        r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    bkvpy_bytes_release(&start);
+    bkvpy_bytes_release(&stop);
+    return r;
+}
+
+static PyObject *db_approximate_size(DBObject *self, PyObject *args)
+{
+    PyObject *start_obj = Py_None, *stop_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "|OO:approximate_size", &start_obj, &stop_obj))
+        return NULL;
+    bkvpy_bytes start, stop;
+    if (!optional_bytes(start_obj, &start, "start"))
+        return NULL;
+    if (!optional_bytes(stop_obj, &stop, "stop")) {
+        bkvpy_bytes_release(&start);
+        return NULL;
+    }
+    PyObject *r = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        uint64_t bytes = 0;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_approximate_size(self->db, start.data, start.len, stop.data, stop.len, &bytes);
+        Py_END_ALLOW_THREADS
+        r = rc == BKV_OK ? PyLong_FromUnsignedLongLong(bytes) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    bkvpy_bytes_release(&start);
+    bkvpy_bytes_release(&stop);
+    return r;
+}
+
+static PyObject *db_checkpoint(DBObject *self, PyObject *args)
+{
+    PyObject *dir;
+    if (!PyArg_ParseTuple(args, "O&:checkpoint", PyUnicode_FSConverter, &dir))
+        return NULL;
+    PyObject *r = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_checkpoint(self->db, PyBytes_AS_STRING(dir));
+        Py_END_ALLOW_THREADS
+        r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    Py_DECREF(dir);
+    return r;
+}
+
+/* ---- WriteBatch -------------------------------------------------------- */
+
+typedef struct BatchObject {
+    PyObject_HEAD
+    DBObject *db;
+    bkv_batch *batch;
+    int sync, transaction;
+    bkvpy_guard guard; /* closed once written by a with block; active while written */
+} BatchObject;
+
+static PyObject *db_write_batch(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"sync", "transaction", NULL};
+    int sync = 0, transaction = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pp:write_batch", kwlist, &sync, &transaction))
+        return NULL;
+    if (self->guard.closed)
+        return PyErr_Format(PyExc_RuntimeError, "DB is closed");
+    BatchObject *b = PyObject_New(BatchObject, &bkvpy_batch_type);
+    if (!b)
+        return NULL;
+    b->batch = bkv_batch_create();
+    b->db = (DBObject *)Py_NewRef(self);
+    b->sync = sync;
+    b->transaction = transaction;
+    b->guard.closed = 0;
+    b->guard.active = 0;
+    if (!b->batch) {
+        Py_DECREF(b);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)b;
+}
+
+static void batch_dealloc(BatchObject *self)
+{
+    bkv_batch_destroy(self->batch);
+    Py_XDECREF(self->db);
+    PyObject_Free(self);
+}
+
+/* Refuses changes while the batch is being written by another thread. */
+static int batch_usable(BatchObject *self)
+{
+    if (self->guard.active) {
+        PyErr_SetString(PyExc_RuntimeError, "WriteBatch is being written by another thread");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *batch_put(BatchObject *self, PyObject *args)
+{
+    PyObject *k, *v;
+    if (!PyArg_ParseTuple(args, "OO:put", &k, &v) || !batch_usable(self))
+        return NULL;
+    bkvpy_bytes key, val;
+    if (!bkvpy_bytes_get(k, &key, "key"))
+        return NULL;
+    if (!bkvpy_bytes_get(v, &val, "value")) {
+        bkvpy_bytes_release(&key);
+        return NULL;
+    }
+    int rc = bkv_batch_put(self->batch, key.data, key.len, val.data, val.len);
+    bkvpy_bytes_release(&key);
+    bkvpy_bytes_release(&val);
+    if (rc != BKV_OK)
+        return bkvpy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *batch_delete(BatchObject *self, PyObject *args)
+{
+    PyObject *k;
+    if (!PyArg_ParseTuple(args, "O:delete", &k) || !batch_usable(self))
+        return NULL;
+    bkvpy_bytes key;
+    if (!bkvpy_bytes_get(k, &key, "key"))
+        return NULL;
+    int rc = bkv_batch_delete(self->batch, key.data, key.len);
+    bkvpy_bytes_release(&key);
+    if (rc != BKV_OK)
+        return bkvpy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *batch_clear(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!batch_usable(self))
+        return NULL;
+    bkv_batch_clear(self->batch);
+    Py_RETURN_NONE;
+}
+
+/* Writes the batch atomically, then empties it. */
+static PyObject *batch_write(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!batch_usable(self))
+        return NULL;
+    DBObject *db = self->db;
+    if (!bkvpy_guard_enter(&db->guard, "DB"))
+        return NULL;
+    bkv_write_options wo;
+    write_options(self->sync, &wo);
+    self->guard.active++;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_write(db->db, &wo, self->batch);
+    Py_END_ALLOW_THREADS
+    self->guard.active--;
+    PyObject *r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, db->db);
+    bkvpy_guard_leave(&db->guard);
+    if (r)
+        bkv_batch_clear(self->batch);
+    return r;
+}
+
+static PyObject *batch_enter_ctx(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+/* On leaving a with block the batch is written, unless an exception is
+ * leaving it too and the batch is a transaction (then it is discarded). */
+static PyObject *batch_exit_ctx(BatchObject *self, PyObject *args)
+{
+    PyObject *exc_type = PyTuple_Size(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
+    if (exc_type != Py_None && self->transaction) {
+        bkv_batch_clear(self->batch);
+        Py_RETURN_FALSE;
+    }
+    PyObject *r = batch_write(self, NULL);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static Py_ssize_t batch_len(BatchObject *self)
+{
+    return (Py_ssize_t)bkv_batch_count(self->batch);
+}
+
+static PyMethodDef batch_methods[] = {
+    {"put", (PyCFunction)batch_put, METH_VARARGS, "put(key, value): adds a put to the batch"},
+    {"delete", (PyCFunction)batch_delete, METH_VARARGS, "delete(key): adds a delete to the batch"},
+    {"clear", (PyCFunction)batch_clear, METH_NOARGS, "clear(): empties the batch"},
+    {"write", (PyCFunction)batch_write, METH_NOARGS, "write(): applies the batch atomically, then empties it"},
+    {"__enter__", (PyCFunction)batch_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)batch_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PySequenceMethods batch_as_sequence = {.sq_length = (lenfunc)batch_len};
+
+PyTypeObject bkvpy_batch_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.WriteBatch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch of puts and deletes applied atomically (from DB.write_batch()). As a context manager it "
+              "is written on exit, or discarded if an exception leaves the block and transaction=True.",
+    .tp_methods = batch_methods,
+    .tp_as_sequence = &batch_as_sequence,
+};
+
+/* ---- Snapshot ---------------------------------------------------------- */
+
+static void snapshot_release(SnapshotObject *self)
+{
+    if (!bkvpy_guard_close(&self->guard))
+        return;
+    bkv_snapshot_release(self->db->db, self->snap);
+    self->snap = NULL;
+}
+
+static void snapshot_close_dependent(bkvpy_dependent *dep)
+{
+    snapshot_release((SnapshotObject *)((char *)dep - offsetof(SnapshotObject, dep)));
+}
+
+static PyObject *db_snapshot(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    const bkv_snapshot *snap;
+    Py_BEGIN_ALLOW_THREADS
+    snap = bkv_snapshot_create(self->db);
+    Py_END_ALLOW_THREADS
+    bkvpy_guard_leave(&self->guard);
+    if (!snap)
+        return PyErr_NoMemory();
+    SnapshotObject *s = PyObject_New(SnapshotObject, &bkvpy_snapshot_type);
+    if (!s) {
+        bkv_snapshot_release(self->db, snap);
+        return NULL;
+    }
+    s->db = (DBObject *)Py_NewRef(self);
+    s->snap = snap;
+    s->guard.closed = 0;
+    s->guard.active = 0;
+    s->dep.close = snapshot_close_dependent;
+    bkvpy_dependent_link(self, &s->dep);
+    return (PyObject *)s;
+}
+
+static void snapshot_dealloc(SnapshotObject *self)
+{
+    bkvpy_dependent_unlink(&self->dep);
+    snapshot_release(self);
+    Py_XDECREF(self->db);
+    PyObject_Free(self);
+}
+
+static PyObject *snapshot_close(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    bkvpy_dependent_unlink(&self->dep);
+    snapshot_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *snapshot_exit_ctx(SnapshotObject *self, PyObject *args)
+{
+    (void)args;
+    return snapshot_close(self, NULL);
+}
+
+static PyObject *snapshot_enter_ctx(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *snapshot_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "default", NULL};
+    PyObject *k, *dflt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:get", kwlist, &k, &dflt))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_get(self->db, snap, k, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_multi_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"keys", "default", NULL};
+    PyObject *keys, *dflt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:multi_get", kwlist, &keys, &dflt))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_multi_get(self->db, snap, keys, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"value", "limit", "keys_only", NULL};
+    PyObject *value, *limit_obj = Py_None;
+    int keys_only = 0;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:find_value", kwlist, &value, &limit_obj, &keys_only) ||
+        !limit_arg(limit_obj, &limit))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_find_value(self->db, snap, value, limit, keys_only);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
+}
+
+static PyObject *snapshot_get_closed(SnapshotObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->guard.closed);
+}
+
+static PyMethodDef snapshot_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))snapshot_get, METH_VARARGS | METH_KEYWORDS,
+     "get(key, default=None): the value at the snapshot"},
+    {"multi_get", (PyCFunction)(void (*)(void))snapshot_multi_get, METH_VARARGS | METH_KEYWORDS,
+     "multi_get(keys, default=None): a list of values at the snapshot"},
+    {"iterator", (PyCFunction)(void (*)(void))snapshot_iterator, METH_VARARGS | METH_KEYWORDS,
+     "iterator(...): DB.iterator's arguments, reading the snapshot"},
+    {"find_value", (PyCFunction)(void (*)(void))snapshot_find_value, METH_VARARGS | METH_KEYWORDS,
+     "find_value(value, limit=None, keys_only=False): DB.find_value at the snapshot"},
+    {"close", (PyCFunction)snapshot_close, METH_NOARGS, "close(): releases the snapshot (also on garbage collection)"},
+    {"release", (PyCFunction)snapshot_close, METH_NOARGS, "release(): the same as close()"},
+    {"__enter__", (PyCFunction)snapshot_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)snapshot_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef snapshot_getset[] = {{"closed", (getter)snapshot_get_closed, NULL, "released", NULL},
+                                        {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject bkvpy_snapshot_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.Snapshot",
+    .tp_basicsize = sizeof(SnapshotObject),
+    .tp_dealloc = (destructor)snapshot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A consistent view of the database at the moment DB.snapshot() was called. Released by close(), "
+              "on leaving a with block, when garbage-collected, or when the database closes.",
+    .tp_methods = snapshot_methods,
+    .tp_getset = snapshot_getset,
+};
+
+/* ---- the DB type ------------------------------------------------------- */
+
+#define KW(fn) (PyCFunction)(void (*)(void))(fn), METH_VARARGS | METH_KEYWORDS
+
+static PyMethodDef db_methods[] = {
+    {"get", KW(db_get), "get(key, default=None, *, snapshot=None) -> bytes, or default when absent"},
+    {"put", KW(db_put), "put(key, value, *, sync=False)"},
+    {"delete", KW(db_delete), "delete(key, *, sync=False)"},
+    {"multi_get", KW(db_multi_get),
+     "multi_get(keys, default=None, *, snapshot=None) -> list of values (default where absent); the keys are "
+     "looked up together, each table's filter probed for all of them at once"},
+    {"write_batch", KW(db_write_batch), "write_batch(*, sync=False, transaction=True) -> WriteBatch"},
+    {"iterator", KW(db_iterator),
+     "iterator(*, start=None, stop=None, include_start=True, include_stop=False, prefix=None, reverse=False, "
+     "include_key=True, include_value=True, snapshot=None) -> Iterator"},
+    {"snapshot", (PyCFunction)db_snapshot, METH_NOARGS, "snapshot() -> Snapshot"},
+    {"find_value", KW(db_find_value),
+     "find_value(value, *, limit=None, keys_only=False, snapshot=None) -> iterator of (key, value), or of keys; "
+     "the keys whose value holds value (needs a value index), in key order"},
+    {"property", (PyCFunction)db_property, METH_VARARGS,
+     "property(name) -> str or None, e.g. 'bloomkv.stats', 'bloomkv.counter.gets'"},
+    {"stats", (PyCFunction)db_stats, METH_NOARGS,
+     "stats() -> dict: every counter, files-at-level, bytes-at-level and the amplifications"},
+    {"flush", (PyCFunction)db_flush, METH_NOARGS, "flush(): writes the memtable to a table"},
+    {"compact", KW(db_compact),
+     "compact(start=None, stop=None): with no range, runs the compactions that are due; with one, compacts "
+     "[start, stop] to the bottom"},
+    {"approximate_size", (PyCFunction)db_approximate_size, METH_VARARGS,
+     "approximate_size(start=None, stop=None) -> bytes the tables take for keys in [start, stop)"},
+    {"checkpoint", (PyCFunction)db_checkpoint, METH_VARARGS,
+     "checkpoint(dir): a consistent copy of the database in the new directory dir (hard links where it can)"},
+    {"close", (PyCFunction)db_close, METH_NOARGS,
+     "close(): closes the iterators and snapshots still open, then the database"},
+    {"__enter__", (PyCFunction)db_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)db_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef db_getset[] = {{"closed", (getter)db_get_closed, NULL, "True once closed", NULL},
+                                  {"path", (getter)db_get_path, NULL, "the directory, as given", NULL},
+                                  {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject bkvpy_db_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.DB",
+    .tp_basicsize = sizeof(DBObject),
+    .tp_dealloc = (destructor)db_dealloc,
+    .tp_repr = (reprfunc)db_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "DB(path, *, create_if_missing=False, error_if_exists=False, filter='blocked', bits_per_key=10, "
+              "compression=None, write_buffer_size=None, max_write_buffer_number=3, block_size=None, "
+              "block_cache_size=None, max_open_files=1000, memtable_filter=True, compaction_style='leveled', "
+              "max_background_jobs=2, target_file_size=None, wal_recovery='absolute', file_mode=0o644, "
+              "optimize_filters_for_hits=False, value_index=None, value_partition_entries=512, terms=None, "
+              "terms_name=None)\n\nAn open bloomkv database. Keys and values are bytes. Safe to share between "
+              "threads; every call that may wait for a disk or a lock releases the GIL.\n\n"
+              "value_index: None, 'flat', 'hierarchy' or 'bitsliced' enables find_value. terms: a callable "
+              "mapping a value (bytes) to the terms it is found by (an iterable of bytes), recorded under "
+              "terms_name; it runs on the engine's threads and must not raise.",
+    .tp_methods = db_methods,
+    .tp_getset = db_getset,
+    .tp_init = (initproc)db_init,
+    .tp_new = db_new,
+    .tp_iter = (getiterfunc)db_iter,
+    .tp_weaklistoffset = offsetof(DBObject, weakrefs),
+};

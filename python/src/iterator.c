@@ -1,0 +1,423 @@
+/*
+ * iterator.c — bloomkv.Iterator: a cursor over a key range, shaped like
+ * plyvel's.
+ *
+ * The cursor sits between two entries: next() returns the entry after it
+ * and moves past it, prev() the entry before it, so next() then prev()
+ * return the same entry. In key order the cursor is before the first entry
+ * of the range, after the last one, or just before the entry the engine's
+ * iterator is positioned on (the entry next() returns). A reverse iterator
+ * swaps next() and prev(); positions stay in key order.
+ *
+ * Ranges are the engine's iterator bounds (start inclusive, stop
+ * exclusive; include_start=False and include_stop=True become the next
+ * key after start or stop, the bound with a 0 byte appended), so entries
+ * outside the range are never read.
+ */
+#include "bkvpy.h"
+
+#include <string.h>
+
+enum { BEFORE_START, ON_ENTRY, AFTER_STOP };
+
+typedef struct IteratorObject {
+    PyObject_HEAD
+    bkvpy_dependent dep;
+    DBObject *db;
+    PyObject *snapshot;       /* kept alive while the iterator reads it */
+    PyObject *lower, *upper;  /* bytes the bounds point into */
+    bkv_iter *it;
+    bkvpy_guard guard;
+    int position;
+    int reverse, include_key, include_value;
+} IteratorObject;
+
+static void iterator_destroy_handle(IteratorObject *self)
+{
+    if (!bkvpy_guard_close(&self->guard))
+        return;
+    bkv_iter *it = self->it;
+    self->it = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    bkv_iter_destroy(it);
+    Py_END_ALLOW_THREADS
+}
+
+static void iterator_close_dependent(bkvpy_dependent *dep)
+{
+    iterator_destroy_handle((IteratorObject *)((char *)dep - offsetof(IteratorObject, dep)));
+}
+
+/* bytes + "\0": the first key after b. */
+static PyObject *key_after(PyObject *b)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    PyObject *r = PyBytes_FromStringAndSize(NULL, n + 1);
+    if (r) {
+        memcpy(PyBytes_AS_STRING(r), PyBytes_AS_STRING(b), (size_t)n);
+        PyBytes_AS_STRING(r)[n] = 0;
+    }
+    return r;
+}
+
+/* The first key after every key starting with prefix, or None when there
+ * is none (the prefix is all 0xff bytes). */
+static PyObject *prefix_end(PyObject *prefix)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(prefix);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(prefix);
+    while (n > 0 && p[n - 1] == 0xff)
+        n--;
+    if (n == 0)
+        Py_RETURN_NONE;
+    /* A fresh object, filled here: bytes made from a one-byte string are a
+     * shared, cached object that must never be written. */
+    PyObject *r = PyBytes_FromStringAndSize(NULL, n);
+    if (r) {
+        memcpy(PyBytes_AS_STRING(r), p, (size_t)n);
+        PyBytes_AS_STRING(r)[n - 1] = (char)(p[n - 1] + 1);
+    }
+    return r;
+}
+
+/* A bytes copy of a bytes-like bound (None stays None). */
+static PyObject *bound_bytes(PyObject *obj, const char *what)
+{
+    if (obj == Py_None || PyBytes_CheckExact(obj))
+        return Py_NewRef(obj);
+    bkvpy_bytes b;
+    if (!bkvpy_bytes_get(obj, &b, what))
+        return NULL;
+    PyObject *r = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.len);
+    bkvpy_bytes_release(&b);
+    return r;
+}
+
+PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"start", "stop", "include_start", "include_stop", "prefix", "reverse",
+                             "include_key", "include_value", "snapshot", NULL};
+    PyObject *start = Py_None, *stop = Py_None, *prefix = Py_None, *snap_arg = Py_None;
+    int include_start = 1, include_stop = 0, reverse = 0, include_key = 1, include_value = 1;
+    PyObject *empty = NULL;
+    if (!args)
+        args = empty = PyTuple_New(0);
+    int ok = args && PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOppOpppO:iterator", kwlist, &start, &stop,
+                                                 &include_start, &include_stop, &prefix, &reverse, &include_key,
+                                                 &include_value, &snap_arg);
+    Py_XDECREF(empty);
+    if (!ok)
+        return NULL;
+    if (snapshot && snap_arg != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "a snapshot's iterator takes no snapshot argument");
+        return NULL;
+    }
+    if (!snapshot)
+        snapshot = snap_arg;
+    if (prefix != Py_None && (start != Py_None || stop != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "prefix cannot be combined with start or stop");
+        return NULL;
+    }
+    if (!include_key && !include_value) {
+        PyErr_SetString(bkvpy_invalid_error, "include_key and include_value cannot both be False");
+        return NULL;
+    }
+    PyObject *lower = NULL, *upper = NULL;
+    if (prefix != Py_None) {
+        PyObject *p = bound_bytes(prefix, "prefix");
+        if (!p)
+            return NULL;
+        lower = p;
+        upper = prefix_end(p);
+    } else {
+        PyObject *s = bound_bytes(start, "start"), *e = s ? bound_bytes(stop, "stop") : NULL;
+        if (!e) {
+            Py_XDECREF(s);
+            return NULL;
+        }
+        lower = s != Py_None && !include_start ? key_after(s) : Py_NewRef(s);
+        upper = e != Py_None && include_stop ? key_after(e) : Py_NewRef(e);
+        Py_DECREF(s);
+        Py_DECREF(e);
+    }
+    if (!lower || !upper) {
+        Py_XDECREF(lower);
+        Py_XDECREF(upper);
+        return NULL;
+    }
+
+    SnapshotObject *snap = NULL;
+    IteratorObject *self = NULL;
+    if (!bkvpy_snapshot_enter(db, snapshot, &snap))
+        goto fail;
+    if (!bkvpy_guard_enter(&db->guard, "DB")) {
+        bkvpy_snapshot_leave(snap);
+        goto fail;
+    }
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.snapshot = snap ? snap->snap : NULL;
+    if (lower != Py_None) {
+        ro.lower_bound = PyBytes_AS_STRING(lower);
+        ro.lower_bound_len = (size_t)PyBytes_GET_SIZE(lower);
+    }
+    if (upper != Py_None) {
+        ro.upper_bound = PyBytes_AS_STRING(upper);
+        ro.upper_bound_len = (size_t)PyBytes_GET_SIZE(upper);
+    }
+    bkv_iter *it = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_iter_create(db->db, &ro, &it);
+    Py_END_ALLOW_THREADS
+    if (rc != BKV_OK)
+        bkvpy_raise(rc, db->db);
+    bkvpy_guard_leave(&db->guard);
+    bkvpy_snapshot_leave(snap);
+    if (rc != BKV_OK)
+        goto fail;
+    self = PyObject_New(IteratorObject, &bkvpy_iterator_type);
+    if (!self) {
+        bkv_iter_destroy(it);
+        goto fail;
+    }
+    self->db = (DBObject *)Py_NewRef(db);
+    self->snapshot = Py_NewRef(snapshot);
+    self->lower = lower;
+    self->upper = upper;
+    self->it = it;
+    self->guard.closed = 0;
+    self->guard.active = 0;
+    self->position = reverse ? AFTER_STOP : BEFORE_START;
+    self->reverse = reverse;
+    self->include_key = include_key;
+    self->include_value = include_value;
+    self->dep.close = iterator_close_dependent;
+    bkvpy_dependent_link(db, &self->dep);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(lower);
+    Py_DECREF(upper);
+    return NULL;
+}
+
+static void iterator_dealloc(IteratorObject *self)
+{
+    bkvpy_dependent_unlink(&self->dep);
+    iterator_destroy_handle(self);
+    Py_XDECREF(self->lower);
+    Py_XDECREF(self->upper);
+    Py_XDECREF(self->snapshot);
+    Py_XDECREF(self->db);
+    PyObject_Free(self);
+}
+
+/* One thread moves an iterator at a time (as in the C API): a second one
+ * gets an error instead of racing it. */
+static int iterator_enter(IteratorObject *self)
+{
+    if (self->guard.active) {
+        PyErr_SetString(PyExc_RuntimeError, "Iterator is in use by another thread");
+        return 0;
+    }
+    return bkvpy_guard_enter(&self->guard, "Iterator");
+}
+
+enum move { SEEK_FIRST, SEEK_LAST, SEEK, NEXT, PREV };
+
+/* Moves the engine's iterator with the GIL released; 1 when it is on an
+ * entry, 0 when off the range, -1 with an exception on an error. */
+static int move(IteratorObject *self, enum move m, const char *key, size_t klen)
+{
+    bkv_iter *it = self->it;
+    int valid, rc = BKV_OK;
+    Py_BEGIN_ALLOW_THREADS
+    switch (m) {
+    case SEEK_FIRST: bkv_iter_seek_to_first(it); break;
+    case SEEK_LAST: bkv_iter_seek_to_last(it); break;
+    case SEEK: bkv_iter_seek(it, key, klen); break;
+    case NEXT: bkv_iter_next(it); break;
+    case PREV: bkv_iter_prev(it); break;
+    }
+    valid = bkv_iter_valid(it);
+    if (!valid)
+        rc = bkv_iter_status(it);
+    Py_END_ALLOW_THREADS
+    if (rc != BKV_OK) {
+        bkvpy_raise(rc, self->db->db);
+        return -1;
+    }
+    return valid;
+}
+
+static PyObject *current_item(IteratorObject *self)
+{
+    size_t klen = 0, vlen = 0;
+    const void *k = self->include_key ? bkv_iter_key(self->it, &klen) : NULL;
+    const void *v = self->include_value ? bkv_iter_value(self->it, &vlen) : NULL;
+    if (!self->include_value)
+        return PyBytes_FromStringAndSize(k, (Py_ssize_t)klen);
+    if (!self->include_key)
+        return PyBytes_FromStringAndSize(v, (Py_ssize_t)vlen);
+    return Py_BuildValue("(y#y#)", (const char *)k, (Py_ssize_t)klen, (const char *)v, (Py_ssize_t)vlen);
+}
+
+/* The entry after the cursor, moving past it; NULL with no exception at
+ * the end. */
+static PyObject *step_forward(IteratorObject *self)
+{
+    if (self->position == AFTER_STOP)
+        return NULL;
+    if (self->position == BEFORE_START) {
+        int on = move(self, SEEK_FIRST, NULL, 0);
+        if (on < 0)
+            return NULL;
+        if (!on) {
+            self->position = AFTER_STOP;
+            return NULL;
+        }
+        self->position = ON_ENTRY;
+    }
+    PyObject *item = current_item(self);
+    if (!item)
+        return NULL;
+    int on = move(self, NEXT, NULL, 0);
+    if (on < 0) {
+        Py_DECREF(item);
+        return NULL;
+    }
+    if (!on)
+        self->position = AFTER_STOP;
+    return item;
+}
+
+/* The entry before the cursor, moving before it. */
+static PyObject *step_backward(IteratorObject *self)
+{
+    if (self->position == BEFORE_START)
+        return NULL;
+    int on = move(self, self->position == AFTER_STOP ? SEEK_LAST : PREV, NULL, 0);
+    if (on < 0)
+        return NULL;
+    if (!on) {
+        self->position = BEFORE_START;
+        return NULL;
+    }
+    self->position = ON_ENTRY;
+    return current_item(self);
+}
+
+static PyObject *iterator_step(IteratorObject *self, int forward)
+{
+    if (!iterator_enter(self))
+        return NULL;
+    PyObject *item = forward ? step_forward(self) : step_backward(self);
+    bkvpy_guard_leave(&self->guard);
+    return item;
+}
+
+static PyObject *iterator_next(IteratorObject *self)
+{
+    return iterator_step(self, !self->reverse);
+}
+
+static PyObject *iterator_prev(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *item = iterator_step(self, self->reverse);
+    if (!item && !PyErr_Occurred())
+        PyErr_SetNone(PyExc_StopIteration);
+    return item;
+}
+
+static PyObject *iterator_seek(IteratorObject *self, PyObject *arg)
+{
+    bkvpy_bytes target;
+    if (!bkvpy_bytes_get(arg, &target, "target"))
+        return NULL;
+    if (!iterator_enter(self)) {
+        bkvpy_bytes_release(&target);
+        return NULL;
+    }
+    int on = move(self, SEEK, target.data, target.len);
+    /* Reversed, next() must return the last key <= target: the cursor goes
+     * after it, so past an exact match. */
+    if (on > 0 && self->reverse) {
+        size_t klen;
+        const void *k = bkv_iter_key(self->it, &klen);
+        if (klen == target.len && memcmp(k, target.data, klen) == 0)
+            on = move(self, NEXT, NULL, 0);
+    }
+    if (on >= 0)
+        self->position = on ? ON_ENTRY : AFTER_STOP;
+    bkvpy_guard_leave(&self->guard);
+    bkvpy_bytes_release(&target);
+    if (on < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *iterator_reposition(IteratorObject *self, int position)
+{
+    if (!iterator_enter(self))
+        return NULL;
+    self->position = position;
+    bkvpy_guard_leave(&self->guard);
+    Py_RETURN_NONE;
+}
+
+static PyObject *iterator_seek_to_start(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return iterator_reposition(self, BEFORE_START);
+}
+
+static PyObject *iterator_seek_to_stop(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return iterator_reposition(self, AFTER_STOP);
+}
+
+static PyObject *iterator_close(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    bkvpy_dependent_unlink(&self->dep);
+    iterator_destroy_handle(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *iterator_enter_ctx(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *iterator_exit_ctx(IteratorObject *self, PyObject *args)
+{
+    (void)args;
+    return iterator_close(self, NULL);
+}
+
+static PyMethodDef iterator_methods[] = {
+    {"prev", (PyCFunction)iterator_prev, METH_NOARGS,
+     "prev(): the entry before the cursor (StopIteration at the start); next() then returns it again"},
+    {"seek", (PyCFunction)iterator_seek, METH_O,
+     "seek(target): next() returns the first key >= target (reversed: the last key <= target)"},
+    {"seek_to_start", (PyCFunction)iterator_seek_to_start, METH_NOARGS, "seek_to_start(): before the first key"},
+    {"seek_to_stop", (PyCFunction)iterator_seek_to_stop, METH_NOARGS, "seek_to_stop(): after the last key"},
+    {"close", (PyCFunction)iterator_close, METH_NOARGS, "close(): frees the iterator (also on garbage collection)"},
+    {"__enter__", (PyCFunction)iterator_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)iterator_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject bkvpy_iterator_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.Iterator",
+    .tp_basicsize = sizeof(IteratorObject),
+    .tp_dealloc = (destructor)iterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An iterator over a key range at one point in time (from DB.iterator() or Snapshot.iterator()); "
+              "yields (key, value), or keys or values alone.",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)iterator_next,
+    .tp_methods = iterator_methods,
+};

@@ -1,0 +1,718 @@
+"""The bloomkv Python extension, as a user meets it.
+
+Run by ctest (python_test) with build/python on sys.path:
+    PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python
+Deterministic: every random choice comes from a seeded random.Random.
+"""
+import bisect
+import gc
+import os
+import pickle
+import random
+import sys
+import threading
+import tracemalloc
+
+import pytest
+
+import bloomkv
+
+UNDER_ASAN = bool(os.environ.get("BKV_PYTHON_ASAN"))
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def db(path):
+    d = bloomkv.DB(path, create_if_missing=True)
+    yield d
+    d.close()
+
+
+def fill(db, n, seed=1):
+    rng = random.Random(seed)
+    model = {}
+    for i in range(n):
+        k = b"k%06d" % rng.randrange(n * 2)
+        v = b"v%d" % i
+        db.put(k, v)
+        model[k] = v
+    return model
+
+
+# ---- basic operations and argument handling -------------------------------
+
+def test_put_get_delete(db):
+    assert db.get(b"a") is None
+    assert db.get(b"a", b"dflt") == b"dflt"
+    db.put(b"a", b"1")
+    db.put(b"b\x00c", b"\x00\xff")
+    assert db.get(b"a") == b"1"
+    assert db.get(b"b\x00c") == b"\x00\xff"
+    db.put(b"a", b"2", sync=True)
+    assert db.get(b"a") == b"2"
+    db.delete(b"a")
+    assert db.get(b"a") is None
+    db.delete(b"never-there")
+    db.put(b"", b"empty key")
+    assert db.get(b"") == b"empty key"
+
+
+def test_bytes_like_arguments(db):
+    db.put(bytearray(b"k1"), memoryview(b"v1"))
+    assert db.get(memoryview(b"k1")) == b"v1"
+    assert db.get(bytearray(b"k1")) == b"v1"
+    with pytest.raises(TypeError):
+        db.put("text", b"v")
+    with pytest.raises(TypeError):
+        db.get(12)
+    with pytest.raises(TypeError):
+        db.put(b"k", None)
+
+
+def test_open_errors(path):
+    with pytest.raises(bloomkv.InvalidArgumentError, match="create_if_missing"):
+        bloomkv.DB(path)
+    bloomkv.DB(path, create_if_missing=True).close()
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.DB(path, error_if_exists=True)
+    with pytest.raises(bloomkv.InvalidArgumentError, match="write_buffer_size"):
+        bloomkv.DB(path, write_buffer_size=10)
+    with pytest.raises(bloomkv.InvalidArgumentError, match="filter"):
+        bloomkv.DB(path, filter="nope")
+    with pytest.raises(bloomkv.InvalidArgumentError, match="zstd"):
+        bloomkv.DB(path, compression="gzip")
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.DB(path, block_cache_size=-1)
+    with pytest.raises(TypeError):
+        bloomkv.DB(path, no_such_option=1)
+
+
+def test_exception_hierarchy(path):
+    assert issubclass(bloomkv.CorruptionError, bloomkv.Error)
+    assert issubclass(bloomkv.IOError, bloomkv.Error) and issubclass(bloomkv.IOError, OSError)
+    assert issubclass(bloomkv.InvalidArgumentError, bloomkv.Error)
+    assert issubclass(bloomkv.BusyError, bloomkv.IOError)
+    with bloomkv.DB(path, create_if_missing=True):
+        with pytest.raises(bloomkv.BusyError, match="in use"):
+            bloomkv.DB(path)
+        with pytest.raises(OSError):
+            bloomkv.DB(path)
+
+
+def test_options_round_trip(path):
+    with bloomkv.DB(path, create_if_missing=True, filter="ribbon", bits_per_key=8, compression="zstd",
+                    write_buffer_size=1 << 16, block_size=1024, block_cache_size=1 << 20, max_open_files=50,
+                    compaction_style="tiered", wal_recovery="point_in_time", file_mode=0o600) as d:
+        model = fill(d, 3000)
+        d.flush()
+        for k, v in model.items():
+            assert d.get(k) == v
+    assert (os.stat(os.path.join(path, "CURRENT")).st_mode & 0o777) == 0o600
+
+
+def test_context_manager_and_closed(path):
+    with bloomkv.DB(path, create_if_missing=True) as d:
+        assert not d.closed
+        d.put(b"k", b"v")
+        assert d.path == path
+    assert d.closed
+    d.close()  # a second close is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        d.get(b"k")
+    with pytest.raises(RuntimeError):
+        d.put(b"k", b"v")
+    with bloomkv.DB(path) as d2:
+        assert d2.get(b"k") == b"v"
+    assert "closed" in repr(d2)
+
+
+def test_persistence_after_reopen(path):
+    with bloomkv.DB(path, create_if_missing=True, write_buffer_size=1 << 16) as d:
+        model = fill(d, 5000)
+    with bloomkv.DB(path) as d:
+        assert dict(d.iterator()) == model
+
+
+# ---- multi_get -------------------------------------------------------------
+
+def test_multi_get(db):
+    model = fill(db, 2000)
+    db.flush()
+    rng = random.Random(7)
+    keys = [b"k%06d" % rng.randrange(5000) for _ in range(300)]
+    assert db.multi_get(keys) == [model.get(k) for k in keys]
+    assert db.multi_get(keys, b"-") == [model.get(k, b"-") for k in keys]
+    assert db.multi_get([]) == []
+    assert db.multi_get((bytearray(b"nope"),)) == [None]
+    with pytest.raises(TypeError):
+        db.multi_get([b"a", "b"])
+
+
+# ---- write batches --------------------------------------------------------
+
+def test_write_batch(db):
+    db.put(b"gone", b"x")
+    with db.write_batch() as wb:
+        wb.put(b"a", b"1")
+        wb.put(b"b", b"2")
+        wb.delete(b"gone")
+        assert len(wb) == 3
+        assert db.get(b"a") is None  # nothing before the block ends
+    assert db.get(b"a") == b"1" and db.get(b"b") == b"2" and db.get(b"gone") is None
+
+
+def test_write_batch_transaction_discards_on_exception(db):
+    with pytest.raises(ZeroDivisionError):
+        with db.write_batch() as wb:
+            wb.put(b"a", b"1")
+            1 / 0
+    assert db.get(b"a") is None
+    with pytest.raises(ZeroDivisionError):
+        with db.write_batch(transaction=False) as wb:
+            wb.put(b"a", b"1")
+            1 / 0
+    assert db.get(b"a") == b"1"
+
+
+def test_write_batch_explicit_write_and_clear(db):
+    wb = db.write_batch(sync=True)
+    wb.put(b"x", b"1")
+    wb.write()
+    assert len(wb) == 0 and db.get(b"x") == b"1"
+    wb.put(b"y", b"2")
+    wb.clear()
+    wb.write()
+    assert db.get(b"y") is None
+    with pytest.raises(TypeError):
+        wb.put("x", b"1")
+
+
+# ---- iterators --------------------------------------------------------------
+
+def test_iterate_whole_database(db):
+    model = fill(db, 3000)
+    db.flush()
+    for k in list(model)[:500]:
+        db.delete(k)
+        del model[k]
+    assert list(db) == sorted(model.items())
+    assert list(db.iterator(reverse=True)) == sorted(model.items(), reverse=True)
+    assert list(db.iterator(include_value=False)) == sorted(model)
+    assert list(db.iterator(include_key=False)) == [v for _, v in sorted(model.items())]
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        db.iterator(include_key=False, include_value=False)
+
+
+def test_iterator_ranges(db):
+    keys = [b"a", b"ab", b"abc", b"b", b"b\xff", b"b\xff\xff", b"c", b"\xff", b"\xff\xff"]
+    for k in keys:
+        db.put(k, k.upper())
+
+    def ks(**kw):
+        return list(db.iterator(include_value=False, **kw))
+
+    assert ks(start=b"ab", stop=b"b") == [b"ab", b"abc"]
+    assert ks(start=b"ab", stop=b"b", include_start=False) == [b"abc"]
+    assert ks(start=b"ab", stop=b"b", include_stop=True) == [b"ab", b"abc", b"b"]
+    assert ks(start=b"b") == [b"b", b"b\xff", b"b\xff\xff", b"c", b"\xff", b"\xff\xff"]
+    assert ks(stop=b"ab") == [b"a"]
+    assert ks(prefix=b"ab") == [b"ab", b"abc"]
+    assert ks(prefix=b"b\xff") == [b"b\xff", b"b\xff\xff"]
+    assert ks(prefix=b"\xff") == [b"\xff", b"\xff\xff"]
+    assert ks(prefix=b"zz") == []
+    assert ks(prefix=b"") == keys
+    assert ks(start=b"b", stop=b"a") == []
+    assert ks(prefix=b"ab", reverse=True) == [b"abc", b"ab"]
+    with pytest.raises(TypeError):
+        db.iterator(prefix=b"a", start=b"a")
+    with pytest.raises(TypeError):
+        db.iterator(start="a")
+
+
+class CursorModel:
+    """What an iterator over sorted keys must do, as a position between them."""
+
+    def __init__(self, keys, reverse):
+        self.keys, self.reverse = keys, reverse
+        self.pos = len(keys) if reverse else 0
+
+    def forward(self):
+        if self.pos >= len(self.keys):
+            return None
+        self.pos += 1
+        return self.keys[self.pos - 1]
+
+    def backward(self):
+        if self.pos == 0:
+            return None
+        self.pos -= 1
+        return self.keys[self.pos]
+
+    def next(self):
+        return self.backward() if self.reverse else self.forward()
+
+    def prev(self):
+        return self.forward() if self.reverse else self.backward()
+
+    def seek(self, target):
+        if self.reverse:
+            self.pos = bisect.bisect_right(self.keys, target)
+        else:
+            self.pos = bisect.bisect_left(self.keys, target)
+
+
+def test_iterator_cursor_against_model(db):
+    rng = random.Random(42)
+    all_keys = sorted({b"%03d" % rng.randrange(400) for _ in range(150)})
+    for i, k in enumerate(all_keys):
+        db.put(k, b"v" + k)
+        if i == len(all_keys) // 2:
+            db.flush()  # half in a table, half in the memtable
+    for trial in range(60):
+        reverse = bool(trial % 2)
+        lo = b"%03d" % rng.randrange(400) if rng.random() < 0.5 else None
+        hi = b"%03d" % rng.randrange(400) if rng.random() < 0.5 else None
+        in_range = [k for k in all_keys if (lo is None or k >= lo) and (hi is None or k < hi)]
+        it = db.iterator(start=lo, stop=hi, reverse=reverse, include_value=False)
+        model = CursorModel(in_range, reverse)
+        for _ in range(40):
+            op = rng.randrange(5)
+            if op == 0:
+                assert next(it, None) == model.next()
+            elif op == 1:
+                try:
+                    got = it.prev()
+                except StopIteration:
+                    got = None
+                assert got == model.prev()
+            elif op == 2:
+                target = b"%03d" % rng.randrange(400)
+                it.seek(target)
+                model.seek(target)
+            elif op == 3:
+                it.seek_to_start()
+                model.pos = 0
+            else:
+                it.seek_to_stop()
+                model.pos = len(in_range)
+        it.close()
+
+
+def test_iterator_sees_state_at_creation(db):
+    db.put(b"a", b"1")
+    it = db.iterator()
+    db.put(b"b", b"2")
+    db.delete(b"a")
+    assert list(it) == [(b"a", b"1")]
+
+
+def test_iterator_close_and_context(db):
+    db.put(b"a", b"1")
+    with db.iterator() as it:
+        assert next(it) == (b"a", b"1")
+    with pytest.raises(RuntimeError, match="closed"):
+        next(it)
+    it.close()
+
+
+# ---- snapshots ---------------------------------------------------------------
+
+def test_snapshot_reads(db):
+    db.put(b"a", b"1")
+    db.put(b"b", b"1")
+    sn = db.snapshot()
+    db.put(b"a", b"2")
+    db.delete(b"b")
+    db.put(b"c", b"3")
+    db.flush()
+    assert sn.get(b"a") == b"1" and sn.get(b"b") == b"1" and sn.get(b"c") is None
+    assert sn.get(b"c", b"-") == b"-"
+    assert db.get(b"a", snapshot=sn) == b"1"
+    assert sn.multi_get([b"a", b"b", b"c"]) == [b"1", b"1", None]
+    assert db.multi_get([b"a", b"c"], snapshot=sn) == [b"1", None]
+    assert list(sn.iterator()) == [(b"a", b"1"), (b"b", b"1")]
+    assert list(db.iterator(snapshot=sn, reverse=True)) == [(b"b", b"1"), (b"a", b"1")]
+    assert list(db) == [(b"a", b"2"), (b"c", b"3")]
+    sn.close()
+    assert sn.closed
+    with pytest.raises(RuntimeError):
+        sn.get(b"a")
+    with pytest.raises(RuntimeError):
+        db.get(b"a", snapshot=sn)
+    sn.release()
+
+
+def test_snapshot_context_gc_and_misuse(path, db):
+    with db.snapshot() as sn:
+        db.put(b"x", b"1")
+        assert sn.get(b"x") is None
+    assert sn.closed
+    for _ in range(100):
+        db.snapshot()  # released by garbage collection
+    with pytest.raises(TypeError):
+        db.get(b"x", snapshot=object())
+    with bloomkv.DB(path + "2", create_if_missing=True) as other:
+        with other.snapshot() as foreign:
+            with pytest.raises(bloomkv.InvalidArgumentError, match="another database"):
+                db.get(b"x", snapshot=foreign)
+
+
+def test_close_closes_iterators_and_snapshots(path):
+    d = bloomkv.DB(path, create_if_missing=True)
+    d.put(b"a", b"1")
+    it = d.iterator()
+    sn = d.snapshot()
+    sit = sn.iterator()
+    d.close()
+    assert sn.closed
+    with pytest.raises(RuntimeError):
+        next(it)
+    with pytest.raises(RuntimeError):
+        next(sit)
+    with pytest.raises(RuntimeError):
+        sn.get(b"a")
+    del it, sn, sit
+    gc.collect()
+    with bloomkv.DB(path) as d:
+        assert d.get(b"a") == b"1"
+
+
+# ---- search by value -----------------------------------------------------------
+
+def test_find_value(path):
+    with bloomkv.DB(path, create_if_missing=True, value_index="bitsliced", write_buffer_size=1 << 16) as d:
+        rng = random.Random(3)
+        model = {}
+        for i in range(4000):
+            k = b"k%05d" % rng.randrange(3000)
+            v = b"color-%d" % rng.randrange(20)
+            d.put(k, v)
+            model[k] = v
+            if i == 2000:
+                sn = d.snapshot()
+                at_snapshot = dict(model)
+        d.flush()
+        for v in (b"color-0", b"color-7", b"absent"):
+            want = sorted((k, x) for k, x in model.items() if x == v)
+            assert list(d.find_value(v)) == want
+            assert list(d.find_value(v, keys_only=True)) == [k for k, _ in want]
+            assert list(d.find_value(v, limit=3)) == want[:3]
+            assert list(d.find_value(v, limit=0)) == []
+            old = sorted((k, x) for k, x in at_snapshot.items() if x == v)
+            assert list(d.find_value(v, snapshot=sn)) == old
+            assert list(sn.find_value(v, keys_only=True)) == [k for k, _ in old]
+        with pytest.raises(bloomkv.InvalidArgumentError):
+            d.find_value(b"x", limit=-1)
+        sn.close()
+
+
+def test_find_value_needs_an_index(db):
+    db.put(b"k", b"v")
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        list(db.find_value(b"v"))
+
+
+def words(value):
+    return value.lower().split()
+
+
+def test_find_value_with_python_terms(path):
+    with pytest.raises(bloomkv.InvalidArgumentError, match="terms_name"):
+        bloomkv.DB(path, create_if_missing=True, value_index="hierarchy", terms=words)
+    with pytest.raises(TypeError):
+        bloomkv.DB(path, create_if_missing=True, value_index="hierarchy", terms=5, terms_name="x")
+    opts = dict(value_index="hierarchy", terms=words, terms_name="words-1", write_buffer_size=1 << 16)
+    with bloomkv.DB(path, create_if_missing=True, **opts) as d:
+        d.put(b"1", b"The quick brown fox")
+        d.put(b"2", b"a lazy DOG")
+        d.put(b"3", b"quick dog")
+        d.flush()  # the extractor runs on the engine's flush thread too
+        d.put(b"4", b"Quick")
+        assert list(d.find_value(b"quick", keys_only=True)) == [b"1", b"3", b"4"]
+        assert list(d.find_value(b"dog", keys_only=True)) == [b"2", b"3"]
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.DB(path, value_index="hierarchy", terms=words, terms_name="words-2")
+    with bloomkv.DB(path, **opts) as d:
+        assert list(d.find_value(b"fox", keys_only=True)) == [b"1"]
+
+
+def test_failing_terms_extractor_indexes_whole_value(path, monkeypatch):
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_type))
+
+    def broken(value):
+        if value == b"bad":
+            raise ValueError("no terms")
+        return [value]
+
+    with bloomkv.DB(path, create_if_missing=True, value_index="flat", terms=broken, terms_name="broken") as d:
+        d.put(b"k", b"bad")
+        assert list(d.find_value(b"bad", keys_only=True)) == [b"k"]
+    assert ValueError in reported
+
+
+# ---- administration, properties, errors from damaged files ---------------------
+
+def test_stats_and_properties(db):
+    fill(db, 1000)
+    db.get(b"k000001")
+    db.flush()
+    stats = db.stats()
+    assert stats["gets"] >= 1 and stats["writes"] == 1000 and stats["flushes"] == 1
+    assert len(stats["files-at-level"]) == 7 and sum(stats["files-at-level"]) >= 1
+    assert sum(stats["bytes-at-level"]) > 0
+    assert isinstance(stats["write-amplification"], float)
+    assert "level" in db.property("bloomkv.stats")
+    assert db.property("bloomkv.counter.writes") == "1000"
+    assert db.property("no.such.property") is None
+
+
+def test_compact_flush_size_checkpoint(path, db):
+    model = fill(db, 5000)
+    db.compact()
+    db.compact(b"k000100", b"k000200")
+    db.compact(start=b"k009000")
+    assert db.approximate_size() > 0
+    assert db.approximate_size(b"k000000", b"k001000") <= db.approximate_size()
+    db.checkpoint(path + "-copy")
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        db.checkpoint(path + "-copy")
+    with bloomkv.DB(path + "-copy") as copy:
+        assert dict(copy.iterator()) == model
+
+
+def test_check_and_destroy(path):
+    with bloomkv.DB(path, create_if_missing=True) as d:
+        fill(d, 2000)
+        d.flush()
+    assert bloomkv.check(path) == []
+    with pytest.raises(bloomkv.Error):
+        bloomkv.check(path + "-missing")
+    with bloomkv.DB(path):
+        with pytest.raises(bloomkv.BusyError):
+            bloomkv.check(path)
+    bloomkv.destroy_db(path)
+    assert not os.path.exists(os.path.join(path, "CURRENT"))
+
+
+def test_damaged_table_raises_corruption(path):
+    with bloomkv.DB(path, create_if_missing=True, block_cache_size=0) as d:
+        model = fill(d, 3000)
+        d.flush()
+    table = [f for f in os.listdir(path) if f.endswith(".sst")][0]
+    with open(os.path.join(path, table), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0x55]))
+    problems = bloomkv.check(path)
+    assert problems and table in problems[0]
+    with bloomkv.DB(path, block_cache_size=0) as d:
+        with pytest.raises(bloomkv.CorruptionError, match=table):
+            for k in model:
+                d.get(k)
+        with pytest.raises(bloomkv.CorruptionError):
+            list(d.iterator())
+
+
+# ---- threads ---------------------------------------------------------------------
+
+def test_threads_share_a_database(db):
+    errors = []
+
+    def work(t):
+        try:
+            rng = random.Random(t)
+            for i in range(2000):
+                k = b"t%d-%d" % (t, i)
+                db.put(k, k)
+                assert db.get(k) == k
+                if i % 500 == 0:
+                    assert all(v == kk for kk, v in db.iterator(prefix=b"t%d-" % t))
+                    db.multi_get([b"t%d-%d" % (t, rng.randrange(i + 1))])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert len(list(db.iterator(include_value=False))) == 8000
+
+
+def test_close_while_other_threads_read(path):
+    d = bloomkv.DB(path, create_if_missing=True)
+    fill(d, 2000)
+    outcomes = []
+
+    def reader():
+        try:
+            while True:
+                d.get(b"k000001")
+                list(d.iterator(prefix=b"k0000"))
+        except RuntimeError:
+            outcomes.append("closed")
+        except Exception as e:  # pragma: no cover
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for th in threads:
+        th.start()
+    d.close()
+    for th in threads:
+        th.join()
+    assert outcomes == ["closed"] * 3
+
+
+# ---- filters ------------------------------------------------------------------------
+
+STATIC = ["ribbon", "fuse8", "fuse16", "xor8"]
+DYNAMIC = ["bloom", "blocked", "cuckoo8", "cuckoo12", "cuckoo16", "counting"]
+
+
+@pytest.mark.parametrize("kind", STATIC + DYNAMIC)
+def test_filter_build_has_no_false_negatives(kind):
+    keys = [b"key-%d" % i for i in range(20000)]
+    f = bloomkv.Filter.build(keys, type=kind)
+    assert len(f) == len(keys)
+    assert all(k in f for k in keys)
+    assert all(f.may_contain_many(keys))
+    absent = [b"absent-%d" % i for i in range(20000)]
+    flags = f.may_contain_many(absent)
+    assert flags == [f.may_contain(k) for k in absent]
+    assert sum(flags) / len(absent) < 0.05
+    raw = f.may_contain_many(absent, as_bytes=True)
+    assert isinstance(raw, bytearray) and list(raw) == [int(x) for x in flags]
+    info = f.info()
+    assert info["type"] == kind and info["num_keys"] == len(keys) and info["encoded_bytes"] == len(bytes(f))
+
+
+def test_filter_sizing():
+    keys = [b"%d" % i for i in range(50000)]
+    small = bloomkv.Filter.build(keys, type="blocked", bits_per_key=6)
+    big = bloomkv.Filter.build(keys, type="blocked", fpr=0.001)
+    assert small.info()["bits_per_key"] < big.info()["bits_per_key"]
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.Filter.build(keys, type="blocked", bits_per_key=6, fpr=0.01)
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.Filter.build(keys, type="blocked", fpr=2)
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.Filter.build(keys, type="nope")
+    with pytest.raises(TypeError):
+        bloomkv.Filter.build(["text"])
+    assert len(bloomkv.Filter.build([], type="ribbon")) == 0
+
+
+def test_filter_serialization():
+    keys = [b"x%d" % i for i in range(5000)]
+    f = bloomkv.Filter.build(keys, type="fuse8")
+    data = bytes(f)
+    g = bloomkv.Filter.from_bytes(data)
+    assert g.info()["zero_copy"] and all(k in g for k in keys)
+    h = bloomkv.Filter.from_bytes(bytearray(data))  # writable: copied
+    assert not h.info()["zero_copy"] and all(k in h for k in keys)
+    p = pickle.loads(pickle.dumps(f))
+    assert bytes(p) == data
+    damaged = bytearray(data)
+    damaged[len(damaged) // 2] ^= 1
+    with pytest.raises(bloomkv.CorruptionError):
+        bloomkv.Filter.from_bytes(bytes(damaged))
+    with pytest.raises(bloomkv.CorruptionError):
+        bloomkv.Filter.from_bytes(data[:-3])
+    with pytest.raises(TypeError):
+        bloomkv.Filter.from_bytes("text")
+
+
+def test_dynamic_filters_add_and_remove():
+    f = bloomkv.Filter("blocked", 1000)
+    for i in range(1000):
+        f.add(b"%d" % i)
+    assert all(b"%d" % i in f for i in range(1000)) and len(f) == 1000
+    with pytest.raises(bloomkv.InvalidArgumentError, match="delete"):
+        f.remove(b"1")
+    for kind in ("cuckoo16", "counting"):
+        d = bloomkv.Filter(kind, 1000)
+        for i in range(500):
+            d.add(b"%d" % i)
+        assert d.remove(b"7") is True
+        assert b"7" not in d or kind == "counting"
+        assert d.remove(b"never-added-key") in (False, True)
+    with pytest.raises(bloomkv.InvalidArgumentError, match="static"):
+        bloomkv.Filter("ribbon", 10)
+    static = bloomkv.Filter.build([b"a"], type="xor8")
+    with pytest.raises(bloomkv.InvalidArgumentError, match="static"):
+        static.add(b"b")
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.Filter("blocked", 0)
+
+
+def test_cuckoo_full_and_zero_copy_add():
+    f = bloomkv.Filter("cuckoo8", 64)
+    with pytest.raises(bloomkv.FilterFullError):
+        for i in range(100000):
+            f.add(b"%d" % i)
+    g = bloomkv.Filter.from_bytes(bytes(bloomkv.Filter("counting", 100)))
+    assert g.info()["zero_copy"]
+    g.add(b"k")  # becomes a copy of its own first
+    assert b"k" in g and not g.info()["zero_copy"]
+    assert g.remove(b"k") and b"k" not in g
+
+
+# ---- no leaks --------------------------------------------------------------------------
+
+def test_no_reference_or_memory_leaks(path):
+    d = bloomkv.DB(path, create_if_missing=True, write_buffer_size=1 << 20, block_cache_size=1 << 20,
+                   value_index="flat")
+    keys = [b"key%04d" % i for i in range(1000)]
+    value = b"v" * 50
+    for k in keys:
+        d.put(k, value)
+    f = bloomkv.Filter.build(keys, type="blocked")
+    probe = keys[:64]
+
+    def one_round(i):
+        k = keys[i % 1000]
+        d.put(k, value)
+        d.get(k)
+        d.get(b"missing", b"-")
+        d.multi_get(probe[:4])
+        with d.write_batch() as wb:
+            wb.put(k, value)
+            wb.delete(b"missing")
+        if i % 10 == 0:
+            with d.snapshot() as sn:
+                sn.get(k)
+            it = d.iterator(start=k, stop=k + b"\xff")
+            list(it)
+            list(d.find_value(b"nothing"))
+        f.may_contain_many(probe)
+        k in f
+        try:
+            d.get("not bytes")
+        except TypeError:
+            pass
+
+    for i in range(5000):
+        one_round(i)
+    refs = [sys.getrefcount(x) for x in (d, f, value, keys[0], probe)]
+    gc.collect()
+    rss_before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    tracemalloc.start()
+    traced_before = tracemalloc.get_traced_memory()[0]
+    for i in range(100000):
+        one_round(i)
+    gc.collect()
+    traced_growth = tracemalloc.get_traced_memory()[0] - traced_before
+    tracemalloc.stop()
+    rss_growth = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") - rss_before
+    assert [sys.getrefcount(x) for x in (d, f, value, keys[0], probe)] == refs
+    assert traced_growth < 256 * 1024, traced_growth
+    if not UNDER_ASAN:
+        assert rss_growth < 16 << 20, rss_growth
+    d.close()

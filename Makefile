@@ -79,6 +79,9 @@ run: deps
 	@if [ -f $(BUILD)/bloomkv_redis.so ] && command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then \
 		echo; echo "the Redis module beside Redis's own types (one node)"; \
 		bash bench/redis_bench.sh $(BUILD)/bloomkv_redis.so 1000000; fi
+	@if ls $(BUILD)/python/bloomkv.*.so >/dev/null 2>&1 && /usr/bin/python3 -c "import plyvel" 2>/dev/null; then \
+		echo; echo "the Python extension beside plyvel (LevelDB's)"; \
+		PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_bench.py --num 1000000; fi
 
 # The installed tool is built without the peers: it must not depend on
 # whichever LevelDB or RocksDB the build machine had.

@@ -78,6 +78,15 @@ typedef struct bkvpy_bytes {
 int bkvpy_bytes_get(PyObject *obj, bkvpy_bytes *out, const char *what);
 void bkvpy_bytes_release(bkvpy_bytes *b);
 
+/* The arguments of a METH_FASTCALL | METH_KEYWORDS call (the hot calls,
+ * where PyArg_ParseTupleAndKeywords would cost more than the engine):
+ * positional ones first (at most max_positional), then keywords by name.
+ * out[i] keeps what the caller put there (NULL or a default) when the
+ * argument is not passed; the first required ones must be. Borrowed
+ * references. 0 with TypeError. */
+int bkvpy_fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *const *names, Py_ssize_t max_positional, Py_ssize_t required, PyObject **out);
+
 void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep);
 void bkvpy_dependent_unlink(bkvpy_dependent *dep);
 
@@ -85,6 +94,18 @@ void bkvpy_dependent_unlink(bkvpy_dependent *dep);
  * entered (bkvpy_snapshot_leave after the call). 0 with an exception. */
 int bkvpy_snapshot_enter(DBObject *db, PyObject *arg, SnapshotObject **out);
 void bkvpy_snapshot_leave(SnapshotObject *s);
+
+static inline void bkvpy_write_options(int sync, bkv_write_options *wo)
+{
+    bkv_write_options_init(wo);
+    wo->sync = sync;
+}
+
+/* A limit argument: None -> -1, else a count >= 0. 0 with an exception. */
+int bkvpy_limit_arg(PyObject *obj, Py_ssize_t *out);
+
+PyObject *bkvpy_batch_new(DBObject *db, PyObject *args, PyObject *kwargs);
+PyObject *bkvpy_snapshot_new(DBObject *db);
 
 /* Shared by DB and Snapshot. */
 PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt);

@@ -283,19 +283,15 @@ static PyObject *db_repr(DBObject *self)
                                 self->guard.closed ? " closed" : "");
 }
 
-static int write_options(int sync, bkv_write_options *wo)
+static PyObject *db_put(DBObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    bkv_write_options_init(wo);
-    wo->sync = sync;
-    return 1;
-}
-
-static PyObject *db_put(DBObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"key", "value", "sync", NULL};
-    PyObject *k, *v;
-    int sync = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:put", kwlist, &k, &v, &sync))
+    static const char *const names[] = {"key", "value", "sync", NULL};
+    PyObject *a[3] = {NULL, NULL, Py_False};
+    if (!bkvpy_fast_args("put", args, nargs, kwnames, names, 2, 2, a))
+        return NULL;
+    PyObject *k = a[0], *v = a[1];
+    int sync = PyObject_IsTrue(a[2]);
+    if (sync < 0)
         return NULL;
     bkvpy_bytes key, val;
     if (!bkvpy_bytes_get(k, &key, "key"))
@@ -307,7 +303,7 @@ static PyObject *db_put(DBObject *self, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         bkv_write_options wo;
-        write_options(sync, &wo);
+        bkvpy_write_options(sync, &wo);
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = bkv_put(self->db, &wo, key.data, key.len, val.data, val.len);
@@ -320,12 +316,15 @@ static PyObject *db_put(DBObject *self, PyObject *args, PyObject *kwargs)
     return result;
 }
 
-static PyObject *db_delete(DBObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *db_delete(DBObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *kwlist[] = {"key", "sync", NULL};
-    PyObject *k;
-    int sync = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:delete", kwlist, &k, &sync))
+    static const char *const names[] = {"key", "sync", NULL};
+    PyObject *a[2] = {NULL, Py_False};
+    if (!bkvpy_fast_args("delete", args, nargs, kwnames, names, 1, 1, a))
+        return NULL;
+    PyObject *k = a[0];
+    int sync = PyObject_IsTrue(a[1]);
+    if (sync < 0)
         return NULL;
     bkvpy_bytes key;
     if (!bkvpy_bytes_get(k, &key, "key"))
@@ -333,7 +332,7 @@ static PyObject *db_delete(DBObject *self, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         bkv_write_options wo;
-        write_options(sync, &wo);
+        bkvpy_write_options(sync, &wo);
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = bkv_delete(self->db, &wo, key.data, key.len);
@@ -343,32 +342,6 @@ static PyObject *db_delete(DBObject *self, PyObject *args, PyObject *kwargs)
     }
     bkvpy_bytes_release(&key);
     return result;
-}
-
-int bkvpy_snapshot_enter(DBObject *db, PyObject *arg, SnapshotObject **out)
-{
-    *out = NULL;
-    if (!arg || arg == Py_None)
-        return 1;
-    if (!PyObject_TypeCheck(arg, &bkvpy_snapshot_type)) {
-        PyErr_Format(PyExc_TypeError, "snapshot must be a bloomkv.Snapshot, not %.80s", Py_TYPE(arg)->tp_name);
-        return 0;
-    }
-    SnapshotObject *s = (SnapshotObject *)arg;
-    if (s->db != db) {
-        PyErr_SetString(bkvpy_invalid_error, "the snapshot belongs to another database");
-        return 0;
-    }
-    if (!bkvpy_guard_enter(&s->guard, "Snapshot"))
-        return 0;
-    *out = s;
-    return 1;
-}
-
-void bkvpy_snapshot_leave(SnapshotObject *s)
-{
-    if (s)
-        bkvpy_guard_leave(&s->guard);
 }
 
 static void read_options(SnapshotObject *snap, bkv_read_options *ro)
@@ -406,16 +379,16 @@ PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *k, PyObject *d
     return result;
 }
 
-static PyObject *db_get(DBObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *db_get(DBObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *kwlist[] = {"key", "default", "snapshot", NULL};
-    PyObject *k, *dflt = Py_None, *snapshot = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:get", kwlist, &k, &dflt, &snapshot))
+    static const char *const names[] = {"key", "default", "snapshot", NULL};
+    PyObject *a[3] = {NULL, Py_None, Py_None};
+    if (!bkvpy_fast_args("get", args, nargs, kwnames, names, 2, 1, a))
         return NULL;
     SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self, snapshot, &snap))
+    if (!bkvpy_snapshot_enter(self, a[2], &snap))
         return NULL;
-    PyObject *r = bkvpy_get(self, snap, k, dflt);
+    PyObject *r = bkvpy_get(self, snap, a[0], a[1]);
     bkvpy_snapshot_leave(snap);
     return r;
 }
@@ -584,7 +557,7 @@ PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, 
     return it;
 }
 
-static int limit_arg(PyObject *obj, Py_ssize_t *out)
+int bkvpy_limit_arg(PyObject *obj, Py_ssize_t *out)
 {
     if (obj == Py_None) {
         *out = -1;
@@ -609,7 +582,7 @@ static PyObject *db_find_value(DBObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t limit;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OpO:find_value", kwlist, &value, &limit_obj, &keys_only,
                                      &snapshot) ||
-        !limit_arg(limit_obj, &limit))
+        !bkvpy_limit_arg(limit_obj, &limit))
         return NULL;
     SnapshotObject *snap;
     if (!bkvpy_snapshot_enter(self, snapshot, &snap))
@@ -617,6 +590,17 @@ static PyObject *db_find_value(DBObject *self, PyObject *args, PyObject *kwargs)
     PyObject *r = bkvpy_find_value(self, snap, value, limit, keys_only);
     bkvpy_snapshot_leave(snap);
     return r;
+}
+
+static PyObject *db_write_batch(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_batch_new(self, args, kwargs);
+}
+
+static PyObject *db_snapshot(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    return bkvpy_snapshot_new(self);
 }
 
 static PyObject *db_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
@@ -733,24 +717,18 @@ static PyObject *db_stats(DBObject *self, PyObject *unused)
     return dict;
 }
 
-/* Runs one engine call that takes only the handle, with the GIL released. */
-static PyObject *db_call(DBObject *self, int (*fn)(bkv_db *))
+static PyObject *db_flush(DBObject *self, PyObject *unused)
 {
+    (void)unused;
     if (!bkvpy_guard_enter(&self->guard, "DB"))
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = fn(self->db);
+    rc = bkv_flush(self->db);
     Py_END_ALLOW_THREADS
     PyObject *r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
     bkvpy_guard_leave(&self->guard);
     return r;
-}
-
-static PyObject *db_flush(DBObject *self, PyObject *unused)
-{
-    (void)unused;
-    return db_call(self, bkv_flush);
 }
 
 /* Optional bytes-like bounds; NULL pointers for None. */
@@ -769,8 +747,6 @@ static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
     PyObject *start_obj = Py_None, *stop_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:compact", kwlist, &start_obj, &stop_obj))
         return NULL;
-    if (start_obj == Py_None && stop_obj == Py_None)
-        return db_call(self, bkv_compact);
     bkvpy_bytes start, stop;
     if (!optional_bytes(start_obj, &start, "start"))
         return NULL;
@@ -837,336 +813,15 @@ static PyObject *db_checkpoint(DBObject *self, PyObject *args)
     return r;
 }
 
-/* ---- WriteBatch -------------------------------------------------------- */
-
-typedef struct BatchObject {
-    PyObject_HEAD
-    DBObject *db;
-    bkv_batch *batch;
-    int sync, transaction;
-    bkvpy_guard guard; /* closed once written by a with block; active while written */
-} BatchObject;
-
-static PyObject *db_write_batch(DBObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"sync", "transaction", NULL};
-    int sync = 0, transaction = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pp:write_batch", kwlist, &sync, &transaction))
-        return NULL;
-    if (self->guard.closed)
-        return PyErr_Format(PyExc_RuntimeError, "DB is closed");
-    BatchObject *b = PyObject_New(BatchObject, &bkvpy_batch_type);
-    if (!b)
-        return NULL;
-    b->batch = bkv_batch_create();
-    b->db = (DBObject *)Py_NewRef(self);
-    b->sync = sync;
-    b->transaction = transaction;
-    b->guard.closed = 0;
-    b->guard.active = 0;
-    if (!b->batch) {
-        Py_DECREF(b);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)b;
-}
-
-static void batch_dealloc(BatchObject *self)
-{
-    bkv_batch_destroy(self->batch);
-    Py_XDECREF(self->db);
-    PyObject_Free(self);
-}
-
-/* Refuses changes while the batch is being written by another thread. */
-static int batch_usable(BatchObject *self)
-{
-    if (self->guard.active) {
-        PyErr_SetString(PyExc_RuntimeError, "WriteBatch is being written by another thread");
-        return 0;
-    }
-    return 1;
-}
-
-static PyObject *batch_put(BatchObject *self, PyObject *args)
-{
-    PyObject *k, *v;
-    if (!PyArg_ParseTuple(args, "OO:put", &k, &v) || !batch_usable(self))
-        return NULL;
-    bkvpy_bytes key, val;
-    if (!bkvpy_bytes_get(k, &key, "key"))
-        return NULL;
-    if (!bkvpy_bytes_get(v, &val, "value")) {
-        bkvpy_bytes_release(&key);
-        return NULL;
-    }
-    int rc = bkv_batch_put(self->batch, key.data, key.len, val.data, val.len);
-    bkvpy_bytes_release(&key);
-    bkvpy_bytes_release(&val);
-    if (rc != BKV_OK)
-        return bkvpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *batch_delete(BatchObject *self, PyObject *args)
-{
-    PyObject *k;
-    if (!PyArg_ParseTuple(args, "O:delete", &k) || !batch_usable(self))
-        return NULL;
-    bkvpy_bytes key;
-    if (!bkvpy_bytes_get(k, &key, "key"))
-        return NULL;
-    int rc = bkv_batch_delete(self->batch, key.data, key.len);
-    bkvpy_bytes_release(&key);
-    if (rc != BKV_OK)
-        return bkvpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *batch_clear(BatchObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!batch_usable(self))
-        return NULL;
-    bkv_batch_clear(self->batch);
-    Py_RETURN_NONE;
-}
-
-/* Writes the batch atomically, then empties it. */
-static PyObject *batch_write(BatchObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!batch_usable(self))
-        return NULL;
-    DBObject *db = self->db;
-    if (!bkvpy_guard_enter(&db->guard, "DB"))
-        return NULL;
-    bkv_write_options wo;
-    write_options(self->sync, &wo);
-    self->guard.active++;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bkv_write(db->db, &wo, self->batch);
-    Py_END_ALLOW_THREADS
-    self->guard.active--;
-    PyObject *r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, db->db);
-    bkvpy_guard_leave(&db->guard);
-    if (r)
-        bkv_batch_clear(self->batch);
-    return r;
-}
-
-static PyObject *batch_enter_ctx(BatchObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-/* On leaving a with block the batch is written, unless an exception is
- * leaving it too and the batch is a transaction (then it is discarded). */
-static PyObject *batch_exit_ctx(BatchObject *self, PyObject *args)
-{
-    PyObject *exc_type = PyTuple_Size(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
-    if (exc_type != Py_None && self->transaction) {
-        bkv_batch_clear(self->batch);
-        Py_RETURN_FALSE;
-    }
-    PyObject *r = batch_write(self, NULL);
-    if (!r)
-        return NULL;
-    Py_DECREF(r);
-    Py_RETURN_FALSE;
-}
-
-static Py_ssize_t batch_len(BatchObject *self)
-{
-    return (Py_ssize_t)bkv_batch_count(self->batch);
-}
-
-static PyMethodDef batch_methods[] = {
-    {"put", (PyCFunction)batch_put, METH_VARARGS, "put(key, value): adds a put to the batch"},
-    {"delete", (PyCFunction)batch_delete, METH_VARARGS, "delete(key): adds a delete to the batch"},
-    {"clear", (PyCFunction)batch_clear, METH_NOARGS, "clear(): empties the batch"},
-    {"write", (PyCFunction)batch_write, METH_NOARGS, "write(): applies the batch atomically, then empties it"},
-    {"__enter__", (PyCFunction)batch_enter_ctx, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)batch_exit_ctx, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL}};
-
-static PySequenceMethods batch_as_sequence = {.sq_length = (lenfunc)batch_len};
-
-PyTypeObject bkvpy_batch_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.WriteBatch",
-    .tp_basicsize = sizeof(BatchObject),
-    .tp_dealloc = (destructor)batch_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A batch of puts and deletes applied atomically (from DB.write_batch()). As a context manager it "
-              "is written on exit, or discarded if an exception leaves the block and transaction=True.",
-    .tp_methods = batch_methods,
-    .tp_as_sequence = &batch_as_sequence,
-};
-
-/* ---- Snapshot ---------------------------------------------------------- */
-
-static void snapshot_release(SnapshotObject *self)
-{
-    if (!bkvpy_guard_close(&self->guard))
-        return;
-    bkv_snapshot_release(self->db->db, self->snap);
-    self->snap = NULL;
-}
-
-static void snapshot_close_dependent(bkvpy_dependent *dep)
-{
-    snapshot_release((SnapshotObject *)((char *)dep - offsetof(SnapshotObject, dep)));
-}
-
-static PyObject *db_snapshot(DBObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!bkvpy_guard_enter(&self->guard, "DB"))
-        return NULL;
-    const bkv_snapshot *snap;
-    Py_BEGIN_ALLOW_THREADS
-    snap = bkv_snapshot_create(self->db);
-    Py_END_ALLOW_THREADS
-    bkvpy_guard_leave(&self->guard);
-    if (!snap)
-        return PyErr_NoMemory();
-    SnapshotObject *s = PyObject_New(SnapshotObject, &bkvpy_snapshot_type);
-    if (!s) {
-        bkv_snapshot_release(self->db, snap);
-        return NULL;
-    }
-    s->db = (DBObject *)Py_NewRef(self);
-    s->snap = snap;
-    s->guard.closed = 0;
-    s->guard.active = 0;
-    s->dep.close = snapshot_close_dependent;
-    bkvpy_dependent_link(self, &s->dep);
-    return (PyObject *)s;
-}
-
-static void snapshot_dealloc(SnapshotObject *self)
-{
-    bkvpy_dependent_unlink(&self->dep);
-    snapshot_release(self);
-    Py_XDECREF(self->db);
-    PyObject_Free(self);
-}
-
-static PyObject *snapshot_close(SnapshotObject *self, PyObject *unused)
-{
-    (void)unused;
-    bkvpy_dependent_unlink(&self->dep);
-    snapshot_release(self);
-    Py_RETURN_NONE;
-}
-
-static PyObject *snapshot_exit_ctx(SnapshotObject *self, PyObject *args)
-{
-    (void)args;
-    return snapshot_close(self, NULL);
-}
-
-static PyObject *snapshot_enter_ctx(SnapshotObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_NewRef(self);
-}
-
-static PyObject *snapshot_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"key", "default", NULL};
-    PyObject *k, *dflt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:get", kwlist, &k, &dflt))
-        return NULL;
-    SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
-        return NULL;
-    PyObject *r = bkvpy_get(self->db, snap, k, dflt);
-    bkvpy_snapshot_leave(snap);
-    return r;
-}
-
-static PyObject *snapshot_multi_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"keys", "default", NULL};
-    PyObject *keys, *dflt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:multi_get", kwlist, &keys, &dflt))
-        return NULL;
-    SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
-        return NULL;
-    PyObject *r = bkvpy_multi_get(self->db, snap, keys, dflt);
-    bkvpy_snapshot_leave(snap);
-    return r;
-}
-
-static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"value", "limit", "keys_only", NULL};
-    PyObject *value, *limit_obj = Py_None;
-    int keys_only = 0;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:find_value", kwlist, &value, &limit_obj, &keys_only) ||
-        !limit_arg(limit_obj, &limit))
-        return NULL;
-    SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
-        return NULL;
-    PyObject *r = bkvpy_find_value(self->db, snap, value, limit, keys_only);
-    bkvpy_snapshot_leave(snap);
-    return r;
-}
-
-static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
-{
-    return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
-}
-
-static PyObject *snapshot_get_closed(SnapshotObject *self, void *unused)
-{
-    (void)unused;
-    return PyBool_FromLong(self->guard.closed);
-}
-
-static PyMethodDef snapshot_methods[] = {
-    {"get", (PyCFunction)(void (*)(void))snapshot_get, METH_VARARGS | METH_KEYWORDS,
-     "get(key, default=None): the value at the snapshot"},
-    {"multi_get", (PyCFunction)(void (*)(void))snapshot_multi_get, METH_VARARGS | METH_KEYWORDS,
-     "multi_get(keys, default=None): a list of values at the snapshot"},
-    {"iterator", (PyCFunction)(void (*)(void))snapshot_iterator, METH_VARARGS | METH_KEYWORDS,
-     "iterator(...): DB.iterator's arguments, reading the snapshot"},
-    {"find_value", (PyCFunction)(void (*)(void))snapshot_find_value, METH_VARARGS | METH_KEYWORDS,
-     "find_value(value, limit=None, keys_only=False): DB.find_value at the snapshot"},
-    {"close", (PyCFunction)snapshot_close, METH_NOARGS, "close(): releases the snapshot (also on garbage collection)"},
-    {"release", (PyCFunction)snapshot_close, METH_NOARGS, "release(): the same as close()"},
-    {"__enter__", (PyCFunction)snapshot_enter_ctx, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)snapshot_exit_ctx, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL}};
-
-static PyGetSetDef snapshot_getset[] = {{"closed", (getter)snapshot_get_closed, NULL, "released", NULL},
-                                        {NULL, NULL, NULL, NULL, NULL}};
-
-PyTypeObject bkvpy_snapshot_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.Snapshot",
-    .tp_basicsize = sizeof(SnapshotObject),
-    .tp_dealloc = (destructor)snapshot_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A consistent view of the database at the moment DB.snapshot() was called. Released by close(), "
-              "on leaving a with block, when garbage-collected, or when the database closes.",
-    .tp_methods = snapshot_methods,
-    .tp_getset = snapshot_getset,
-};
-
 /* ---- the DB type ------------------------------------------------------- */
 
 #define KW(fn) (PyCFunction)(void (*)(void))(fn), METH_VARARGS | METH_KEYWORDS
+#define FAST(fn) (PyCFunction)(void (*)(void))(fn), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef db_methods[] = {
-    {"get", KW(db_get), "get(key, default=None, *, snapshot=None) -> bytes, or default when absent"},
-    {"put", KW(db_put), "put(key, value, *, sync=False)"},
-    {"delete", KW(db_delete), "delete(key, *, sync=False)"},
+    {"get", FAST(db_get), "get(key, default=None, *, snapshot=None) -> bytes, or default when absent"},
+    {"put", FAST(db_put), "put(key, value, *, sync=False)"},
+    {"delete", FAST(db_delete), "delete(key, *, sync=False)"},
     {"multi_get", KW(db_multi_get),
      "multi_get(keys, default=None, *, snapshot=None) -> list of values (default where absent); the keys are "
      "looked up together, each table's filter probed for all of them at once"},
@@ -1184,8 +839,8 @@ static PyMethodDef db_methods[] = {
      "stats() -> dict: every counter, files-at-level, bytes-at-level and the amplifications"},
     {"flush", (PyCFunction)db_flush, METH_NOARGS, "flush(): writes the memtable to a table"},
     {"compact", KW(db_compact),
-     "compact(start=None, stop=None): with no range, runs the compactions that are due; with one, compacts "
-     "[start, stop] to the bottom"},
+     "compact(start=None, stop=None): compacts the keys in [start, stop] (None: unbounded) down to the deepest "
+     "level holding any of them, dropping overwritten versions and deletes no snapshot needs"},
     {"approximate_size", (PyCFunction)db_approximate_size, METH_VARARGS,
      "approximate_size(start=None, stop=None) -> bytes the tables take for keys in [start, stop)"},
     {"checkpoint", (PyCFunction)db_checkpoint, METH_VARARGS,

@@ -61,6 +61,40 @@ void bkvpy_bytes_release(bkvpy_bytes *b)
     b->has_view = 0;
 }
 
+int bkvpy_fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *const *names, Py_ssize_t max_positional, Py_ssize_t required, PyObject **out)
+{
+    if (nargs > max_positional) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)", fname,
+                     max_positional, nargs);
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, j);
+        Py_ssize_t i = 0;
+        while (names[i] && PyUnicode_CompareWithASCIIString(kw, names[i]) != 0)
+            i++;
+        if (!names[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, kw);
+            return 0;
+        }
+        if (i < nargs) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[i]);
+            return 0;
+        }
+        out[i] = args[nargs + j];
+    }
+    for (Py_ssize_t i = 0; i < required; i++)
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
+            return 0;
+        }
+    return 1;
+}
+
 int bkvpy_guard_enter(bkvpy_guard *g, const char *what)
 {
     if (g->closed) {

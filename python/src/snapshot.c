@@ -1,0 +1,182 @@
+/*
+ * snapshot.c — bloomkv.Snapshot: reads at one point in time.
+ */
+#include "bkvpy.h"
+
+int bkvpy_snapshot_enter(DBObject *db, PyObject *arg, SnapshotObject **out)
+{
+    *out = NULL;
+    if (!arg || arg == Py_None)
+        return 1;
+    if (!PyObject_TypeCheck(arg, &bkvpy_snapshot_type)) {
+        PyErr_Format(PyExc_TypeError, "snapshot must be a bloomkv.Snapshot, not %.80s", Py_TYPE(arg)->tp_name);
+        return 0;
+    }
+    SnapshotObject *s = (SnapshotObject *)arg;
+    if (s->db != db) {
+        PyErr_SetString(bkvpy_invalid_error, "the snapshot belongs to another database");
+        return 0;
+    }
+    if (!bkvpy_guard_enter(&s->guard, "Snapshot"))
+        return 0;
+    *out = s;
+    return 1;
+}
+
+void bkvpy_snapshot_leave(SnapshotObject *s)
+{
+    if (s)
+        bkvpy_guard_leave(&s->guard);
+}
+
+static void snapshot_release(SnapshotObject *self)
+{
+    if (!bkvpy_guard_close(&self->guard))
+        return;
+    bkv_snapshot_release(self->db->db, self->snap);
+    self->snap = NULL;
+}
+
+static void snapshot_close_dependent(bkvpy_dependent *dep)
+{
+    snapshot_release((SnapshotObject *)((char *)dep - offsetof(SnapshotObject, dep)));
+}
+
+PyObject *bkvpy_snapshot_new(DBObject *self)
+{
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    const bkv_snapshot *snap;
+    Py_BEGIN_ALLOW_THREADS
+    snap = bkv_snapshot_create(self->db);
+    Py_END_ALLOW_THREADS
+    bkvpy_guard_leave(&self->guard);
+    if (!snap)
+        return PyErr_NoMemory();
+    SnapshotObject *s = PyObject_New(SnapshotObject, &bkvpy_snapshot_type);
+    if (!s) {
+        bkv_snapshot_release(self->db, snap);
+        return NULL;
+    }
+    s->db = (DBObject *)Py_NewRef(self);
+    s->snap = snap;
+    s->guard.closed = 0;
+    s->guard.active = 0;
+    s->dep.close = snapshot_close_dependent;
+    bkvpy_dependent_link(self, &s->dep);
+    return (PyObject *)s;
+}
+
+static void snapshot_dealloc(SnapshotObject *self)
+{
+    bkvpy_dependent_unlink(&self->dep);
+    snapshot_release(self);
+    Py_XDECREF(self->db);
+    PyObject_Free(self);
+}
+
+static PyObject *snapshot_close(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    bkvpy_dependent_unlink(&self->dep);
+    snapshot_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *snapshot_exit_ctx(SnapshotObject *self, PyObject *args)
+{
+    (void)args;
+    return snapshot_close(self, NULL);
+}
+
+static PyObject *snapshot_enter_ctx(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *snapshot_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"key", "default", NULL};
+    PyObject *k, *dflt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:get", kwlist, &k, &dflt))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_get(self->db, snap, k, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_multi_get(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"keys", "default", NULL};
+    PyObject *keys, *dflt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:multi_get", kwlist, &keys, &dflt))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_multi_get(self->db, snap, keys, dflt);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"value", "limit", "keys_only", NULL};
+    PyObject *value, *limit_obj = Py_None;
+    int keys_only = 0;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:find_value", kwlist, &value, &limit_obj, &keys_only) ||
+        !bkvpy_limit_arg(limit_obj, &limit))
+        return NULL;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+        return NULL;
+    PyObject *r = bkvpy_find_value(self->db, snap, value, limit, keys_only);
+    bkvpy_snapshot_leave(snap);
+    return r;
+}
+
+static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
+}
+
+static PyObject *snapshot_get_closed(SnapshotObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->guard.closed);
+}
+
+static PyMethodDef snapshot_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))snapshot_get, METH_VARARGS | METH_KEYWORDS,
+     "get(key, default=None): the value at the snapshot"},
+    {"multi_get", (PyCFunction)(void (*)(void))snapshot_multi_get, METH_VARARGS | METH_KEYWORDS,
+     "multi_get(keys, default=None): a list of values at the snapshot"},
+    {"iterator", (PyCFunction)(void (*)(void))snapshot_iterator, METH_VARARGS | METH_KEYWORDS,
+     "iterator(...): DB.iterator's arguments, reading the snapshot"},
+    {"find_value", (PyCFunction)(void (*)(void))snapshot_find_value, METH_VARARGS | METH_KEYWORDS,
+     "find_value(value, limit=None, keys_only=False): DB.find_value at the snapshot"},
+    {"close", (PyCFunction)snapshot_close, METH_NOARGS, "close(): releases the snapshot (also on garbage collection)"},
+    {"release", (PyCFunction)snapshot_close, METH_NOARGS, "release(): the same as close()"},
+    {"__enter__", (PyCFunction)snapshot_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)snapshot_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef snapshot_getset[] = {{"closed", (getter)snapshot_get_closed, NULL, "released", NULL},
+                                        {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject bkvpy_snapshot_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.Snapshot",
+    .tp_basicsize = sizeof(SnapshotObject),
+    .tp_dealloc = (destructor)snapshot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A consistent view of the database at the moment DB.snapshot() was called. Released by close(), "
+              "on leaving a with block, when garbage-collected, or when the database closes.",
+    .tp_methods = snapshot_methods,
+    .tp_getset = snapshot_getset,
+};
+

@@ -33,8 +33,14 @@ static void snapshot_release(SnapshotObject *self)
 {
     if (!bkvpy_guard_close(&self->guard))
         return;
-    bkv_snapshot_release(self->db->db, self->snap);
+    bkv_db *db = self->db->db;
+    const bkv_snapshot *snap = self->snap;
     self->snap = NULL;
+    /* The release takes the engine's mutex, which a background thread
+     * may hold while it waits for the GIL (to call a terms extractor). */
+    Py_BEGIN_ALLOW_THREADS
+    bkv_snapshot_release(db, snap);
+    Py_END_ALLOW_THREADS
 }
 
 static void snapshot_close_dependent(bkvpy_dependent *dep)

@@ -172,21 +172,23 @@ else fail=$((fail + 1)); echo "FAIL: load on SIGTERM: exit $st: $(cat "$h/sig.er
 expect 0 "database usable after an interrupted load" -- "$B" check "$h/G"
 # A deleted LOCK does not let a second writer in, and check says "in use".
 expect 0 "seed" -- "$B" put "$h/K" seed 1
-awk 'BEGIN { for (i = 1; i <= 600000; i++) printf "l%07d\tv\n", i }' >"$h/long.tsv"
-"$B" load "$h/K" "$h/long.tsv" >/dev/null 2>&1 &
+# The writer is a load reading a FIFO this script holds open, so it is
+# certainly still running while the second writer and check try.
+mkfifo "$h/feed"
+"$B" load "$h/K" - <"$h/feed" >/dev/null 2>&1 &
 lp=$!
-for _ in $(seq 50); do [ -s "$h/K/000005.log" ] || [ -n "$(ls "$h/K"/*.log 2>/dev/null | tail -n +2)" ] && break; sleep 0.05; done
-sleep 0.2
+exec 7>"$h/feed"
+# Written through a 64 KiB pipe: when awk is done, the load has read most
+# of it, so it has long opened the database.
+awk 'BEGIN { for (i = 1; i <= 300000; i++) printf "l%07d\tv\n", i }' >&7
 rm -f "$h/K/LOCK"
-if kill -0 $lp 2>/dev/null; then
-    expect 3 "second writer refused after LOCK was deleted" -- "$B" put "$h/K" x y
-    stderr_has "in use" "in use"
-    expect 3 "check refuses a live database" -- "$B" check "$h/K"
-    stderr_has "check says in use" "in use"
-else
-    pass=$((pass + 4)) # the load finished first: nothing to race
-fi
-wait $lp
+expect 3 "second writer refused after LOCK was deleted" -- "$B" put "$h/K" x y
+stderr_has "in use" "in use"
+expect 3 "check refuses a live database" -- "$B" check "$h/K"
+stderr_has "check says in use" "in use"
+awk 'BEGIN { for (i = 300001; i <= 600000; i++) printf "l%07d\tv\n", i }' >&7
+exec 7>&-
+wait $lp && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: the load beside the refused writers failed"; }
 expect 0 "load completed whole" -- "$B" scan "$h/K" --limit 0
 "$B" scan "$h/K" | wc -l | grep -q '^600001$' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: rows lost after LOCK deletion"; }
 # Damage in the WAL's last block before intact records: refused, naming file and offset.

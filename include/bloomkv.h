@@ -260,6 +260,21 @@ BKV_EXPORT int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void
                               int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
                               void *arg, bkv_find_stats *stats);
 
+/* How bkv_find_values combines its terms. */
+enum {
+    BKV_FIND_ALL = 0, /* keys whose value holds every term (an AND) */
+    BKV_FIND_ANY = 1  /* keys whose value holds at least one (an OR) */
+};
+
+/* bkv_find_value for a query of n terms (1..64), each terms[i] of
+ * tlens[i] bytes, combined by mode. With BKV_FIND_ALL the index's answers
+ * for the terms are intersected before any partition is read, so a
+ * partition is scanned only when its filter may hold every term. */
+BKV_EXPORT int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *terms,
+                               const size_t *tlens, size_t n, unsigned mode,
+                               int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
+                               void *arg, bkv_find_stats *stats);
+
 /* Snapshots: a consistent view of the database at the moment of creation,
  * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
  * every version a live snapshot can see. NULL when out of memory. A read

@@ -24,7 +24,13 @@ typedef struct cli_opts {
     int stats;
     int wal_recovery;
     int move;
+    int any;  /* find-value: --any (OR) rather than --all (AND) */
+    int npos; /* positional arguments given */
 } cli_opts;
+
+/* A command taking a variable number of arguments (find-value's values)
+ * takes at most this many. */
+#define MAX_POSITIONAL 65
 
 /* --value-index names, as the "bloomkv.value-index" property spells them. */
 static const char *const shape_names[] = {
@@ -48,9 +54,10 @@ static const usage_text usages[] = {
      "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index wal-recovery"},
-    {"find-value", "DB VALUE [--hex] [--stats] " RECOVERY_FLAG,
-     "print key<TAB>value for every key whose value is VALUE (needs a value index); exit 1 if none; "
-     "--stats reports on stderr what the search touched", "hex stats wal-recovery"},
+    {"find-value", "DB VALUE [VALUE...] [--all|--any] [--hex] [--stats] " RECOVERY_FLAG,
+     "print key<TAB>value for every key whose value is VALUE (needs a value index); with several values, keys "
+     "whose value holds all of them (--all, the default) or any (--any); exit 1 if none; "
+     "--stats reports on stderr what the search touched", "all any hex stats wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
      "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
@@ -104,7 +111,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
                                          {"value-index", required_argument, 0, 'v'},
                                          {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
-                                         {"move", no_argument, 0, 'm'},
+                                         {"move", no_argument, 0, 'm'},     {"all", no_argument, 0, 'a'},
+                                         {"any", no_argument, 0, 'y'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
     const usage_text *u = usage_of(cmd);
@@ -140,6 +148,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 's': o->sync = 1; break;
         case 'S': o->stats = 1; break;
         case 'm': o->move = 1; break;
+        case 'a': o->any = 0; break;
+        case 'y': o->any = 1; break;
         case 'v':
             o->value_index = -1;
             for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
@@ -155,12 +165,18 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
             break;
         }
     }
-    if (argc - optind != npos) {
-        fprintf(stderr, "bloomkv %s: expects %d argument%s, got %d\n", cmd, npos, npos == 1 ? "" : "s", argc - optind);
+    /* npos < 0: at least -npos, at most MAX_POSITIONAL. */
+    int given = argc - optind;
+    if (npos >= 0 ? given != npos : given < -npos || given > MAX_POSITIONAL) {
+        if (npos >= 0)
+            fprintf(stderr, "bloomkv %s: expects %d argument%s, got %d\n", cmd, npos, npos == 1 ? "" : "s", given);
+        else
+            fprintf(stderr, "bloomkv %s: expects %d to %d arguments, got %d\n", cmd, -npos, MAX_POSITIONAL, given);
         usage(stderr, cmd);
         return -1;
     }
-    for (int i = 0; i < npos; i++) pos[i] = argv[optind + i];
+    for (int i = 0; i < given; i++) pos[i] = argv[optind + i];
+    o->npos = given;
     return 0;
 }
 
@@ -259,7 +275,7 @@ static int fail_db(bkv_db *db, const char *what, int rc) {
 
 #define PARSE_OR_USAGE(n)                                       \
     cli_opts o;                                                 \
-    char *pos[3];                                               \
+    char *pos[MAX_POSITIONAL];                                  \
     switch (parse(argc, argv, &o, pos, n)) {                    \
     case 0: break;                                              \
     case 1: return 0;                                           \
@@ -548,19 +564,25 @@ static int print_found(void *arg, const void *key, size_t klen, const void *val,
 }
 
 int bkv_cli_find_value(int argc, char **argv) {
-    PARSE_OR_USAGE(2);
-    char *v;
-    size_t vl;
-    if (bkv_cli_decode(pos[1], o.hex, &v, &vl)) {
-        fprintf(stderr, "bloomkv: find-value: bad hex\n");
-        return EXIT_USAGE;
-    }
+    PARSE_OR_USAGE(-2);
+    size_t nterms = (size_t)o.npos - 1;
+    char *terms[MAX_POSITIONAL];
+    size_t lens[MAX_POSITIONAL];
+    int ec = 0;
+    size_t decoded = 0;
+    for (; decoded < nterms; decoded++)
+        if (bkv_cli_decode(pos[decoded + 1], o.hex, &terms[decoded], &lens[decoded])) {
+            fprintf(stderr, "bloomkv: find-value: bad hex in value %zu\n", decoded + 1);
+            ec = EXIT_USAGE;
+            break;
+        }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    if (!ec) ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
         find_out f = {o.hex, 0};
         bkv_find_stats st;
-        int rc = bkv_find_value(db, NULL, v, vl, print_found, &f, &st);
+        int rc = bkv_find_values(db, NULL, (const void *const *)terms, lens, nterms, o.any ? BKV_FIND_ANY : BKV_FIND_ALL,
+                                 print_found, &f, &st);
         if (rc == BKV_INVALID) {
             fprintf(stderr, "bloomkv: find-value: %s has no value index (create it with --value-index)\n", pos[0]);
             bkv_close(db);
@@ -588,7 +610,7 @@ int bkv_cli_find_value(int argc, char **argv) {
             ec = f.n ? 0 : EXIT_NOTFOUND;
         }
     }
-    free(v);
+    for (size_t i = 0; i < decoded; i++) free(terms[i]);
     return ec;
 }
 

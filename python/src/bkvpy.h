@@ -111,7 +111,7 @@ PyObject *bkvpy_snapshot_new(DBObject *db);
 PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt);
 PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt);
 PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
-PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, Py_ssize_t limit, int keys_only);
+PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 
 /* The module's entry point (module.c). */
 PyMODINIT_FUNC PyInit_bloomkv(void);

@@ -511,11 +511,62 @@ static int found_add(void *arg, const void *key, size_t klen, const void *val, s
     return ++f->count >= f->limit;
 }
 
-PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, Py_ssize_t limit, int keys_only)
+/* The terms of a search: one bytes-like value, or a list or tuple of them. */
+static int query_terms(PyObject *value, bkvpy_bytes *held, size_t *n)
 {
-    bkvpy_bytes v;
-    if (!bkvpy_bytes_get(value, &v, "value"))
+    if (!PyList_Check(value) && !PyTuple_Check(value)) {
+        *n = 1;
+        return bkvpy_bytes_get(value, &held[0], "value");
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+    if (count < 1 || count > 64) {
+        PyErr_SetString(bkvpy_invalid_error, "a search takes 1 to 64 values");
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (!bkvpy_bytes_get(PySequence_Fast_GET_ITEM(value, i), &held[i], "value")) {
+            while (i-- > 0)
+                bkvpy_bytes_release(&held[i]);
+            return 0;
+        }
+    *n = (size_t)count;
+    return 1;
+}
+
+PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"value", "match", "limit", "keys_only", "snapshot", NULL};
+    PyObject *value, *limit_obj = Py_None, *snap_arg = Py_None;
+    const char *match = "all";
+    int keys_only = 0;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$sOpO:find_value", kwlist, &value, &match, &limit_obj,
+                                     &keys_only, &snap_arg) ||
+        !bkvpy_limit_arg(limit_obj, &limit))
         return NULL;
+    if (snapshot && snap_arg != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "a snapshot's find_value takes no snapshot argument");
+        return NULL;
+    }
+    if (strcmp(match, "all") != 0 && strcmp(match, "any") != 0) {
+        PyErr_Format(bkvpy_invalid_error, "match = '%s' is not 'all' or 'any'", match);
+        return NULL;
+    }
+    unsigned mode = match[1] == 'l' ? BKV_FIND_ALL : BKV_FIND_ANY;
+    SnapshotObject *snap;
+    if (!bkvpy_snapshot_enter(db, snapshot ? snapshot : snap_arg, &snap))
+        return NULL;
+    bkvpy_bytes held[64];
+    const void *terms[64];
+    size_t lens[64], n;
+    if (!query_terms(value, held, &n)) {
+        bkvpy_snapshot_leave(snap);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        terms[i] = held[i].data;
+        lens[i] = held[i].len;
+    }
     found f = {.limit = limit < 0 ? SIZE_MAX : (size_t)limit, .keys_only = keys_only};
     PyObject *list = NULL;
     if (limit == 0) {
@@ -525,7 +576,7 @@ PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, 
         read_options(snap, &ro);
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = bkv_find_value(db->db, &ro, v.data, v.len, found_add, &f, NULL);
+        rc = bkv_find_values(db->db, &ro, terms, lens, n, mode, found_add, &f, NULL);
         Py_END_ALLOW_THREADS
         if (rc != BKV_OK)
             bkvpy_raise(rc, db->db);
@@ -535,6 +586,7 @@ PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, 
             list = PyList_New((Py_ssize_t)f.count);
         bkvpy_guard_leave(&db->guard);
     }
+    bkvpy_snapshot_leave(snap);
     for (size_t i = 0, at = 0; list && i < f.count; i++) {
         size_t klen, vlen;
         memcpy(&klen, f.data + at, sizeof klen);
@@ -549,7 +601,8 @@ PyObject *bkvpy_find_value(DBObject *db, SnapshotObject *snap, PyObject *value, 
             PyList_SET_ITEM(list, (Py_ssize_t)i, item);
     }
     free(f.data);
-    bkvpy_bytes_release(&v);
+    for (size_t i = 0; i < n; i++)
+        bkvpy_bytes_release(&held[i]);
     if (!list)
         return NULL;
     PyObject *it = PyObject_GetIter(list);
@@ -576,20 +629,7 @@ int bkvpy_limit_arg(PyObject *obj, Py_ssize_t *out)
 
 static PyObject *db_find_value(DBObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"value", "limit", "keys_only", "snapshot", NULL};
-    PyObject *value, *limit_obj = Py_None, *snapshot = Py_None;
-    int keys_only = 0;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OpO:find_value", kwlist, &value, &limit_obj, &keys_only,
-                                     &snapshot) ||
-        !bkvpy_limit_arg(limit_obj, &limit))
-        return NULL;
-    SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self, snapshot, &snap))
-        return NULL;
-    PyObject *r = bkvpy_find_value(self, snap, value, limit, keys_only);
-    bkvpy_snapshot_leave(snap);
-    return r;
+    return bkvpy_find_value(self, NULL, args, kwargs);
 }
 
 static PyObject *db_write_batch(DBObject *self, PyObject *args, PyObject *kwargs)
@@ -831,8 +871,9 @@ static PyMethodDef db_methods[] = {
      "include_key=True, include_value=True, snapshot=None) -> Iterator"},
     {"snapshot", (PyCFunction)db_snapshot, METH_NOARGS, "snapshot() -> Snapshot"},
     {"find_value", KW(db_find_value),
-     "find_value(value, *, limit=None, keys_only=False, snapshot=None) -> iterator of (key, value), or of keys; "
-     "the keys whose value holds value (needs a value index), in key order"},
+     "find_value(value, *, match='all', limit=None, keys_only=False, snapshot=None) -> iterator of (key, value), "
+     "or of keys: the keys whose value holds value (needs a value index), in key order; value may be a list of "
+     "values, matched all together (match='all') or any of them (match='any')"},
     {"property", (PyCFunction)db_property, METH_VARARGS,
      "property(name) -> str or None, e.g. 'bloomkv.stats', 'bloomkv.counter.gets'"},
     {"stats", (PyCFunction)db_stats, METH_NOARGS,

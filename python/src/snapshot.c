@@ -131,19 +131,7 @@ static PyObject *snapshot_multi_get(SnapshotObject *self, PyObject *args, PyObje
 
 static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"value", "limit", "keys_only", NULL};
-    PyObject *value, *limit_obj = Py_None;
-    int keys_only = 0;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:find_value", kwlist, &value, &limit_obj, &keys_only) ||
-        !bkvpy_limit_arg(limit_obj, &limit))
-        return NULL;
-    SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
-        return NULL;
-    PyObject *r = bkvpy_find_value(self->db, snap, value, limit, keys_only);
-    bkvpy_snapshot_leave(snap);
-    return r;
+    return bkvpy_find_value(self->db, (PyObject *)self, args, kwargs);
 }
 
 static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
@@ -165,7 +153,7 @@ static PyMethodDef snapshot_methods[] = {
     {"iterator", (PyCFunction)(void (*)(void))snapshot_iterator, METH_VARARGS | METH_KEYWORDS,
      "iterator(...): DB.iterator's arguments, reading the snapshot"},
     {"find_value", (PyCFunction)(void (*)(void))snapshot_find_value, METH_VARARGS | METH_KEYWORDS,
-     "find_value(value, limit=None, keys_only=False): DB.find_value at the snapshot"},
+     "find_value(value, *, match='all', limit=None, keys_only=False): DB.find_value at the snapshot"},
     {"close", (PyCFunction)snapshot_close, METH_NOARGS, "close(): releases the snapshot (also on garbage collection)"},
     {"release", (PyCFunction)snapshot_close, METH_NOARGS, "release(): the same as close()"},
     {"__enter__", (PyCFunction)snapshot_enter_ctx, METH_NOARGS, NULL},

@@ -171,28 +171,38 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
 
 /* ---- search ---- */
 
+/* A search: terms combined with BKV_FIND_ALL or BKV_FIND_ANY. */
+typedef struct query {
+    const uint8_t *const *terms;
+    const size_t *lens;
+    size_t n;
+    unsigned mode;
+} query;
+
 typedef struct term_match {
-    const uint8_t *term;
-    size_t len;
-    int found;
+    const query *q;
+    uint64_t found; /* bit i: the value holds term i */
 } term_match;
 
 static void match_term(void *ctx, const void *t, size_t len) {
     term_match *m = ctx;
-    if (!m->found && len == m->len && (len == 0 || memcmp(t, m->term, len) == 0)) m->found = 1;
+    for (size_t i = 0; i < m->q->n; i++)
+        if (!(m->found >> i & 1) && len == m->q->lens[i] && (len == 0 || memcmp(t, m->q->terms[i], len) == 0))
+            m->found |= UINT64_C(1) << i;
 }
 
-static int holds_term(const bkv_db *db, const uint8_t *val, size_t vlen, const uint8_t *term, size_t tlen) {
-    if (!db->opts.value_terms) return vlen == tlen && (tlen == 0 || memcmp(val, term, tlen) == 0);
-    term_match m = {term, tlen, 0};
-    db->opts.value_terms(db->opts.value_terms_arg, val, vlen, match_term, &m);
-    return m.found;
+static int holds_query(const bkv_db *db, const uint8_t *val, size_t vlen, const query *q) {
+    term_match m = {q, 0};
+    /* Without an extractor a value's one term is the value itself. */
+    if (!db->opts.value_terms) match_term(&m, val, vlen);
+    else db->opts.value_terms(db->opts.value_terms_arg, val, vlen, match_term, &m);
+    uint64_t all = q->n == 64 ? UINT64_MAX : (UINT64_C(1) << q->n) - 1;
+    return q->mode == BKV_FIND_ANY ? m.found != 0 : m.found == all;
 }
 
 typedef struct finder {
     bkv_db *db;
-    const uint8_t *term;
-    size_t tlen;
+    const query *q;
     uint64_t snapshot;
     bkv_find_stats *st;
     bkv_vleaf_ref *leaves;      /* candidate partitions */
@@ -237,7 +247,7 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     fd->st->entries_scanned++;
     if (ilen < BKV_IKEY_TRAILER) return 0;
     bkv_parsed_ikey pk = bkv_ikey_parse(ikey, ilen);
-    if (pk.type != BKV_TYPE_VALUE || !holds_term(fd->db, val, vlen, fd->term, fd->tlen)) return 0;
+    if (pk.type != BKV_TYPE_VALUE || !holds_query(fd->db, val, vlen, fd->q)) return 0;
     fd->matched = 1;
     if (pk.seq > fd->snapshot) return 0;
     uint8_t len[4];
@@ -305,18 +315,68 @@ static uint64_t partition_entries(const finder *fd, const bkv_read_state *rs) {
 
 /* Collects the candidate keys of every source, in key order and each once;
  * or answers FULL_SCAN. */
-static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, uint64_t h, key_ref **out,
-                   size_t *nout, bkv_err *e) {
+static int cmp_leaf(const void *a, const void *b) {
+    const bkv_vleaf_ref *x = a, *y = b;
+    if (x->file != y->file) return x->file < y->file ? -1 : 1;
+    return x->part < y->part ? -1 : x->part > y->part;
+}
+
+static size_t sort_unique_leaves(bkv_vleaf_ref *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_leaf);
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++)
+        if (out == 0 || cmp_leaf(&v[out - 1], &v[i]) != 0) v[out++] = v[i];
+    return out;
+}
+
+/* Keeps the leaves of v[0, na) that are also in v[na, na + nb) (both
+ * sorted), in place at the front; their number. */
+static size_t intersect_leaves(bkv_vleaf_ref *v, size_t na, size_t nb) {
+    size_t i = 0, j = na, out = 0;
+    while (i < na && j < na + nb) {
+        int c = cmp_leaf(&v[i], &v[j]);
+        if (c == 0) v[out++] = v[i], j++;
+        if (c <= 0) i++;
+        else j++;
+    }
+    return out;
+}
+
+/* The candidate partitions: for ANY the union of each term's, for ALL
+ * their intersection, found before any partition is read. */
+static int search_index(finder *fd, const uint64_t *hashes) {
     bkv_db *db = fd->db;
-    bkv_vf_probe probe;
-    bkv_vf_probe_from_hash(&probe, &db->vparams, h);
+    const query *q = fd->q;
+    uint64_t leaves = 0;
+    for (size_t t = 0; t < q->n; t++) {
+        if (t > 0 && q->mode == BKV_FIND_ALL && fd->nleaves == 0) break;
+        bkv_vf_probe probe;
+        bkv_vf_probe_from_hash(&probe, &db->vparams, hashes[t]);
+        size_t before = fd->nleaves;
+        uint64_t counted = fd->st->leaves;
+        int rc = bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
+        if (rc) return rc;
+        leaves = fd->st->leaves - counted;
+        fd->st->leaves = counted;
+        if (q->n == 1 || q->mode == BKV_FIND_ANY) continue;
+        size_t added = sort_unique_leaves(fd->leaves + before, fd->nleaves - before);
+        fd->nleaves = t == 0 ? added : intersect_leaves(fd->leaves, before, added);
+    }
+    fd->st->leaves += leaves;
+    if (q->n > 1 && q->mode == BKV_FIND_ANY) fd->nleaves = sort_unique_leaves(fd->leaves, fd->nleaves);
+    return 0;
+}
+
+static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, const uint64_t *hashes,
+                   key_ref **out, size_t *nout, bkv_err *e) {
+    bkv_db *db = fd->db;
     /* The lock first: the version picked under it has all its tables in
      * the index until the probe is done. */
     pthread_rwlock_rdlock(&db->vindex_lock);
     bkv_read_state_acquire(db, ro, rs);
     int rc = 0;
     if (!bkv_vindex_broken(db->vindex)) {
-        rc = bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
+        rc = search_index(fd, hashes);
     } else {
         for (int l = 0; l < BKV_NUM_LEVELS; l++)
             for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
@@ -326,9 +386,13 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, u
     fd->snapshot = rs->snapshot;
     if (rc) return bkv_fail(e, BKV_NOMEM, "out of memory collecting partitions");
 
+    /* A memtable names the entries holding a term; every entry holding
+     * all of them holds the first. */
     uint64_t before = fd->nkeys;
-    for (int i = -1; !rc && i < rs->nimm; i++)
-        rc = bkv_memtable_find_term(i < 0 ? rs->mem : rs->imm[i], h, consider, fd);
+    size_t lookups = fd->q->mode == BKV_FIND_ALL ? 1 : fd->q->n;
+    for (size_t t = 0; !rc && t < lookups; t++)
+        for (int i = -1; !rc && i < rs->nimm; i++)
+            rc = bkv_memtable_find_term(i < 0 ? rs->mem : rs->imm[i], hashes[t], consider, fd);
     if (rc) return bkv_fail(e, rc, "out of memory collecting candidates");
     fd->st->memtable_candidates += fd->nkeys - before;
     /* The plan. Every candidate costs a point read to validate, which the
@@ -367,7 +431,7 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, u
 
 /* The other plan: every newest visible version of the snapshot, in key
  * order, checked for the term; matches are emitted as they are found. */
-static int scan_all(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
+static int scan_all(bkv_db *db, const bkv_read_options *ro, const query *q,
                     int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
                     bkv_find_stats *st) {
     bkv_iter *it;
@@ -377,7 +441,7 @@ static int scan_all(bkv_db *db, const bkv_read_options *ro, const void *val, siz
         size_t kl, vl;
         const void *k = bkv_iter_key(it, &kl), *v = bkv_iter_value(it, &vl);
         st->entries_scanned++;
-        if (!holds_term(db, v, vl, val, vlen)) continue;
+        if (!holds_query(db, v, vl, q)) continue;
         st->results++;
         if (fn(arg, k, kl, v, vl)) break;
     }
@@ -386,11 +450,20 @@ static int scan_all(bkv_db *db, const bkv_read_options *ro, const void *val, siz
     return rc;
 }
 
-int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
-                   int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
-                   bkv_find_stats *stats) {
-    if (!db || !fn || (!val && vlen)) return BKV_INVALID;
+#define MAX_QUERY_TERMS 64
+
+int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens, size_t n,
+                    unsigned mode, int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
+                    void *arg, bkv_find_stats *stats) {
+    if (!db || !fn || !terms || !tlens) return BKV_INVALID;
     bkv_err e = {{0}};
+    if (n == 0 || n > MAX_QUERY_TERMS || (mode != BKV_FIND_ALL && mode != BKV_FIND_ANY))
+        return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "a search takes 1 to %d terms and BKV_FIND_ALL or "
+                                                           "BKV_FIND_ANY (got %zu terms, mode %u)",
+                                         MAX_QUERY_TERMS, n, mode),
+                            &e);
+    for (size_t i = 0; i < n; i++)
+        if (!terms[i] && tlens[i]) return BKV_INVALID;
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
@@ -399,33 +472,36 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
     bkv_find_stats *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
     BKV_COUNT(db, value_searches, 1);
-    finder fd = {.db = db, .term = val, .tlen = vlen, .st = st};
+    query q = {(const uint8_t *const *)terms, tlens, n, mode};
+    uint64_t hashes[MAX_QUERY_TERMS];
+    for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, terms[i], tlens[i]);
+    finder fd = {.db = db, .q = &q, .st = st};
     bkv_buf_init(&fd.keys);
     bkv_read_state rs;
     key_ref *keys = NULL;
     size_t nkeys = 0;
-    int rc = collect(&fd, ro, &rs, bkv_vf_term_hash(&db->vparams, val, vlen), &keys, &nkeys, &e);
+    int rc = collect(&fd, ro, &rs, hashes, &keys, &nkeys, &e);
     if (rc == FULL_SCAN) {
         bkv_read_state_release(&rs);
         free(fd.leaves);
         bkv_buf_free(&fd.keys);
         st->plan_scan = 1;
         st->entries_scanned = 0;
-        return scan_all(db, ro, val, vlen, fn, arg, st);
+        return scan_all(db, ro, &q, fn, arg, st);
     }
     st->candidates = nkeys;
     for (size_t i = 0; !rc && i < nkeys; i++) {
         void *v;
-        size_t n;
-        rc = bkv_db_get_at(db, ro, &rs, keys[i].p, keys[i].len, &v, &n, &e);
+        size_t vn;
+        rc = bkv_db_get_at(db, ro, &rs, keys[i].p, keys[i].len, &v, &vn, &e);
         if (rc == BKV_NOTFOUND) {
             rc = BKV_OK;
             continue;
         }
         if (rc) break;
-        if (holds_term(db, v, n, val, vlen)) {
+        if (holds_query(db, v, vn, &q)) {
             st->results++;
-            if (fn(arg, keys[i].p, keys[i].len, v, n)) nkeys = 0; /* stop */
+            if (fn(arg, keys[i].p, keys[i].len, v, vn)) nkeys = 0; /* stop */
         }
         free(v);
     }
@@ -434,4 +510,12 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
     bkv_buf_free(&fd.keys);
     bkv_read_state_release(&rs);
     return bkv_db_error(db, rc, &e);
+}
+
+int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
+                   int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
+                   bkv_find_stats *stats) {
+    if (!val && vlen) return BKV_INVALID;
+    const void *terms[1] = {val ? val : ""};
+    return bkv_find_values(db, ro, terms, &vlen, 1, BKV_FIND_ALL, fn, arg, stats);
 }

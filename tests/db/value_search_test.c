@@ -81,8 +81,10 @@ static int on_result(void *arg, const void *key, size_t klen, const void *val, s
     return 0;
 }
 
-static void check_search(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *term, int terms,
-                         const char *ctx) {
+/* One search of nterms terms combined by mode (a single term goes
+ * through bkv_find_value, the wrapper), checked against the model. */
+static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *const *qterms, size_t nterms,
+                        unsigned mode, int terms, const char *ctx) {
     bkv_read_options ro;
     bkv_read_options_init(&ro);
     ro.snapshot = snap;
@@ -90,23 +92,35 @@ static void check_search(bkv_db *db, const bkv_snapshot *snap, const state *s, c
     f.n = 0;
     f.order_ok = 1;
     bkv_find_stats st;
-    int rc = bkv_find_value(db, &ro, term, strlen(term), on_result, &f, &st);
-    if (rc) fail_msg("%s: find_value(%s) = %d: %s", ctx, term, rc, bkv_errmsg(db));
+    size_t lens[4];
+    for (size_t t = 0; t < nterms; t++) lens[t] = strlen(qterms[t]);
+    int rc = nterms == 1 ? bkv_find_value(db, &ro, qterms[0], lens[0], on_result, &f, &st)
+                         : bkv_find_values(db, &ro, (const void *const *)qterms, lens, nterms, mode, on_result, &f, &st);
+    if (rc) fail_msg("%s: find(%s, %zu terms) = %d: %s", ctx, qterms[0], nterms, rc, bkv_errmsg(db));
     assert_true(f.order_ok);
     int want = 0;
     for (int i = 0; i < NKEYS; i++) {
-        if (!s->val[i] || !holds(s->val[i], term, terms)) continue;
+        if (!s->val[i]) continue;
+        size_t held = 0;
+        for (size_t t = 0; t < nterms; t++) held += (size_t)holds(s->val[i], qterms[t], terms);
+        if (mode == BKV_FIND_ALL ? held < nterms : held == 0) continue;
         char key[16];
         snprintf(key, sizeof key, "k%05d", i);
         if (want >= f.n || strcmp(f.keys[want], key) != 0)
-            fail_msg("%s: term %s: expected key %s at result %d (got %d results)", ctx, term, key, want, f.n);
+            fail_msg("%s: %s (%zu terms, %s): expected key %s at result %d (got %d results)", ctx, qterms[0], nterms,
+                     mode == BKV_FIND_ALL ? "all" : "any", key, want, f.n);
         want++;
     }
-    if (want != f.n) fail_msg("%s: term %s: %d results, expected %d", ctx, term, f.n, want);
+    if (want != f.n) fail_msg("%s: %s (%zu terms): %d results, expected %d", ctx, qterms[0], nterms, f.n, want);
     assert_int_equal(st.results, (uint64_t)want);
     /* The scan plan validates nothing by point reads: its entries are the newest versions already. */
     if (st.plan_scan) assert_true(st.candidates == 0 && st.scan_cost >= st.results);
     else assert_true(st.candidates >= st.results && st.leaves_positive <= st.leaves_probed + st.leaves);
+}
+
+static void check_search(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *term, int terms,
+                         const char *ctx) {
+    check_query(db, snap, s, &term, 1, BKV_FIND_ALL, terms, ctx);
 }
 
 static char *make_value(uint64_t *rng, int terms) {
@@ -216,6 +230,25 @@ static void run_config(const config *c) {
                 if (snap_handles[i]) {
                     snprintf(ctx, sizeof ctx, "%s step %d snapshot %d", c->name, step, i);
                     check_search(db, snap_handles[i], &snaps[i], term, c->terms, ctx);
+                }
+                /* Several terms: an AND of an a= and a b= term (or of a
+                 * whole value with itself or another), an OR of three. */
+                char t2[32], t3[32];
+                random_term(&rng, c->terms, t2, sizeof t2);
+                random_term(&rng, c->terms, t3, sizeof t3);
+                if (c->terms) {
+                    if (term[0] == t2[0]) t2[0] = term[0] == 'a' ? 'b' : 'a', t2[2] = '1', t2[3] = 0;
+                } else if (q & 1) {
+                    strcpy(t2, term);
+                }
+                const char *pair[2] = {term, t2}, *three[3] = {term, t2, t3};
+                snprintf(ctx, sizeof ctx, "%s step %d", c->name, step);
+                check_query(db, NULL, &model, pair, 2, BKV_FIND_ALL, c->terms, ctx);
+                check_query(db, NULL, &model, three, 3, BKV_FIND_ANY, c->terms, ctx);
+                if (snap_handles[i]) {
+                    snprintf(ctx, sizeof ctx, "%s step %d snapshot %d", c->name, step, i);
+                    check_query(db, snap_handles[i], &snaps[i], pair, 2, BKV_FIND_ALL, c->terms, ctx);
+                    check_query(db, snap_handles[i], &snaps[i], three, 3, BKV_FIND_ANY, c->terms, ctx);
                 }
             }
         }
@@ -414,6 +447,30 @@ static int stop_after_two(void *arg, const void *key, size_t klen, const void *v
     return ++*(int *)arg == 2;
 }
 
+static void test_find_values_arguments(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/args", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    const void *terms[65];
+    size_t lens[65];
+    for (int i = 0; i < 65; i++) terms[i] = "x", lens[i] = 1;
+    found f = {.n = 0};
+    assert_int_equal(bkv_find_values(db, NULL, terms, lens, 0, BKV_FIND_ALL, on_result, &f, NULL), BKV_INVALID);
+    assert_int_equal(bkv_find_values(db, NULL, terms, lens, 65, BKV_FIND_ANY, on_result, &f, NULL), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "1 to 64 terms"));
+    assert_int_equal(bkv_find_values(db, NULL, terms, lens, 2, 7, on_result, &f, NULL), BKV_INVALID);
+    assert_int_equal(bkv_find_values(db, NULL, terms, lens, 64, BKV_FIND_ANY, on_result, &f, NULL), BKV_OK);
+    const void *null_term[1] = {NULL};
+    assert_int_equal(bkv_find_values(db, NULL, null_term, lens, 1, BKV_FIND_ANY, on_result, &f, NULL), BKV_INVALID);
+    assert_int_equal(f.n, 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 static void test_early_stop(void **s) {
     (void)s;
     char path[300];
@@ -475,7 +532,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
-        cmocka_unit_test(test_early_stop),
+        cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_find_values_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

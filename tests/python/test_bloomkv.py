@@ -434,6 +434,19 @@ def test_find_value_with_python_terms(path):
         d.put(b"4", b"Quick")
         assert list(d.find_value(b"quick", keys_only=True)) == [b"1", b"3", b"4"]
         assert list(d.find_value(b"dog", keys_only=True)) == [b"2", b"3"]
+        assert list(d.find_value([b"quick", b"dog"], keys_only=True)) == [b"3"]
+        assert list(d.find_value((b"fox", b"lazy"), match="any", keys_only=True)) == [b"1", b"2"]
+        assert list(d.find_value([b"fox", b"lazy"], keys_only=True)) == []
+        with d.snapshot() as sn:
+            d.delete(b"3")
+            assert list(sn.find_value([b"quick", b"dog"], keys_only=True)) == [b"3"]
+        assert list(d.find_value([b"quick", b"dog"])) == []
+        with pytest.raises(bloomkv.InvalidArgumentError, match="'all' or 'any'"):
+            d.find_value([b"quick"], match="some")
+        with pytest.raises(bloomkv.InvalidArgumentError, match="1 to 64"):
+            d.find_value([])
+        with pytest.raises(TypeError):
+            d.find_value([b"quick", "dog"])
     with pytest.raises(bloomkv.InvalidArgumentError):
         bloomkv.DB(path, value_index="hierarchy", terms=words, terms_name="words-2")
     with bloomkv.DB(path, **opts) as d:

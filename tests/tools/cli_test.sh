@@ -78,6 +78,13 @@ stderr_has "find-value --stats" "partitions scanned"
 expect 1 "find-value nothing" -- "$B" find-value "$vdb" green
 expect 0 "find-value hex" -- "$B" find-value --hex "$vdb" 626c7565
 output_is "find-value hex output" "$(printf '6b32\t626c7565')"
+expect 0 "find-value --any" -- "$B" find-value "$vdb" red blue --any
+output_is "find-value --any output" "$(printf 'k1\tred\nk2\tblue\nk4\tred')"
+expect 1 "find-value --all of two values" -- "$B" find-value "$vdb" red blue --all
+expect 0 "find-value --all of one value twice" -- "$B" find-value "$vdb" red red
+output_is "find-value --all output" "$(printf 'k1\tred\nk4\tred')"
+expect 2 "find-value bad hex in a later value" -- "$B" find-value --hex "$vdb" 626c7565 zz
+stderr_has "names the value" "bad hex in value 2"
 expect 0 "stats shows the value index" -- "$B" stats "$vdb"
 grep -q "value index: hierarchy" "$D/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: stats lacks the value index"; }
 expect 2 "find-value without an index" -- "$B" find-value "$db" v1

@@ -59,12 +59,8 @@ static PyObject *batch_put(BatchObject *self, PyObject *const *args, Py_ssize_t 
     if (!batch_usable(self))
         return NULL;
     bkvpy_bytes key, val;
-    if (!bkvpy_bytes_get(k, &key, "key"))
+    if (!bkvpy_bytes_get_pair(k, v, &key, &val, "key", "value", 0))
         return NULL;
-    if (!bkvpy_bytes_get(v, &val, "value")) {
-        bkvpy_bytes_release(&key);
-        return NULL;
-    }
     int rc = bkv_batch_put(self->batch, key.data, key.len, val.data, val.len);
     bkvpy_bytes_release(&key);
     bkvpy_bytes_release(&val);

@@ -77,6 +77,9 @@ typedef struct bkvpy_bytes {
 } bkvpy_bytes;
 int bkvpy_bytes_get(PyObject *obj, bkvpy_bytes *out, const char *what);
 void bkvpy_bytes_release(bkvpy_bytes *b);
+/* Two such arguments (with none_ok, None gives NULL and 0), both or neither. */
+int bkvpy_bytes_get_pair(PyObject *a, PyObject *b, bkvpy_bytes *out_a, bkvpy_bytes *out_b, const char *what_a,
+                         const char *what_b, int none_ok);
 
 /* The arguments of a METH_FASTCALL | METH_KEYWORDS call (the hot calls,
  * where PyArg_ParseTupleAndKeywords would cost more than the engine):

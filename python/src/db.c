@@ -294,12 +294,8 @@ static PyObject *db_put(DBObject *self, PyObject *const *args, Py_ssize_t nargs,
     if (sync < 0)
         return NULL;
     bkvpy_bytes key, val;
-    if (!bkvpy_bytes_get(k, &key, "key"))
+    if (!bkvpy_bytes_get_pair(k, v, &key, &val, "key", "value", 0))
         return NULL;
-    if (!bkvpy_bytes_get(v, &val, "value")) {
-        bkvpy_bytes_release(&key);
-        return NULL;
-    }
     PyObject *result = NULL;
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         bkv_write_options wo;
@@ -771,16 +767,6 @@ static PyObject *db_flush(DBObject *self, PyObject *unused)
     return r;
 }
 
-/* Optional bytes-like bounds; NULL pointers for None. */
-static int optional_bytes(PyObject *obj, bkvpy_bytes *out, const char *what)
-{
-    if (!obj || obj == Py_None) {
-        memset(out, 0, sizeof *out);
-        return 1;
-    }
-    return bkvpy_bytes_get(obj, out, what);
-}
-
 static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"start", "stop", NULL};
@@ -788,12 +774,8 @@ static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:compact", kwlist, &start_obj, &stop_obj))
         return NULL;
     bkvpy_bytes start, stop;
-    if (!optional_bytes(start_obj, &start, "start"))
+    if (!bkvpy_bytes_get_pair(start_obj, stop_obj, &start, &stop, "start", "stop", 1))
         return NULL;
-    if (!optional_bytes(stop_obj, &stop, "stop")) {
-        bkvpy_bytes_release(&start);
-        return NULL;
-    }
     PyObject *r = NULL;
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         int rc;
@@ -814,12 +796,8 @@ static PyObject *db_approximate_size(DBObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "|OO:approximate_size", &start_obj, &stop_obj))
         return NULL;
     bkvpy_bytes start, stop;
-    if (!optional_bytes(start_obj, &start, "start"))
+    if (!bkvpy_bytes_get_pair(start_obj, stop_obj, &start, &stop, "start", "stop", 1))
         return NULL;
-    if (!optional_bytes(stop_obj, &stop, "stop")) {
-        bkvpy_bytes_release(&start);
-        return NULL;
-    }
     PyObject *r = NULL;
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         uint64_t bytes = 0;

@@ -54,6 +54,20 @@ int bkvpy_bytes_get(PyObject *obj, bkvpy_bytes *out, const char *what)
     return 1;
 }
 
+int bkvpy_bytes_get_pair(PyObject *a, PyObject *b, bkvpy_bytes *out_a, bkvpy_bytes *out_b, const char *what_a,
+                         const char *what_b, int none_ok)
+{
+    memset(out_a, 0, sizeof *out_a);
+    memset(out_b, 0, sizeof *out_b);
+    if (!(none_ok && a == Py_None) && !bkvpy_bytes_get(a, out_a, what_a))
+        return 0;
+    if (!(none_ok && b == Py_None) && !bkvpy_bytes_get(b, out_b, what_b)) {
+        bkvpy_bytes_release(out_a);
+        return 0;
+    }
+    return 1;
+}
+
 void bkvpy_bytes_release(bkvpy_bytes *b)
 {
     if (b->has_view)
@@ -265,45 +279,34 @@ static int add_exception(PyObject *m, PyObject **slot, const char *name, PyObjec
 
 static int add_exceptions(PyObject *m)
 {
-    if (add_exception(m, &bkvpy_error, "Error", NULL, "Base of every error the engine reports.") < 0)
-        return -1;
-    PyObject *b;
-    int rc = -1;
-    if ((b = PyTuple_Pack(1, bkvpy_error)) && add_exception(m, &bkvpy_corruption_error, "CorruptionError", b,
-                                                          "Stored bytes are damaged or truncated.") == 0)
-        rc = 0;
-    Py_XDECREF(b);
-    if (rc < 0)
-        return -1;
-    rc = -1;
-    if ((b = PyTuple_Pack(2, bkvpy_error, PyExc_OSError)) &&
-        add_exception(m, &bkvpy_io_error, "IOError", b, "The operating system refused a read or write.") == 0)
-        rc = 0;
-    Py_XDECREF(b);
-    if (rc < 0)
-        return -1;
-    rc = -1;
-    if ((b = PyTuple_Pack(2, bkvpy_error, PyExc_ValueError)) &&
-        add_exception(m, &bkvpy_invalid_error, "InvalidArgumentError", b,
-                      "A bad argument or option, or input this version does not support.") == 0)
-        rc = 0;
-    Py_XDECREF(b);
-    if (rc < 0)
-        return -1;
-    rc = -1;
-    if ((b = PyTuple_Pack(1, bkvpy_io_error)) &&
-        add_exception(m, &bkvpy_busy_error, "BusyError", b, "The database is open elsewhere.") == 0)
-        rc = 0;
-    Py_XDECREF(b);
-    if (rc < 0)
-        return -1;
-    rc = -1;
-    if ((b = PyTuple_Pack(1, bkvpy_error)) &&
-        add_exception(m, &bkvpy_full_error, "FilterFullError", b,
-                      "A cuckoo filter has no room for the key (it is unchanged).") == 0)
-        rc = 0;
-    Py_XDECREF(b);
-    return rc;
+    static const struct {
+        PyObject **slot;
+        const char *name;
+        PyObject **base, **also; /* bases (NULL: Exception) */
+        const char *doc;
+    } table[] = {
+        {&bkvpy_error, "Error", NULL, NULL, "Base of every error the engine reports."},
+        {&bkvpy_corruption_error, "CorruptionError", &bkvpy_error, NULL, "Stored bytes are damaged or truncated."},
+        {&bkvpy_io_error, "IOError", &bkvpy_error, &PyExc_OSError, "The operating system refused a read or write."},
+        {&bkvpy_invalid_error, "InvalidArgumentError", &bkvpy_error, &PyExc_ValueError,
+         "A bad argument or option, or input this version does not support."},
+        {&bkvpy_busy_error, "BusyError", &bkvpy_io_error, NULL, "The database is open elsewhere."},
+        {&bkvpy_full_error, "FilterFullError", &bkvpy_error, NULL,
+         "A cuckoo filter has no room for the key (it is unchanged)."},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        PyObject *bases = NULL;
+        if (table[i].base) {
+            bases = table[i].also ? PyTuple_Pack(2, *table[i].base, *table[i].also) : PyTuple_Pack(1, *table[i].base);
+            if (!bases)
+                return -1;
+        }
+        int rc = add_exception(m, table[i].slot, table[i].name, bases, table[i].doc);
+        Py_XDECREF(bases);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int add_type(PyObject *m, PyTypeObject *type, const char *name)

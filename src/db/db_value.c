@@ -322,6 +322,7 @@ static int cmp_leaf(const void *a, const void *b) {
 }
 
 static size_t sort_unique_leaves(bkv_vleaf_ref *v, size_t n) {
+    if (n < 2) return n; /* v may be NULL when n is 0 */
     qsort(v, n, sizeof *v, cmp_leaf);
     size_t out = 0;
     for (size_t i = 0; i < n; i++)

@@ -32,6 +32,10 @@ typedef struct bench_cfg {
     int value_filter_hashes, value_index_order;
     double value_distinct;                /* percent of keys with distinct values; default 100 */
     uint64_t searches, scan_searches;     /* findvalue / findvalue_scan operations */
+    /* Key filters when memory is the limit (bloomkv only). */
+    int partition_filters;
+    size_t filter_partition_size;         /* 0: engine default */
+    uint64_t filter_memory_budget;        /* 0: none */
 } bench_cfg;
 
 typedef struct bench_engine {
@@ -53,6 +57,9 @@ typedef struct bench_engine {
     /* The same through a value index; NULL when the engine has none. */
     long (*find_value)(void *h, const char *v, size_t vl, bkv_find_stats *st);
     void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
+    /* One engine counter by its bloomkv name (blocks-read, filter memory);
+     * NULL when the engine has none. */
+    int (*counter)(void *h, const char *name, uint64_t *value);
     void (*close)(void *h);
 } bench_engine;
 

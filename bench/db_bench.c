@@ -319,6 +319,8 @@ static void usage(FILE *out) {
             "                     [--value_index none|flat|hierarchy|bitsliced] [--value_filter_bits M]\n"
             "                     [--value_filter_hashes K] [--value_partition_entries P] [--value_index_order D]\n"
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
+            "                     [--partition_filters] [--filter_partition_size BYTES]\n"
+            "                     [--filter_memory_budget BYTES]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -404,6 +406,19 @@ static int plot(const char *dir, const bench_cfg *c, const bench_engine *const *
     return 0;
 }
 
+/* Anonymous memory now (RssAnon): tables are mapped, so the peak RSS
+ * counts the page cache's copy of the files too. 0 when unknown. */
+static uint64_t anon_memory_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)flag, (void)ftw;
     return remove(path);
@@ -469,7 +484,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     *nbench = 0;
     char *save = NULL;
     for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
-        uint64_t found = 0;
+        uint64_t found = 0, blocks0 = 0, blocks1 = 0, filter_bytes = 0;
+        int have_blocks = s.eng->counter && s.eng->counter(s.h, "blocks-read", &blocks0) == 0;
         double t0 = bench_now_ns();
         long ops = run_threads(&s, name, &found, max_ops);
         end_progress(&s);
@@ -486,13 +502,22 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         double micros = ops ? secs * 1e6 / (double)ops : 0;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
+        if (have_blocks) {
+            s.eng->counter(s.h, "blocks-read", &blocks1);
+            s.eng->counter(s.h, "filter-memory", &filter_bytes);
+        }
+        double blocks_per_op = ops ? (double)(blocks1 - blocks0) / (double)ops : 0;
+        uint64_t anon = anon_memory_bytes();
         if (c.json) {
             printf("{\"engine\":\"%s\",\"benchmark\":\"%s\",\"num\":%llu,\"ops\":%ld,\"seconds\":%.4f,"
                    "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"found\":%llu,"
-                   "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu",
+                   "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu,\"anon_bytes\":%llu",
                    s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
                    p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
-                   (unsigned long long)ru.ru_maxrss * 1024);
+                   (unsigned long long)ru.ru_maxrss * 1024, (unsigned long long)anon);
+            if (have_blocks)
+                printf(",\"blocks_read_per_op\":%.4f,\"filter_memory_bytes\":%llu", blocks_per_op,
+                       (unsigned long long)filter_bytes);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
                 printf(",\"find\":{\"leaves\":%.1f,\"nodes_probed\":%.2f,\"nodes_positive\":%.2f,"
@@ -510,6 +535,9 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom") ||
                 !strncmp(name, "findvalue", 9))
                 printf(" (%llu of %ld found)", (unsigned long long)found, ops);
+            if (have_blocks && (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom")))
+                printf(" %.3f blocks read/op, filters %.1f MB resident, anon %.1f MB", blocks_per_op,
+                       (double)filter_bytes / 1048576.0, (double)anon / 1048576.0);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
                 printf(" leaves probed %.2f%% of %.0f, partitions scanned %.2f (%.2f false)",
@@ -599,6 +627,9 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"value_distinct", required_argument, 0, 'U'},
         {"searches", required_argument, 0, 'R'},
         {"scan_searches", required_argument, 0, 'F'},
+        {"partition_filters", no_argument, 0, 'p'},
+        {"filter_partition_size", required_argument, 0, 'Z'},
+        {"filter_memory_budget", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -659,6 +690,9 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'U': c.value_distinct = parse_double(optarg, &bad_number); break;
         case 'R': c.searches = parse_u64(optarg, &bad_number); break;
         case 'F': c.scan_searches = parse_u64(optarg, &bad_number); break;
+        case 'p': c.partition_filters = 1; break;
+        case 'Z': c.filter_partition_size = parse_u64(optarg, &bad_number); break;
+        case 'G': c.filter_memory_budget = parse_u64(optarg, &bad_number); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

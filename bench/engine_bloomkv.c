@@ -22,6 +22,9 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->value_filter_hashes) o.value_filter_hashes = cfg->value_filter_hashes;
     if (cfg->value_partition_entries >= 0) o.value_partition_entries = (uint32_t)cfg->value_partition_entries;
     if (cfg->value_index_order) o.value_index_order = cfg->value_index_order;
+    o.partition_filters = cfg->partition_filters;
+    o.filter_partition_size = cfg->filter_partition_size;
+    o.filter_memory_budget = cfg->filter_memory_budget;
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);
@@ -117,6 +120,22 @@ static void bkv_bench_report(void *h, FILE *out) {
     bkv_free(vi);
 }
 
+/* "filter-memory": pinned filters plus partitions in the block cache. */
+static int bkv_bench_counter(void *h, const char *name, uint64_t *value) {
+    char prop[64];
+    int filter = strcmp(name, "filter-memory") == 0;
+    snprintf(prop, sizeof prop, filter ? "bloomkv.filter-memory" : "bloomkv.counter.%s", name);
+    char *v = bkv_property(h, prop);
+    *value = v ? strtoull(v, NULL, 10) : 0;
+    bkv_free(v);
+    if (v && filter) {
+        v = bkv_property(h, "bloomkv.counter.filter-cache-bytes");
+        *value += v ? strtoull(v, NULL, 10) : 0;
+        bkv_free(v);
+    }
+    return v ? 0 : -1;
+}
+
 static long bkv_bench_scan(void *h, const char *from, size_t fl, long n) {
     bkv_iter *it;
     if (bkv_iter_create(h, NULL, &it) != BKV_OK) return -1;
@@ -169,6 +188,6 @@ const bench_engine bkv_bench_engine_bloomkv = {
     .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
     .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
     .scan_value = bkv_bench_scan_value, .find_value = bkv_bench_find_value,
-    .report = bkv_bench_report, .close = bkv_bench_close,
+    .report = bkv_bench_report, .counter = bkv_bench_counter, .close = bkv_bench_close,
 };
 

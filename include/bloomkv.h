@@ -166,6 +166,23 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     bkv_terms_fn value_terms;           /* default NULL: a value's one term is the whole value */
     void    *value_terms_arg;
     const char *value_terms_name;       /* names the extractor (required with value_terms) */
+
+    /* Key filters when memory is the limit (docs/design.md "Filter memory").
+     * Partitioned, a table's filter is split by key hash into partitions
+     * of about filter_partition_size bytes that are read on demand through
+     * the block cache: an open table keeps only 16 bytes per partition in
+     * memory, so the block cache bounds filter memory. Unpartitioned, every
+     * open table keeps its whole filter in memory. */
+    int    partition_filters;           /* default 0 */
+    size_t filter_partition_size;       /* bytes per partition, 64..2^26; default 0: 4096 */
+    /* Bytes of key filter for the whole database. When set, the bits per
+     * key of each new table follow Monkey's rule: every sorted run (each
+     * level-0 table, each deeper level) gets a false-positive rate
+     * proportional to its number of keys, which minimizes the expected
+     * block reads of a missing get for that memory; re-chosen from the
+     * current level sizes for each new table. bits_per_key_per_level wins
+     * where set. Default 0: bits_per_key everywhere. */
+    uint64_t filter_memory_budget;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

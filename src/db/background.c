@@ -28,12 +28,13 @@ int bkv_db_bg_status(const bkv_db *db, bkv_err *e) {
     return bkv_fail(e, db->bg_error, "database is read-only after an earlier error: %s", db->bg_msg);
 }
 
-int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_file_meta **out, bkv_err *e) {
+int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double budget_bits, bkv_file_meta **out,
+                          bkv_err *e) {
     *out = NULL;
     if (bkv_memtable_entries(mem) == 0) return BKV_OK;
     /* A flush is never bottommost: older data may sit below any key. */
     bkv_table_file tf;
-    int rc = bkv_table_file_open(db, number, 0, 0, &tf, e);
+    int rc = bkv_table_file_open(db, number, 0, 0, budget_bits, &tf, e);
     if (rc) return rc;
     bkv_memtable_iter it;
     bkv_memtable_iter_init(&it, mem);
@@ -66,10 +67,11 @@ static void flush_one(bkv_db *db) {
     uint64_t old_log = db->imm_log[0];
     uint64_t number = db->next_file++;
     db->flushing = 1;
+    double budget_bits = bkv_table_file_budget_bits(db, db->current, 0, bkv_memtable_entries(mem));
     bkv_db_unlock(db);
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
-    int rc = bkv_db_write_memtable(db, mem, number, &meta, &e);
+    int rc = bkv_db_write_memtable(db, mem, number, budget_bits, &meta, &e);
     bkv_version_edit edit;
     bkv_edit_init(&edit);
     if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");

@@ -63,7 +63,13 @@ static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out,
         for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
             if (c->version->nfiles[l]) bottom = 0;
     }
-    return bkv_table_file_open(db, number, c->output_level, bottom, out, e);
+    /* The output run holds its level's keys plus those moving in. */
+    uint64_t moving = 0;
+    for (int w = 0; w < 2; w++)
+        if (c->level + w != c->output_level || c->output_level == 0)
+            for (size_t i = 0; i < c->ninputs[w]; i++) moving += c->inputs[w][i]->entries;
+    double bits = bkv_table_file_budget_bits(db, c->version, c->output_level, moving);
+    return bkv_table_file_open(db, number, c->output_level, bottom, bits, out, e);
 }
 
 static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit, int level, bkv_err *e) {

@@ -90,6 +90,11 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         return;
     }
     if (st.filter_corrupt) report(c, "%s: filter block damaged (reads will treat it as \"maybe\")", path);
+    for (uint32_t i = 0; i < bkv_table_filter_partitions(t); i++) {
+        bkv_filter *f;
+        if (bkv_table_filter_partition(t, i, &f, &e)) report(c, "%s (reads will treat it as \"maybe\")", e.msg);
+        bkv_filter_destroy(f);
+    }
     bkv_ikey_iter *it;
     if (bkv_table_iter_new(t, 0, NULL, &it)) {
         bkv_table_close(t);
@@ -351,7 +356,25 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
     fprintf(out, "  filter: ");
     if (st.filter_corrupt) fprintf(out, "DAMAGED (read as \"maybe\")\n");
     else if (!p->filter_bytes) fprintf(out, "none\n");
-    else {
+    else if (bkv_table_filter_partitions(t)) {
+        /* The first partition stands for the type; every partition is read to count. */
+        uint32_t n = bkv_table_filter_partitions(t), damaged = 0;
+        bkv_filter_info first = {0};
+        for (uint32_t i = 0; i < n; i++) {
+            bkv_filter *f;
+            if (bkv_table_filter_partition(t, i, &f, &e)) {
+                damaged++;
+                continue;
+            }
+            if (!first.encoded_bytes) bkv_filter_get_info(f, &first);
+            bkv_filter_destroy(f);
+        }
+        fprintf(out, "%s, k %u, %u partitions%s, %llu bytes, %.2f bits/key, model fpr %.4f%%\n",
+                first.encoded_bytes ? bkv_filter_type_name(first.type) : "?", first.k, n,
+                damaged ? " (some DAMAGED, read as \"maybe\")" : "", (unsigned long long)p->filter_bytes,
+                p->num_entries ? 8.0 * (double)p->filter_bytes / (double)p->num_entries : 0.0,
+                (double)p->filter_fpr_ppb / 1e7);
+    } else {
         const bkv_filter *f = bkv_table_filter(t);
         bkv_filter_info fi;
         bkv_filter_get_info(f, &fi);

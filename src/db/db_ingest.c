@@ -159,7 +159,7 @@ typedef struct ingest_file {
 } ingest_file;
 
 static int filter_says_no(const bkv_table *t, bkv_hash h) {
-    return bkv_table_filter(t) && !bkv_table_may_contain(t, h);
+    return bkv_table_has_filter(t) && !bkv_table_may_contain(t, h);
 }
 
 /* Checks one entry of a table being ingested. */

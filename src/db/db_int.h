@@ -260,9 +260,10 @@ int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
 /* Writes mem to a new level-0 table numbered number (no table when mem is
- * empty: *out stays NULL), synced and with its directory entry durable.
- * Called without db->mu held. */
-int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, bkv_file_meta **out, bkv_err *e);
+ * empty: *out stays NULL), synced and with its directory entry durable;
+ * budget_bits as for bkv_table_file_open. Called without db->mu held. */
+int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double budget_bits, bkv_file_meta **out,
+                          bkv_err *e);
 /* The background threads' loop (background.c). */
 void *bkv_db_background(void *arg);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/table_file.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
@@ -96,7 +97,8 @@ typedef struct recovery {
 static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_err *e) {
     if (bkv_memtable_entries(*mem) == 0) return BKV_OK;
     bkv_file_meta *meta = NULL;
-    int rc = bkv_db_write_memtable(db, *mem, db->next_file++, &meta, e);
+    double budget_bits = bkv_table_file_budget_bits(db, db->current, 0, bkv_memtable_entries(*mem));
+    int rc = bkv_db_write_memtable(db, *mem, db->next_file++, budget_bits, &meta, e);
     if (rc) return rc;
     rc = bkv_edit_add_file(&rec->edit, 0, meta);
     bkv_file_meta_unref(meta);

@@ -137,7 +137,7 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     unsigned type = 0;
     *rc = bkv_table_get(t, key, klen, snapshot, bkv_db_read_flags(ro), &found, &type,
                         val, vlen, bkv_db_tstats(db), e);
-    int has_filter = bkv_table_filter_memory(t) > 0;
+    int has_filter = bkv_table_has_filter(t);
     bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
     if (*rc) return 1;
     if (!found) {

@@ -47,6 +47,8 @@ static const counter_name table_counters[] = {
     TABLE_COUNTER("cache-hits", cache_hits),
     TABLE_COUNTER("cache-misses", cache_misses),
     TABLE_COUNTER("filter-corrupt", filter_corrupt),
+    TABLE_COUNTER("filter-partitions-read", filter_partitions_read),
+    TABLE_COUNTER("filter-cache-bytes", filter_cache_bytes),
 };
 
 /* The sum of a counter's stripes; offset is within the stripe. */
@@ -111,6 +113,37 @@ static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
             bkv_cache_release(db->table_cache, e);
         }
     return total;
+}
+
+/* Per level, from the open tables' properties: key filter bits per key
+ * and modelled false-positive rate, and the false-positive block reads a
+ * get for an absent key should expect (every level-0 table is probed, and
+ * one table of each deeper level). */
+static void filter_report(bkv_db *db, const bkv_tree_version *v, bkv_buf *b) {
+    append(b, "key filters%s:  level  bits/key  expected FPR  (open tables)\n",
+           db->opts.filter_memory_budget ? " (sized by filter_memory_budget)" : "");
+    double reads = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        double bits = 0, keys = 0, fp_keys = 0, l0_fp = 0;
+        for (size_t i = 0; i < v->nfiles[l]; i++) {
+            bkv_file_meta *f = v->files[l][i];
+            bkv_cache_entry *e = atomic_load_explicit(&f->pinned, memory_order_acquire);
+            if (!e) e = bkv_cache_lookup(db->table_cache, f->number, 0);
+            if (!e) continue;
+            const bkv_table *t = bkv_cache_value(e);
+            const bkv_table_props *p = bkv_table_properties(t);
+            double fpr = bkv_table_has_filter(t) ? (double)p->filter_fpr_ppb / 1e9 : 1.0;
+            bits += 8.0 * (double)(bkv_table_has_filter(t) ? p->filter_bytes : 0);
+            keys += (double)p->num_entries;
+            fp_keys += fpr * (double)p->num_entries;
+            l0_fp += fpr;
+            bkv_cache_release(db->table_cache, e);
+        }
+        if (keys == 0) continue;
+        append(b, "               L%-4d %8.2f  %11.4f%%\n", l, bits / keys, 100 * fp_keys / keys);
+        reads += l == 0 ? l0_fp : fp_keys / keys;
+    }
+    append(b, "expected false-positive block reads per missing get: %.4f\n", reads);
 }
 
 typedef struct amplification {
@@ -207,7 +240,11 @@ static char *stats_report(bkv_db *db) {
             append(&b, "L%-4d %6zu %12llu %12llu\n", l, v->nfiles[l], (unsigned long long)bytes,
                    (unsigned long long)entries);
     }
-    append(&b, "filter memory (open tables): %llu bytes\n", (unsigned long long)filter_memory(db, v));
+    uint64_t cached = 0;
+    counter_value(db, "filter-cache-bytes", &cached);
+    append(&b, "filter memory (open tables): %llu bytes pinned, %llu bytes of partitions in the block cache\n",
+           (unsigned long long)filter_memory(db, v), (unsigned long long)cached);
+    filter_report(db, v, &b);
     amplification a = amplifications(db, v);
     append(&b, "amplification: write %.2f, space %.2f, read %.2f tables per get\n", a.write, a.space, a.read);
     value_index_report(db, &b);
@@ -218,7 +255,7 @@ static char *stats_report(bkv_db *db) {
     counter_value(db, "filter-false-positives", &fps);
     append(&b, "filters: %llu probes, %llu negatives, %llu false positives (observed rate %.4f%%)\n",
            (unsigned long long)probes, (unsigned long long)negatives, (unsigned long long)fps,
-           probes ? 100.0 * (double)fps / (double)(fps + negatives) : 0.0);
+           fps + negatives ? 100.0 * (double)fps / (double)(fps + negatives) : 0.0);
     append(&b, "counters:");
     append_counters(db, &b, " %s=%llu");
     append(&b, "\n");

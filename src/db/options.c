@@ -116,6 +116,10 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
         REQUIRE(o->bits_per_key_per_level[i] <= 100, "bits_per_key_per_level[%d] = %g, must be <= 100", i,
                 o->bits_per_key_per_level[i]);
     }
+    REQUIRE(o->filter_partition_size == 0 || (o->filter_partition_size >= 64 && o->filter_partition_size <= (1u << 26)),
+            "filter_partition_size = %zu, must be 0 (4096) or 64..2^26", o->filter_partition_size);
+    REQUIRE(o->partition_filters == 0 || o->partition_filters == 1, "partition_filters = %d, must be 0 or 1",
+            o->partition_filters);
     REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,
             "compaction_style = %d, must be BKV_COMPACTION_LEVELED or _TIERED", o->compaction_style);
     REQUIRE(o->level0_compaction_trigger >= 2, "level0_compaction_trigger = %d, must be >= 2",

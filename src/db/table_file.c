@@ -2,9 +2,17 @@
 
 #include <string.h>
 
+#include "db/filter_budget.h"
+
+double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, int level, uint64_t run_entries) {
+    if (!db->opts.filter_memory_budget || db->opts.filter_type == BKV_FILTER_NONE) return -1;
+    return bkv_filter_budget_bits(v, db->opts.filter_memory_budget, level, run_entries);
+}
+
 bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams) {
     bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16, .filter_type = o->filter_type,
                             .bits_per_key = o->bits_per_key, .compression = o->compression,
+                            .filter_partition_size = o->partition_filters ? (o->filter_partition_size ? o->filter_partition_size : 4096) : 0,
                             .prefix_extractor = o->prefix_extractor};
     if (o->filter_type_per_level[level] >= 0) to.filter_type = o->filter_type_per_level[level];
     if (o->bits_per_key_per_level[level] > 0) to.bits_per_key = o->bits_per_key_per_level[level];
@@ -19,7 +27,8 @@ bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bot
     return to;
 }
 
-int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, bkv_table_file *tf, bkv_err *e) {
+int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, double budget_bits,
+                        bkv_table_file *tf, bkv_err *e) {
     memset(tf, 0, sizeof *tf);
     tf->db = db;
     tf->number = number;
@@ -27,6 +36,11 @@ int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, 
     int rc = db->env->new_writable(db->env, tf->path, db->opts.file_mode, &tf->file, e);
     if (rc) return rc;
     bkv_table_options to = bkv_table_options_for(&db->opts, level, bottommost, db->has_vrec ? &db->vparams : NULL);
+    if (budget_bits >= 0 && db->opts.bits_per_key_per_level[level] <= 0) {
+        /* Below a bit per key a filter would answer "maybe" to most absent keys. */
+        if (budget_bits < 1) to.filter_type = BKV_FILTER_NONE;
+        else to.bits_per_key = budget_bits;
+    }
     if (!(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
         bkv_table_file_abandon(tf);
         return bkv_fail(e, BKV_NOMEM, "out of memory building %s", tf->path);

@@ -20,8 +20,15 @@ typedef struct bkv_table_file {
 } bkv_table_file;
 
 /* Creates table number, to be written to level (bottommost: no older data
- * for its keys below it, which decides its filter policy). */
-int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, bkv_table_file *tf, bkv_err *e);
+ * for its keys below it, which decides its filter policy). budget_bits:
+ * the key filter's bits per key under filter_memory_budget
+ * (bkv_table_file_budget_bits), or < 0 for the options' policy. */
+int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, double budget_bits,
+                        bkv_table_file *tf, bkv_err *e);
+/* The bits per key filter_memory_budget gives a new table of a run at
+ * level that will hold run_entries keys, judged from version v; -1
+ * without a budget. */
+double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, int level, uint64_t run_entries);
 /* REQUIRES: ikey greater than every key added before. */
 int bkv_table_file_add(bkv_table_file *tf, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen,
                        bkv_err *e);

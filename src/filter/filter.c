@@ -128,13 +128,19 @@ int bkv_filter_build(const bkv_filter_spec *spec, const bkv_hash *hashes, size_t
         hashes = distinct;
         n = m;
     }
-    int rc = bkv_filter_create(spec, n, out);
-    for (size_t i = 0; rc == BKV_OK && i < n; i++) rc = bkv_filter_add(*out, hashes[i]);
-    free(distinct);
-    if (rc != BKV_OK) {
-        bkv_filter_destroy(*out);
-        *out = NULL;
+    /* A cuckoo filter sized for exactly n keys can still fill up (a small
+     * one especially, whose few buckets leave little room to kick): a
+     * whole set must always build, so it is sized up and built again. */
+    int rc = BKV_FULL;
+    for (uint64_t capacity = n, tries = 0; rc == BKV_FULL && tries < 8; capacity += capacity / 2 + 8, tries++) {
+        rc = bkv_filter_create(spec, capacity, out);
+        for (size_t i = 0; rc == BKV_OK && i < n; i++) rc = bkv_filter_add(*out, hashes[i]);
+        if (rc != BKV_OK) {
+            bkv_filter_destroy(*out);
+            *out = NULL;
+        }
     }
+    free(distinct);
     return rc;
 }
 
@@ -239,12 +245,10 @@ static int fail(int rc, char *err, size_t errlen, const char *fmt, ...) {
     return rc;
 }
 
-int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out, char *err,
-                    size_t errlen) {
-    const uint8_t *p = buf;
-    if (!out) return fail(BKV_INVALID, err, errlen, "bkv_filter_open: out is NULL");
-    *out = NULL;
-    if (!buf || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
+/* Parses and validates a serialized filter into *f, which then probes buf
+ * in place. */
+static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *f, char *err, size_t errlen) {
+    if (!p || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
         return fail(BKV_CORRUPTION, err, errlen, "filter truncated: %zu bytes, header and trailer need %d",
                     len, BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN);
     if (bkv_get_u32(p) != BKV_FILTER_MAGIC)
@@ -262,9 +266,7 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
         return fail(BKV_CORRUPTION, err, errlen, "filter: checksum mismatch (trailer at offset %zu)", body);
     const bkv_filter_ops *ops = ops_for_type(p[6]);
     if (!ops) return fail(BKV_INVALID, err, errlen, "filter: unknown type %u at offset 6", p[6]);
-
-    bkv_filter *f = calloc(1, sizeof *f);
-    if (!f) return BKV_NOMEM;
+    memset(f, 0, sizeof *f);
     f->ops = ops;
     f->k = p[7];
     f->hash_seed = bkv_get_u32(p + 8);
@@ -276,10 +278,20 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
     f->aligned = ((uintptr_t)f->payload & 63) == 0;
     const char *why = ops->check_geometry(f);
-    if (why) {
-        free(f);
-        return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
-    }
+    if (why) return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
+    return BKV_OK;
+}
+
+int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **out, char *err,
+                    size_t errlen) {
+    if (!out) return fail(BKV_INVALID, err, errlen, "bkv_filter_open: out is NULL");
+    *out = NULL;
+    bkv_filter view;
+    int rc = parse_view(buf, len, flags, &view, err, errlen);
+    if (rc) return rc;
+    bkv_filter *f = malloc(sizeof *f);
+    if (!f) return BKV_NOMEM;
+    *f = view;
     if (flags & BKV_FILTER_OPEN_COPY) {
         const uint8_t *src = f->payload;
         size_t n = f->payload_len;
@@ -292,6 +304,18 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     }
     *out = f;
     return BKV_OK;
+}
+
+int bkv_filter_may_contain_encoded(const void *buf, size_t len, bkv_hash h) {
+    bkv_filter view;
+    return parse_view(buf, len, BKV_FILTER_OPEN_TRUSTED, &view, NULL, 0) ? 1 : view.ops->may_contain(&view, h);
+}
+
+void bkv_filter_may_contain_encoded_batch(const void *buf, size_t len, const bkv_hash *hashes, size_t n,
+                                          uint8_t *out) {
+    bkv_filter view;
+    if (parse_view(buf, len, BKV_FILTER_OPEN_TRUSTED, &view, NULL, 0)) memset(out, 1, n);
+    else view.ops->may_contain_batch(&view, hashes, n, out);
 }
 
 void bkv_filter_destroy(bkv_filter *f) {

@@ -37,7 +37,7 @@ int bkv_footer_decode(bkv_footer *f, const uint8_t *src, uint64_t file_size, con
         return bkv_fail(e, BKV_CORRUPTION, "%s: footer checksum mismatch at offset %llu", name,
                         (unsigned long long)at);
     f->version = bkv_get_u32(src + 48);
-    if (f->version != BKV_TABLE_VERSION || bkv_get_u32(src + 52) != 0)
+    if ((f->version != BKV_TABLE_VERSION && f->version != BKV_TABLE_VERSION_PARTITIONED) || bkv_get_u32(src + 52) != 0)
         return bkv_fail(e, BKV_CORRUPTION, "%s: unsupported table version %u at offset %llu", name, f->version,
                         (unsigned long long)(at + 48));
     f->index = (bkv_handle){bkv_get_u64(src), bkv_get_u64(src + 8)};

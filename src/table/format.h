@@ -13,6 +13,27 @@ typedef struct bkv_handle {
     uint64_t size; /* contents, trailer excluded */
 } bkv_handle;
 
+/* The filter block of a version-2 table is a partition index (docs/format.md
+ * "Filter partition index"): a key hash picks its partition, whose filter
+ * is a block of its own, read on demand through the block cache. */
+#define BKV_FILTER_PARTITION_MAGIC 0x50564B42u /* "BKVP" */
+#define BKV_FILTER_PARTITION_VERSION 1
+#define BKV_FILTER_PARTITION_HEADER 16
+#define BKV_FILTER_PARTITION_ENTRY 16
+#define BKV_FILTER_PARTITIONS_MAX (UINT32_C(1) << 20)
+#define BKV_FILTER_PARTITION_SEED UINT64_C(0x7061727469743031)
+
+/* The partition of n that holds key hash h: the hash is remixed first, so
+ * that the keys of one partition are spread evenly over its filter's
+ * positions whatever bits of h the filter type uses. */
+static inline uint32_t bkv_filter_partition_of(uint64_t h, uint32_t n) {
+    uint64_t z = h ^ BKV_FILTER_PARTITION_SEED;
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return (uint32_t)(((unsigned __int128)z * n) >> 64);
+}
+
 typedef struct bkv_footer {
     bkv_handle index, filter, props;
     uint32_t version;

@@ -20,7 +20,11 @@
 #include "util/env.h"
 
 #define BKV_TABLE_MAGIC 0x31425354564B4C42ULL /* "BLKVTSB1" */
+/* Version 1: the filter block is one filter. Version 2: it is a filter
+ * partition index (written only when filters are partitioned, so tables
+ * without partitions stay readable by every release). */
 #define BKV_TABLE_VERSION 1
+#define BKV_TABLE_VERSION_PARTITIONED 2
 #define BKV_FOOTER_LEN 72
 #define BKV_BLOCK_TRAILER 9
 
@@ -36,6 +40,7 @@ typedef struct bkv_table_options {
     int restart_interval;
     int filter_type;        /* BKV_FILTER_* (NONE: no filter block) */
     double bits_per_key;
+    size_t filter_partition_size; /* 0: one filter; else bytes of filter per partition */
     int compression;        /* BKV_COMPRESS_* */
     /* When set, the filter also holds every key's prefix (hashed with
      * BKV_PREFIX_SEED); returns SIZE_MAX for keys without one. */
@@ -50,7 +55,9 @@ typedef struct bkv_table_options {
 typedef struct bkv_table_props {
     uint64_t num_entries, num_deletions, num_data_blocks;
     uint64_t raw_key_bytes, raw_value_bytes, data_bytes;
-    uint64_t index_bytes, filter_bytes;
+    uint64_t index_bytes, filter_bytes;   /* filter_bytes: every partition's, when partitioned */
+    uint64_t filter_partitions;           /* 0: the filter is not partitioned */
+    uint64_t filter_fpr_ppb;              /* the filter's modelled false-positive rate, parts per 10^9 */
     uint64_t value_filter_offset, value_filter_bytes; /* 0 bytes: none */
     int filter_type;
     int compression;
@@ -90,6 +97,11 @@ typedef struct bkv_table_stats { /* relaxed atomics: bumped by every reader */
     atomic_uint_fast64_t cache_hits, cache_misses;
     atomic_uint_fast64_t filter_probes, filter_negatives;
     atomic_uint_fast64_t filter_corrupt;     /* filter blocks that failed validation */
+    atomic_uint_fast64_t filter_partitions_read; /* filter partitions read from their file */
+    /* Bytes of filter partitions in the block cache: added when one is
+     * cached, taken away when it leaves, so the sum over the counters a
+     * database sums is what is resident. */
+    atomic_uint_fast64_t filter_cache_bytes;
 } bkv_table_stats;
 
 /* Opens and validates the footer, index and filter of a table. A damaged
@@ -103,7 +115,10 @@ void bkv_table_close(bkv_table *t);
  * Call before the table is shared. */
 void bkv_table_set_global_seq(bkv_table *t, uint64_t seq);
 
-/* Probes the key filter only: 0 = certainly absent. */
+/* Probes the key filter only: 0 = certainly absent. A partitioned filter
+ * reads the key's partition through the block cache; a partition that
+ * cannot be read or validated answers "maybe" (counted in filter_corrupt,
+ * and not read again). */
 int bkv_table_may_contain(const bkv_table *t, bkv_hash h);
 /* The same for n hashes with prefetching (bkv_filter_may_contain_batch). */
 void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out);
@@ -142,8 +157,16 @@ size_t bkv_table_filter_memory(const bkv_table *t);
  * the data block holding the first such entry (the end of the data when
  * none does). From the index alone: no data block is read. */
 uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t ilen);
-/* The key filter, NULL when absent or damaged. */
+/* The key filter, NULL when absent, damaged or partitioned. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
+/* Whether the table has a usable key filter (whole or partitioned). */
+int bkv_table_has_filter(const bkv_table *t);
+/* Partitions of the key filter (0: not partitioned, or its index is
+ * damaged). bkv_table_filter_partition opens partition i from the file
+ * (no cache): BKV_OK with *out (destroy with bkv_filter_destroy), or the
+ * error naming file and offset. */
+uint32_t bkv_table_filter_partitions(const bkv_table *t);
+int bkv_table_filter_partition(bkv_table *t, uint32_t i, bkv_filter **out, bkv_err *e);
 
 /* An internal iterator over the table's entries (util/iterator.h). It
  * reads blocks through the block cache as read_flags say. The table must

@@ -1,5 +1,6 @@
 /* Builds a table in one pass: data blocks, then the key filter over every
  * distinct user key (hashed once here), properties, index and footer. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +29,7 @@ struct bkv_table_builder {
     int failed;
     bkv_vf_set vf;             /* value filters (opts.value_filter) */
     uint32_t part_entries;     /* entries in the open partition */
+    double fpr_keys;           /* sum over key filters of expected rate x keys */
 };
 
 bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name) {
@@ -195,6 +197,79 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     return BKV_OK;
 }
 
+/* Builds a filter over n hashes and writes it as a block of its own. */
+static int write_filter(bkv_table_builder *b, const bkv_filter_spec *spec, const bkv_hash *hashes, size_t n,
+                        bkv_handle *h, bkv_err *e) {
+    bkv_filter *flt;
+    int rc = bkv_filter_build(spec, hashes, n, &flt);
+    if (rc) return bkv_fail(e, rc, "%s: cannot build filter: %s", b->name, bkv_strerror(rc));
+    size_t len = bkv_filter_encoded_size(flt);
+    uint8_t *enc = malloc(len);
+    if (!enc) {
+        bkv_filter_destroy(flt);
+        return bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding filter", b->name);
+    }
+    bkv_filter_encode(flt, enc, len);
+    bkv_filter_info fi;
+    bkv_filter_get_info(flt, &fi);
+    b->fpr_keys += fi.expected_fpr * (double)n;
+    bkv_filter_destroy(flt);
+    rc = write_raw_block(b, enc, len, BKV_COMPRESS_NONE, h, e);
+    free(enc);
+    if (!rc) b->props.filter_bytes += len;
+    return rc;
+}
+
+/* One filter per partition of about filter_partition_size bytes, each over
+ * the hashes bkv_filter_partition_of sends it, then the partition index
+ * that names them (docs/format.md "Filter partition index"). */
+static int write_partitioned_filter(bkv_table_builder *b, const bkv_filter_spec *spec, bkv_handle *index,
+                                    bkv_err *e) {
+    double bytes = (double)b->nhashes * spec->bits_per_key / 8;
+    double want = bytes / (double)b->opts.filter_partition_size;
+    uint32_t n = want < 1 ? 1 : want >= BKV_FILTER_PARTITIONS_MAX ? BKV_FILTER_PARTITIONS_MAX : (uint32_t)ceil(want);
+    size_t ilen = BKV_FILTER_PARTITION_HEADER + (size_t)n * BKV_FILTER_PARTITION_ENTRY;
+    uint32_t *start = calloc((size_t)n + 1, sizeof *start);
+    bkv_hash *sorted = malloc((b->nhashes ? b->nhashes : 1) * sizeof *sorted);
+    uint8_t *ix = malloc(ilen);
+    int rc = BKV_OK;
+    if (!start || !sorted || !ix) {
+        rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory partitioning the filter", b->name);
+        goto out;
+    }
+    /* A counting sort by partition: start[p] ends up where partition p begins. */
+    for (size_t i = 0; i < b->nhashes; i++) start[bkv_filter_partition_of(b->hashes[i], n) + 1]++;
+    for (uint32_t p = 0; p < n; p++) start[p + 1] += start[p];
+    for (size_t i = 0; i < b->nhashes; i++) sorted[start[bkv_filter_partition_of(b->hashes[i], n)]++] = b->hashes[i];
+    for (uint32_t p = n; p > 0; p--) start[p] = start[p - 1];
+    start[0] = 0;
+    bkv_put_u32(ix, BKV_FILTER_PARTITION_MAGIC);
+    bkv_put_u16(ix + 4, BKV_FILTER_PARTITION_VERSION);
+    bkv_put_u16(ix + 6, 0);
+    bkv_put_u32(ix + 8, n);
+    bkv_put_u32(ix + 12, 0);
+    static const uint8_t zeros[64];
+    for (uint32_t p = 0; p < n && !rc; p++) {
+        /* Each partition starts on a 64-byte boundary, so that probed in
+         * place in a mapped file its payload is cache-line aligned. */
+        size_t pad = (size_t)(-b->offset & 63);
+        if (pad && (rc = bkv_file_append(b->file, zeros, pad, e))) break;
+        b->offset += pad;
+        bkv_handle h;
+        rc = write_filter(b, spec, sorted + start[p], start[p + 1] - start[p], &h, e);
+        uint8_t *entry = ix + BKV_FILTER_PARTITION_HEADER + (size_t)p * BKV_FILTER_PARTITION_ENTRY;
+        bkv_put_u64(entry, h.offset);
+        bkv_put_u64(entry + 8, h.size);
+    }
+    if (!rc) rc = write_raw_block(b, ix, ilen, BKV_COMPRESS_NONE, index, e);
+    b->props.filter_partitions = n;
+out:
+    free(start);
+    free(sorted);
+    free(ix);
+    return rc;
+}
+
 static int put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
     uint8_t buf[10];
     size_t n = (size_t)(bkv_put_varint64(buf, v) - buf);
@@ -209,21 +284,11 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
 
     if (b->opts.filter_type != 0) {
         bkv_filter_spec spec = {.type = b->opts.filter_type, .bits_per_key = b->opts.bits_per_key};
-        bkv_filter *flt;
-        rc = bkv_filter_build(&spec, b->hashes, b->nhashes, &flt);
-        if (rc) return bkv_fail(e, rc, "%s: cannot build filter: %s", b->name, bkv_strerror(rc));
-        size_t n = bkv_filter_encoded_size(flt);
-        uint8_t *enc = malloc(n);
-        if (!enc) {
-            bkv_filter_destroy(flt);
-            return bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding filter", b->name);
-        }
-        bkv_filter_encode(flt, enc, n);
-        bkv_filter_destroy(flt);
-        rc = write_raw_block(b, enc, n, BKV_COMPRESS_NONE, &f.filter, e);
-        free(enc);
+        rc = b->opts.filter_partition_size ? write_partitioned_filter(b, &spec, &f.filter, e)
+                                           : write_filter(b, &spec, b->hashes, b->nhashes, &f.filter, e);
         if (rc) return rc;
-        b->props.filter_bytes = n;
+        if (b->opts.filter_partition_size) f.version = BKV_TABLE_VERSION_PARTITIONED;
+        b->props.filter_fpr_ppb = b->nhashes ? (uint64_t)(1e9 * b->fpr_keys / (double)b->nhashes + 0.5) : 0;
     }
 
     if (b->opts.value_filter) {
@@ -246,6 +311,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
               put_prop(&props, "creation.time", b->props.creation_time) ||
               put_prop(&props, "data.bytes", b->props.data_bytes) ||
               put_prop(&props, "filter.bytes", b->props.filter_bytes) ||
+              (b->opts.filter_type && put_prop(&props, "filter.fpr.ppb", b->props.filter_fpr_ppb)) ||
+              (b->props.filter_partitions && put_prop(&props, "filter.partitions", b->props.filter_partitions)) ||
               put_prop(&props, "filter.type", (uint64_t)b->props.filter_type) ||
               bkv_block_builder_add(&props, (const uint8_t *)"key.largest", 11, b->last_ikey.data, b->last_ikey.len) ||
               bkv_block_builder_add(&props, (const uint8_t *)"key.smallest", 12, b->first_ikey.data, b->first_ikey.len) ||

@@ -25,7 +25,14 @@ struct bkv_table {
     atomic_uchar *verified;  /* per data block: its checksum was verified */
     uint8_t *filter_data;
     size_t filter_len;
-    bkv_filter *filter;   /* NULL: no filter or a damaged one, "maybe" */
+    bkv_filter *filter;   /* NULL: no filter, a damaged one ("maybe") or partitions */
+    /* A partitioned filter: the handles of its partitions (pinned), and
+     * what is known of each (PART_*): a damaged one answers "maybe"
+     * without being read again. */
+    uint32_t nparts;
+    bkv_handle *parts;
+    atomic_uchar *part_state;
+    bkv_table_stats *stats;   /* where partition reads are counted */
     bkv_table_props props;
     uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
 };
@@ -89,6 +96,8 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
     } fields[] = {
         {"data.bytes", offsetof(bkv_table_props, data_bytes)},
         {"filter.bytes", offsetof(bkv_table_props, filter_bytes)},
+        {"filter.fpr.ppb", offsetof(bkv_table_props, filter_fpr_ppb)},
+        {"filter.partitions", offsetof(bkv_table_props, filter_partitions)},
         {"num.data.blocks", offsetof(bkv_table_props, num_data_blocks)},
         {"num.deletions", offsetof(bkv_table_props, num_deletions)},
         {"num.entries", offsetof(bkv_table_props, num_entries)},
@@ -119,6 +128,48 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
     bkv_block_iter_free(&it);
 }
 
+/* Reads the filter block: one filter (version 1) or a partition index
+ * (version 2), whose every handle must lie in the table before the index
+ * itself. On failure the table keeps no filter. */
+static int open_filter(bkv_table *t, const bkv_footer *f) {
+    if (bkv_read_block(t->file, t->name, f->filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK) return BKV_CORRUPTION;
+    const uint8_t *p = t->filter_data;
+    size_t len = t->filter_len;
+    if (f->version == BKV_TABLE_VERSION) {
+        if (bkv_filter_open(p, len, BKV_FILTER_OPEN_TRUSTED, &t->filter, NULL, 0) == BKV_OK) return BKV_OK;
+    } else if (len >= BKV_FILTER_PARTITION_HEADER && bkv_get_u32(p) == BKV_FILTER_PARTITION_MAGIC &&
+               bkv_get_u16(p + 4) == BKV_FILTER_PARTITION_VERSION && bkv_get_u16(p + 6) == 0 &&
+               bkv_get_u32(p + 12) == 0) {
+        uint32_t n = bkv_get_u32(p + 8);
+        int ok = n >= 1 && n <= BKV_FILTER_PARTITIONS_MAX &&
+                 len == BKV_FILTER_PARTITION_HEADER + (size_t)n * BKV_FILTER_PARTITION_ENTRY &&
+                 (t->parts = malloc((size_t)n * sizeof *t->parts)) && (t->part_state = calloc(n, 1));
+        for (uint32_t i = 0; ok && i < n; i++) {
+            const uint8_t *entry = p + BKV_FILTER_PARTITION_HEADER + (size_t)i * BKV_FILTER_PARTITION_ENTRY;
+            bkv_handle h = {bkv_get_u64(entry), bkv_get_u64(entry + 8)};
+            ok = h.offset <= f->filter.offset && h.size <= f->filter.offset - h.offset &&
+                 f->filter.offset - h.offset - h.size >= BKV_BLOCK_TRAILER;
+            t->parts[i] = h;
+        }
+        if (ok) {
+            t->nparts = n;
+            free(t->filter_data);
+            t->filter_data = NULL;
+            t->filter_len = (size_t)n * (sizeof *t->parts + 1);
+            return BKV_OK;
+        }
+    }
+    free(t->parts);
+    free(t->part_state);
+    free(t->filter_data);
+    t->parts = NULL;
+    t->part_state = NULL;
+    t->filter_data = NULL;
+    t->filter_len = 0;
+    t->filter = NULL;
+    return BKV_CORRUPTION;
+}
+
 int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, bkv_cache *block_cache,
                    bkv_table_stats *stats, bkv_table **out, bkv_err *e) {
     *out = NULL;
@@ -129,6 +180,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
     }
     t->number = file_number;
     t->cache = block_cache;
+    t->stats = stats;
     int rc = env->new_readable(env, path, 1, &t->file, e);
     if (rc) goto fail;
     uint64_t size = bkv_file_size(t->file);
@@ -162,16 +214,10 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
     if (rc) goto fail;
     read_props(t, pdata, plen);
     free(pdata);
-    if (f.filter.size > 0) {
+    if (f.filter.size > 0 && open_filter(t, &f) != BKV_OK) {
         /* A filter that cannot be read or validated costs speed, never
          * correctness: the table then answers "maybe". */
-        if (bkv_read_block(t->file, path, f.filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK ||
-            bkv_filter_open(t->filter_data, t->filter_len, BKV_FILTER_OPEN_TRUSTED, &t->filter, NULL, 0) != BKV_OK) {
-            free(t->filter_data);
-            t->filter_data = NULL;
-            t->filter = NULL;
-            if (stats) atomic_fetch_add_explicit(&stats->filter_corrupt, 1, memory_order_relaxed);
-        }
+        if (stats) atomic_fetch_add_explicit(&stats->filter_corrupt, 1, memory_order_relaxed);
     }
     *out = t;
     return BKV_OK;
@@ -188,23 +234,193 @@ void bkv_table_close(bkv_table *t) {
     free(t->props.smallest);
     free(t->props.largest);
     free(t->filter_data);
+    free(t->parts);
+    free(t->part_state);
     free(t->index_data);
     free(t->verified);
     free(t->name);
     free(t);
 }
 
-int bkv_table_may_contain(const bkv_table *t, bkv_hash h) {
-    return t->filter ? bkv_filter_may_contain(t->filter, h) : 1;
+/* A filter partition as the block cache holds it: the filter is opened in
+ * place over data. */
+typedef struct cached_partition {
+    bkv_filter *filter;
+    uint8_t *data;
+    size_t charge;
+    atomic_uint_fast64_t *resident; /* the bytes counter it was added to, or NULL */
+} cached_partition;
+
+static void delete_partition(uint64_t k1, uint64_t k2, void *v) {
+    (void)k1, (void)k2;
+    cached_partition *cp = v;
+    if (cp->resident) atomic_fetch_sub_explicit(cp->resident, cp->charge, memory_order_relaxed);
+    bkv_filter_destroy(cp->filter);
+    free(cp->data);
+    free(cp);
 }
 
-void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out) {
-    bkv_filter_may_contain_batch(t->filter, h, n, out);
+static int read_partition(bkv_table *t, uint32_t i, cached_partition **out, bkv_err *e) {
+    *out = NULL;
+    cached_partition *cp = calloc(1, sizeof *cp);
+    if (!cp) return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a filter partition", t->name);
+    size_t len;
+    int rc = bkv_read_block(t->file, t->name, t->parts[i], &cp->data, &len, e);
+    if (!rc) {
+        char why[160];
+        rc = bkv_filter_open(cp->data, len, BKV_FILTER_OPEN_TRUSTED, &cp->filter, why, sizeof why);
+        if (rc)
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: filter partition %u at offset %llu: %s", t->name, i,
+                          (unsigned long long)t->parts[i].offset, why);
+    }
+    if (rc) {
+        delete_partition(0, 0, cp);
+        return rc;
+    }
+    cp->charge = len + sizeof *cp;
+    *out = cp;
+    return BKV_OK;
 }
+
+enum { PART_UNCHECKED, PART_VERIFIED, PART_DAMAGED };
+
+static void partition_damaged(const bkv_table *t, uint32_t i) {
+    atomic_store_explicit(&t->part_state[i], PART_DAMAGED, memory_order_relaxed);
+    if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+}
+
+/* A partition pinned for probing: in place in the file's map, or a filter
+ * held through the block cache (or privately, without one). */
+typedef struct partition_ref {
+    const uint8_t *mapped;
+    size_t len;
+    const bkv_filter *filter;
+    bkv_cache_entry *entry;
+    cached_partition *own;
+} partition_ref;
+
+/* Pins partition i. A table whose file is mapped probes its partitions
+ * where they lie, as it reads its uncompressed data blocks: the page
+ * cache holds them, and each is verified once, on first use. Otherwise
+ * they go through the block cache. 0 when the partition is damaged (or
+ * memory runs out): the caller answers "maybe". */
+static int pin_partition(const bkv_table *t, uint32_t i, partition_ref *r) {
+    memset(r, 0, sizeof *r);
+    unsigned state = atomic_load_explicit(&t->part_state[i], memory_order_acquire);
+    if (state == PART_DAMAGED) return 0;
+    bkv_handle h = t->parts[i];
+    const uint8_t *map = bkv_file_mapped(t->file);
+    if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) { /* in bounds: checked at open */
+        if (state == PART_UNCHECKED) {
+            if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_partitions_read, 1, memory_order_relaxed);
+            bkv_filter *f = NULL;
+            int ok = bkv_block_verify(map + h.offset, h, t->name, NULL) == BKV_OK &&
+                     bkv_filter_open(map + h.offset, (size_t)h.size, BKV_FILTER_OPEN_TRUSTED, &f, NULL, 0) == BKV_OK;
+            bkv_filter_destroy(f);
+            if (!ok) {
+                partition_damaged(t, i);
+                return 0;
+            }
+            atomic_store_explicit(&t->part_state[i], PART_VERIFIED, memory_order_release);
+        }
+        r->mapped = map + h.offset;
+        r->len = (size_t)h.size;
+        return 1;
+    }
+    if (t->cache && (r->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
+        r->filter = ((cached_partition *)bkv_cache_value(r->entry))->filter;
+        return 1;
+    }
+    cached_partition *cp;
+    int rc = read_partition((bkv_table *)t, i, &cp, NULL);
+    if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_partitions_read, 1, memory_order_relaxed);
+    if (rc) {
+        if (rc == BKV_CORRUPTION) partition_damaged(t, i);
+        return 0;
+    }
+    r->filter = cp->filter;
+    if (t->cache) {
+        if (t->stats) {
+            cp->resident = &t->stats->filter_cache_bytes;
+            atomic_fetch_add_explicit(cp->resident, cp->charge, memory_order_relaxed);
+        }
+        if ((r->entry = bkv_cache_insert(t->cache, t->number, h.offset, cp, cp->charge, delete_partition))) return 1;
+    }
+    r->own = cp;
+    return 1;
+}
+
+static void unpin_partition(const bkv_table *t, partition_ref *r) {
+    if (r->entry) bkv_cache_release(t->cache, r->entry);
+    if (r->own) delete_partition(0, 0, r->own);
+}
+
+int bkv_table_may_contain(const bkv_table *t, bkv_hash h) {
+    if (t->filter) return bkv_filter_may_contain(t->filter, h);
+    if (!t->nparts) return 1;
+    partition_ref r;
+    if (!pin_partition(t, bkv_filter_partition_of(h, t->nparts), &r)) return 1;
+    int maybe = r.mapped ? bkv_filter_may_contain_encoded(r.mapped, r.len, h) : bkv_filter_may_contain(r.filter, h);
+    unpin_partition(t, &r);
+    return maybe;
+}
+
+/* Partitioned: the hashes are grouped by partition (a chunk at a time), so
+ * each partition is pinned once and probed with one prefetched batch. */
+#define PROBE_CHUNK 64
+void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out) {
+    if (t->filter || !t->nparts) {
+        bkv_filter_may_contain_batch(t->filter, h, n, out);
+        return;
+    }
+    for (size_t base = 0; base < n; base += PROBE_CHUNK) {
+        size_t m = n - base < PROBE_CHUNK ? n - base : PROBE_CHUNK;
+        uint32_t part[PROBE_CHUNK];
+        uint8_t order[PROBE_CHUNK], maybe[PROBE_CHUNK];
+        bkv_hash group[PROBE_CHUNK];
+        for (size_t j = 0; j < m; j++) {
+            part[j] = bkv_filter_partition_of(h[base + j], t->nparts);
+            size_t k = j; /* insertion sort of the chunk's positions by partition */
+            while (k > 0 && part[order[k - 1]] > part[j]) {
+                order[k] = order[k - 1];
+                k--;
+            }
+            order[k] = (uint8_t)j;
+        }
+        for (size_t g = 0; g < m;) {
+            size_t end = g;
+            while (end < m && part[order[end]] == part[order[g]]) group[end - g] = h[base + order[end]], end++;
+            partition_ref r;
+            if (!pin_partition(t, part[order[g]], &r)) memset(maybe, 1, end - g);
+            else if (r.mapped) bkv_filter_may_contain_encoded_batch(r.mapped, r.len, group, end - g, maybe);
+            else bkv_filter_may_contain_batch(r.filter, group, end - g, maybe);
+            unpin_partition(t, &r);
+            for (size_t j = g; j < end; j++) out[base + order[j]] = maybe[j - g];
+            g = end;
+        }
+    }
+}
+
+uint32_t bkv_table_filter_partitions(const bkv_table *t) { return t->nparts; }
+
+int bkv_table_filter_partition(bkv_table *t, uint32_t i, bkv_filter **out, bkv_err *e) {
+    *out = NULL;
+    if (i >= t->nparts) return bkv_fail(e, BKV_INVALID, "%s: no filter partition %u", t->name, i);
+    cached_partition *cp;
+    int rc = read_partition(t, i, &cp, e);
+    if (rc) return rc;
+    /* A copy of its own: the caller's filter must not depend on cp->data. */
+    rc = bkv_filter_open(cp->data, bkv_filter_encoded_size(cp->filter), BKV_FILTER_OPEN_COPY | BKV_FILTER_OPEN_TRUSTED,
+                         out, NULL, 0);
+    delete_partition(0, 0, cp);
+    return rc ? bkv_fail(e, rc, "%s: cannot copy filter partition %u", t->name, i) : BKV_OK;
+}
+
+int bkv_table_has_filter(const bkv_table *t) { return t->filter || t->nparts; }
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t) { return &t->props; }
 
-size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter ? t->filter_len : 0; }
+size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter || t->nparts ? t->filter_len : 0; }
 
 const bkv_filter *bkv_table_filter(const bkv_table *t) { return t->filter; }
 

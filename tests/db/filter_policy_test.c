@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +10,16 @@
 #include <cmocka.h>
 
 #include "db/db_int.h"
+#include "db/filter_budget.h"
+#include "table/table.h"
+#include "test_db.h"
 #include "test_dir.h"
 
 TEST_DIR_FIXTURE("policy")
 
 typedef struct level_filters {
     size_t tables;
+    size_t partitioned;    /* tables whose filter is partitioned */
     int types_seen;        /* bit per filter type */
     double bits_per_key;   /* filter bits over entries, summed over tables */
 } level_filters;
@@ -33,6 +38,7 @@ static void inspect(bkv_db *db, level_filters out[BKV_NUM_LEVELS]) {
             const bkv_table_props *p = bkv_table_properties(bkv_cache_value(e));
             out[l].tables++;
             out[l].types_seen |= 1 << p->filter_type;
+            out[l].partitioned += p->filter_partitions > 0;
             if (p->filter_bytes) bits += (p->filter_bytes - 72) * 8; /* less header and checksum */
             keys += p->num_entries;
             bkv_cache_release(db->table_cache, e);
@@ -108,7 +114,160 @@ static void filters_follow_the_level_policy(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+
+static void put_keys(bkv_db *db, int n, int stride, int offset) {
+    char val[100];
+    memset(val, 'x', sizeof val);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", (i * stride + offset) % n);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
+    }
+}
+
+static void report_problem(void *arg, const char *problem) {
+    (void)arg;
+    fail_msg("check: %s", problem);
+}
+
+static void small_tree_options(bkv_options *o) {
+    bkv_options_init(o);
+    o->write_buffer_size = 32 * 1024;
+    o->max_bytes_for_level_base = 128 * 1024;
+    o->target_file_size = 32 * 1024;
+    o->level_size_multiplier = 4;
+    o->level0_compaction_trigger = 4;
+}
+
+/* Partitioned filters through the whole engine: every key found, absent
+ * keys stopped by the filters, the database checks clean, and one opened
+ * later without partitions reads the old tables and writes whole filters. */
+static void partitioned_filters_in_a_database(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/parted", dir);
+    bkv_options o;
+    small_tree_options(&o);
+    o.partition_filters = 1;
+    o.filter_partition_size = 256;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    put_keys(db, 20000, 7919, 0);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    level_filters lf[BKV_NUM_LEVELS];
+    inspect(db, lf);
+    size_t tables = 0, partitioned = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
+    assert_true(tables > 2);
+    assert_int_equal(partitioned, tables);
+    uint64_t blocks = test_counter(db, "blocks-read");
+    for (int i = 0; i < 20000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", i);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
+        bkv_free(v);
+        snprintf(key, sizeof key, "m%08d", i);
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_NOTFOUND);
+    }
+    /* About one block per found key; the absent ones add a few percent. */
+    uint64_t read = test_counter(db, "blocks-read") - blocks;
+    if (read > 20000 * 13 / 10) fail_msg("%llu blocks read for 20000 found and 20000 absent keys", (unsigned long long)read);
+    assert_true(test_counter(db, "filter-partitions-read") > 0);
+    char *stats = bkv_property(db, "bloomkv.stats");
+    assert_non_null(strstr(stats, "expected false-positive block reads per missing get"));
+    bkv_free(stats);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_check(path, report_problem, NULL), BKV_OK);
+
+    o.partition_filters = 0;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    put_keys(db, 3000, 1, 20000);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    inspect(db, lf);
+    assert_true(lf[0].tables > lf[0].partitioned);
+    for (int i = 0; i < 20000; i += 7) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", i);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
+        bkv_free(v);
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+/* Monkey's rule: rates proportional to run sizes, exactly the budget
+ * spent, and a run whose rate would reach 1 left without a filter. */
+static void monkey_allocation(void **state) {
+    (void)state;
+    const uint64_t n[] = {1000, 10000, 100000, 1000000};
+    double budget = 6.0 * 1111000, spent = 0, ratio = 0;
+    for (size_t i = 0; i < 4; i++) {
+        double bits = bkv_monkey_bits_per_key(n, 4, i, budget);
+        spent += bits * (double)n[i];
+        double rate = exp(-bits * M_LN2 * M_LN2);
+        if (i) assert_true(fabs(rate / (double)n[i] / ratio - 1) < 1e-9);
+        ratio = rate / (double)n[i];
+        if (i) assert_true(bits < bkv_monkey_bits_per_key(n, 4, i - 1, budget));
+    }
+    assert_true(fabs(spent / budget - 1) < 1e-9);
+    /* 10000 bits for a million keys: the biggest run gets none, the others
+     * share the budget. */
+    const uint64_t skewed[] = {100, 1000, 1000000};
+    assert_true(bkv_monkey_bits_per_key(skewed, 3, 2, 10000) == 0);
+    double small = bkv_monkey_bits_per_key(skewed, 3, 0, 10000);
+    assert_true(small > 0 && small <= BKV_BUDGET_MAX_BITS);
+    assert_true(bkv_monkey_bits_per_key(n, 4, 0, 0) == 0);
+}
+
+/* With a budget, deeper (bigger) levels get fewer bits per key than the
+ * small ones above, the total stays near the budget, and an explicit
+ * per-level setting still wins. */
+static void budget_sizes_filters_by_level(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/budget", dir);
+    bkv_options o;
+    small_tree_options(&o);
+    o.level0_slowdown_trigger = o.level0_stop_trigger = 1 << 20;
+    o.filter_memory_budget = 40000 * 6 / 8; /* 6 bits per key on average at 40000 keys */
+    o.bits_per_key_per_level[1] = 12;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    put_keys(db, 40000, 7919, 0);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    put_keys(db, 2000, 1, 0);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    level_filters lf[BKV_NUM_LEVELS];
+    inspect(db, lf);
+    int bottom = 0;
+    for (int l = 1; l < BKV_NUM_LEVELS; l++)
+        if (lf[l].tables) bottom = l;
+    assert_true(bottom >= 2 && lf[0].tables > 0);
+    if (!(lf[0].bits_per_key > lf[bottom].bits_per_key + 2))
+        fail_msg("level 0: %.2f bits/key, level %d: %.2f", lf[0].bits_per_key, bottom, lf[bottom].bits_per_key);
+    /* (Tables this small round their filters up to whole cache lines.) */
+    if (lf[1].tables) assert_true(lf[1].bits_per_key >= 12 && lf[1].bits_per_key < 14);
+    for (int i = 0; i < 40000; i += 13) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", i);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
+        bkv_free(v);
+    }
+    char *stats = bkv_property(db, "bloomkv.stats");
+    assert_non_null(strstr(stats, "sized by filter_memory_budget"));
+    bkv_free(stats);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(filters_follow_the_level_policy)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(filters_follow_the_level_policy),
+                                       cmocka_unit_test(partitioned_filters_in_a_database),
+                                       cmocka_unit_test(monkey_allocation),
+                                       cmocka_unit_test(budget_sizes_filters_by_level)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include "util/iterator.h"
+#include "table/format.h"
 #include "table/table.h"
+#include "util/env_fault.h"
 #include "test_dir.h"
 #include "util/coding.h"
 #include "util/ikey.h"
@@ -22,11 +24,10 @@ static void make_val(char *v, int i, int ver) { snprintf(v, 64, "value-%d-v%d-pa
 
 /* Keys 0, 2, 4, ... (n of them); even keys below 100 have two versions
  * (seq 1 and 2), and keys divisible by 10 are deleted at seq 3. */
-static void build_table(const char *path, int n, int compression, int filter_type) {
+static void build_table_opts(const char *path, int n, const bkv_table_options *opts) {
     bkv_wfile *f;
     assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
-    bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = filter_type,
-                           .bits_per_key = 10, .compression = compression};
+    bkv_table_options o = *opts;
     bkv_table_builder *b = bkv_table_builder_new(&o, f, path);
     for (int j = 0; j < n; j++) {
         int i = 2 * j;
@@ -49,10 +50,16 @@ static void build_table(const char *path, int n, int compression, int filter_typ
         assert_int_equal(bkv_table_builder_add(b, ik, kl + 8, (uint8_t *)v, strlen(v), NULL), BKV_OK);
     }
     bkv_err e;
-    assert_int_equal(bkv_table_builder_finish(b, &e), BKV_OK);
+    if (bkv_table_builder_finish(b, &e) != BKV_OK) fail_msg("%s", e.msg);
     bkv_table_builder_free(b);
     assert_int_equal(bkv_file_sync(f, NULL), BKV_OK);
     assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+}
+
+static void build_table(const char *path, int n, int compression, int filter_type) {
+    bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = filter_type,
+                           .bits_per_key = 10, .compression = compression};
+    build_table_opts(path, n, &o);
 }
 
 static void check_table(bkv_table *t, int n, bkv_table_stats *st) {
@@ -167,71 +174,115 @@ static void point_reads_all_compressions(void **state) {
     }
 }
 
-/* Flip each byte of a small table in turn: opening or reading may fail
- * with a corruption naming the file, but never returns a wrong value. */
+/* Where each partition of a version-2 table lies (from its footer and
+ * partition index). */
+static uint32_t partition_handles(const uint8_t *data, size_t len, uint64_t (*h)[2], uint32_t max) {
+    const uint8_t *footer = data + len - BKV_FOOTER_LEN;
+    const uint8_t *ix = data + bkv_get_u64(footer + 16);
+    uint32_t n = bkv_get_u32(ix + 8);
+    for (uint32_t i = 0; i < n && i < max; i++) {
+        h[i][0] = bkv_get_u64(ix + 16 + 16 * (size_t)i);
+        h[i][1] = bkv_get_u64(ix + 24 + 16 * (size_t)i);
+    }
+    return n;
+}
+
+/* Flip each byte of a small table in turn (whole filter, then a
+ * partitioned one): opening or reading may fail with a corruption naming
+ * the file, but never returns a wrong value, and the filter never says
+ * "no" to a key the table holds. */
 static void damage_never_yields_wrong_values(void **state) {
     (void)state;
-    char path[300], bad[300];
-    snprintf(path, sizeof path, "%s/000010.sst", dir);
-    snprintf(bad, sizeof bad, "%s/000011.sst", dir);
-    build_table(path, 60, BKV_COMPRESS_NONE, BKV_FILTER_BLOCKED_BLOOM);
-    uint8_t *data;
-    size_t len;
-    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
-    int detected = 0, filter_maybe = 0;
-    for (size_t pos = 0; pos < len; pos++) {
-        data[pos] ^= 0x20;
-        FILE *f = fopen(bad, "wb");
-        assert_non_null(f);
-        assert_int_equal(fwrite(data, 1, len, f), len);
-        fclose(f);
-        data[pos] ^= 0x20;
-        bkv_table_stats st = {0};
-        bkv_table *t;
-        bkv_err e;
-        int rc = bkv_table_open(bkv_env_posix(), bad, 11, NULL, &st, &t, &e);
-        if (rc != BKV_OK) {
-            assert_int_equal(rc, BKV_CORRUPTION);
-            assert_non_null(strstr(e.msg, "000011.sst"));
-            assert_non_null(strstr(e.msg, "offset"));
-            detected++;
-            continue;
+    for (int partitioned = 0; partitioned <= 1; partitioned++) {
+        char path[300], bad[300];
+        snprintf(path, sizeof path, "%s/%06d.sst", dir, 10 + 2 * partitioned);
+        snprintf(bad, sizeof bad, "%s/%06d.sst", dir, 11 + 2 * partitioned);
+        bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = BKV_FILTER_BLOCKED_BLOOM,
+                               .bits_per_key = 10, .filter_partition_size = partitioned ? 64 : 0};
+        build_table_opts(path, 60, &o);
+        uint8_t *data;
+        size_t len;
+        assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+        /* Bytes no reader looks at: the zeros that align each partition. */
+        size_t padding = 0;
+        if (partitioned) {
+            uint64_t h[8][2];
+            uint32_t n = partition_handles(data, len, h, 8);
+            assert_true(n >= 2 && n <= 8);
+            bkv_table_stats st = {0};
+            bkv_table *t;
+            assert_int_equal(bkv_table_open(bkv_env_posix(), path, 10, NULL, &st, &t, NULL), BKV_OK);
+            uint64_t end = bkv_table_properties(t)->data_bytes; /* the partitions follow the data blocks */
+            bkv_table_close(t);
+            for (uint32_t i = 0; i < n; i++) {
+                padding += h[i][0] - end;
+                end = h[i][0] + h[i][1] + BKV_BLOCK_TRAILER;
+            }
         }
-        filter_maybe += st.filter_corrupt > 0;
-        int bad_read = 0;
-        for (int i = 0; i < 120; i++) {
-            char k[40], expect[64];
-            make_key(k, i);
-            int found;
-            unsigned type;
-            void *v;
-            size_t vlen;
-            rc = bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v, &vlen, &st, &e);
+        int detected = 0, filter_maybe = 0;
+        for (size_t pos = 0; pos < len; pos++) {
+            data[pos] ^= 0x20;
+            remove(bad);
+            FILE *f = fopen(bad, "wb");
+            assert_non_null(f);
+            assert_int_equal(fwrite(data, 1, len, f), len);
+            fclose(f);
+            data[pos] ^= 0x20;
+            bkv_table_stats st = {0};
+            bkv_table *t;
+            bkv_err e;
+            int rc = bkv_table_open(bkv_env_posix(), bad, 11, NULL, &st, &t, &e);
             if (rc != BKV_OK) {
                 assert_int_equal(rc, BKV_CORRUPTION);
+                assert_non_null(strstr(e.msg, ".sst"));
                 assert_non_null(strstr(e.msg, "offset"));
-                bad_read = 1;
+                detected++;
                 continue;
             }
-            int present = i % 2 == 0;
-            assert_int_equal(found, present);
-            if (found && type == BKV_TYPE_VALUE) {
-                make_val(expect, i, i < 100 ? 2 : 1);
-                assert_int_equal(vlen, strlen(expect));
-                assert_memory_equal(v, expect, vlen);
-                free(v);
-            } else if (found) {
-                assert_int_equal(i % 10, 0);
+            int bad_read = 0;
+            for (int i = 0; i < 120; i++) {
+                char k[40], expect[64];
+                make_key(k, i);
+                if (i % 2 == 0) assert_int_equal(bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k))), 1);
+                int found;
+                unsigned type;
+                void *v;
+                size_t vlen;
+                rc = bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v,
+                                   &vlen, &st, &e);
+                if (rc != BKV_OK) {
+                    assert_int_equal(rc, BKV_CORRUPTION);
+                    assert_non_null(strstr(e.msg, "offset"));
+                    bad_read = 1;
+                    continue;
+                }
+                int present = i % 2 == 0;
+                assert_int_equal(found, present);
+                if (found && type == BKV_TYPE_VALUE) {
+                    make_val(expect, i, i < 100 ? 2 : 1);
+                    assert_int_equal(vlen, strlen(expect));
+                    assert_memory_equal(v, expect, vlen);
+                    free(v);
+                } else if (found) {
+                    assert_int_equal(i % 10, 0);
+                }
             }
+            /* Every absent key too, so that each partition is probed. */
+            for (int i = 1; i < 2000; i += 2) {
+                char k[40];
+                make_key(k, i);
+                bkv_table_may_contain(t, bkv_hash_bytes(k, strlen(k)));
+            }
+            filter_maybe += st.filter_corrupt > 0;
+            detected += bad_read;
+            bkv_table_close(t);
         }
-        detected += bad_read;
-        bkv_table_close(t);
+        /* Every byte but padding is covered by a checksum; damage to the
+         * filter reads as "maybe" instead of failing the table. */
+        if (detected + filter_maybe + (int)padding < (int)len)
+            fail_msg("%d detected + %d filter maybe + %zu padding of %zu bytes", detected, filter_maybe, padding, len);
+        free(data);
     }
-    /* Every byte is covered by a checksum; damage to the filter block
-     * reads as "maybe" instead of failing the table. */
-    if (detected + filter_maybe < (int)len)
-        fail_msg("%d detected + %d filter maybe of %zu bytes", detected, filter_maybe, len);
-    free(data);
 }
 
 /* Damage that appears after a block was first read (and verified): a
@@ -270,11 +321,174 @@ static void verify_all_rereads_every_block(void **state) {
     }
 }
 
+
+/* The footer's format version (docs/format.md, "SSTable"). */
+static uint32_t table_version(const char *path) {
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    uint32_t v = bkv_get_u32(data + len - BKV_FOOTER_LEN + 48);
+    free(data);
+    return v;
+}
+
+/* Counts the keys the filter rejects: present keys (even) must never be,
+ * absent ones (odd) mostly are; single and batched probes agree. */
+static int filter_negatives(const bkv_table *t, int n) {
+    int negatives = 0;
+    bkv_hash h[64];
+    uint8_t maybe[64];
+    for (int base = 0; base < 2 * n; base += 64) {
+        int m = 2 * n - base < 64 ? 2 * n - base : 64;
+        for (int j = 0; j < m; j++) {
+            char k[40];
+            make_key(k, base + j);
+            h[j] = bkv_hash_bytes(k, strlen(k));
+        }
+        bkv_table_may_contain_batch(t, h, (size_t)m, maybe);
+        for (int j = 0; j < m; j++) {
+            int single = bkv_table_may_contain(t, h[j]);
+            assert_int_equal(single, maybe[j]);
+            if ((base + j) % 2 == 0) assert_int_equal(single, 1);
+            negatives += !single;
+        }
+    }
+    return negatives;
+}
+
+/* A partitioned filter of every type knows every key, on the mapped path
+ * (probed in place) and through the block cache (a file read without a
+ * map, as the fault env does), with as many false positives as one whole
+ * filter; the table is format version 2, an unpartitioned one stays 1.
+ * Tiny partitions at 100 bits per key leave some partitions empty. */
+static void partitioned_filters_know_every_key(void **state) {
+    (void)state;
+    const int types[] = {BKV_FILTER_BLOCKED_BLOOM, BKV_FILTER_BLOOM, BKV_FILTER_RIBBON, BKV_FILTER_FUSE8,
+                         BKV_FILTER_XOR8, BKV_FILTER_CUCKOO12, BKV_FILTER_COUNTING};
+    bkv_fault_env *fe = bkv_fault_env_new();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int tiny = 0; tiny <= 1; tiny++) {
+            char whole[300], parted[300];
+            snprintf(whole, sizeof whole, "%s/%06zu.sst", dir, 100 + 4 * ti + 2 * (size_t)tiny);
+            snprintf(parted, sizeof parted, "%s/%06zu.sst", dir, 101 + 4 * ti + 2 * (size_t)tiny);
+            bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = types[ti],
+                                   .bits_per_key = tiny ? 100 : 10};
+            int n = tiny ? 1500 : 5000;
+            build_table_opts(whole, n, &o);
+            o.filter_partition_size = tiny ? 64 : 512;
+            build_table_opts(parted, n, &o);
+            assert_int_equal(table_version(whole), 1);
+            assert_int_equal(table_version(parted), 2);
+            bkv_table_stats st = {0};
+            bkv_table *tw, *tp;
+            bkv_err e;
+            assert_int_equal(bkv_table_open(bkv_env_posix(), whole, 1, NULL, &st, &tw, &e), BKV_OK);
+            int whole_negatives = filter_negatives(tw, n);
+            bkv_table_close(tw);
+            for (int via_cache = 0; via_cache <= 1; via_cache++) {
+                bkv_cache *cache = via_cache ? bkv_cache_new(1 << 20) : NULL;
+                const bkv_env *env = via_cache ? bkv_fault_env_get(fe) : bkv_env_posix();
+                assert_int_equal(bkv_table_open(env, parted, 2, cache, &st, &tp, &e), BKV_OK);
+                const bkv_table_props *p = bkv_table_properties(tp);
+                assert_true(p->filter_partitions > (tiny ? 100u : 5u));
+                assert_int_equal(bkv_table_filter_partitions(tp), p->filter_partitions);
+                assert_true(bkv_table_has_filter(tp) && !bkv_table_filter(tp));
+                assert_true(bkv_table_filter_memory(tp) <= 20 * p->filter_partitions); /* the partition index */
+                int negatives = filter_negatives(tp, n);
+                if (negatives < whole_negatives - n / 20)
+                    fail_msg("type %d: %d negatives partitioned, %d whole", types[ti], negatives, whole_negatives);
+                check_table(tp, n, &st);
+                for (uint32_t i = 0; i < bkv_table_filter_partitions(tp); i++) {
+                    bkv_filter *f;
+                    assert_int_equal(bkv_table_filter_partition(tp, i, &f, &e), BKV_OK);
+                    bkv_filter_destroy(f);
+                }
+                /* Partitions in the cache are counted until they leave it. */
+                if (cache) assert_true(st.filter_cache_bytes > 0 && st.filter_cache_bytes <= bkv_cache_usage(cache));
+                else assert_int_equal(st.filter_cache_bytes, 0);
+                bkv_table_close(tp);
+                assert_int_equal(st.filter_cache_bytes, 0);
+                bkv_cache_free(cache);
+            }
+            assert_int_equal(st.filter_corrupt, 0);
+        }
+    }
+    bkv_fault_env_free(fe);
+}
+
+/* A damaged partition answers "maybe" (counted once, never read again)
+ * while the others still say "no"; bkv_table_filter_partition names the
+ * file and offset; a damaged partition index makes the whole filter
+ * "maybe". Both probe paths. */
+static void damaged_partitions_read_maybe(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/000200.sst", dir);
+    bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = BKV_FILTER_BLOCKED_BLOOM,
+                           .bits_per_key = 10, .filter_partition_size = 256};
+    build_table_opts(path, 4000, &o);
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    uint64_t h[64][2];
+    uint32_t n = partition_handles(data, len, h, 64);
+    assert_true(n > 4 && n <= 64);
+    free(data);
+    assert_int_equal(test_xor_byte(path, (long)(h[1][0] + 100), 0x10), 0);
+    bkv_fault_env *fe = bkv_fault_env_new();
+    for (int via_cache = 0; via_cache <= 1; via_cache++) {
+        bkv_cache *cache = via_cache ? bkv_cache_new(1 << 20) : NULL;
+        bkv_table_stats st = {0};
+        bkv_table *t;
+        bkv_err e;
+        assert_int_equal(bkv_table_open(via_cache ? bkv_fault_env_get(fe) : bkv_env_posix(), path, 200, cache, &st,
+                                        &t, &e), BKV_OK);
+        assert_int_equal(st.filter_corrupt, 0); /* partitions are read when first probed */
+        int in_damaged = 0, rejected_elsewhere = 0;
+        for (int round = 0; round < 2; round++)
+            for (int i = 1; i < 8000; i += 2) {
+                char k[40];
+                make_key(k, i);
+                bkv_hash hv = bkv_hash_bytes(k, strlen(k));
+                int maybe = bkv_table_may_contain(t, hv);
+                if (bkv_filter_partition_of(hv, n) == 1) in_damaged++, assert_int_equal(maybe, 1);
+                else rejected_elsewhere += !maybe;
+            }
+        assert_true(in_damaged > 0 && rejected_elsewhere > 3000);
+        assert_int_equal(st.filter_corrupt, 1);
+        assert_int_equal(filter_negatives(t, 4000) > 0, 1); /* every present key still "maybe" */
+        bkv_filter *f;
+        assert_int_equal(bkv_table_filter_partition(t, 1, &f, &e), BKV_CORRUPTION);
+        assert_null(f);
+        assert_non_null(strstr(e.msg, "000200.sst"));
+        assert_non_null(strstr(e.msg, "offset"));
+        bkv_table_close(t);
+        bkv_cache_free(cache);
+    }
+    /* The partition index itself. */
+    assert_int_equal(test_xor_byte(path, (long)(h[1][0] + 100), 0x10), 0);
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    long index_at = (long)bkv_get_u64(data + len - BKV_FOOTER_LEN + 16);
+    free(data);
+    assert_int_equal(test_xor_byte(path, index_at + 8, 0x01), 0);
+    bkv_table_stats st = {0};
+    bkv_table *t;
+    bkv_err e;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), path, 200, NULL, &st, &t, &e), BKV_OK);
+    assert_int_equal(st.filter_corrupt, 1);
+    assert_false(bkv_table_has_filter(t));
+    assert_int_equal(filter_negatives(t, 4000), 0);
+    bkv_table_close(t);
+    bkv_fault_env_free(fe);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(point_reads_all_compressions),
         cmocka_unit_test(damage_never_yields_wrong_values),
         cmocka_unit_test(verify_all_rereads_every_block),
+        cmocka_unit_test(partitioned_filters_know_every_key),
+        cmocka_unit_test(damaged_partitions_read_maybe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -184,14 +184,9 @@ BKV_EXPORT int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_
 
 BKV_EXPORT void bkv_filter_destroy(bkv_filter *f);
 
-/* Probe a serialized filter in place, without opening it (nothing is
- * allocated; the header is parsed and validated on each call, which costs
- * a few nanoseconds): for filters kept in storage the caller has already
- * verified, as with BKV_FILTER_OPEN_TRUSTED. Bytes that do not parse
- * answer 1 ("maybe") for every key. */
-BKV_EXPORT int bkv_filter_may_contain_encoded(const void *buf, size_t len, bkv_hash h);
-BKV_EXPORT void bkv_filter_may_contain_encoded_batch(const void *buf, size_t len, const bkv_hash *hashes,
-                                                     size_t n, uint8_t *out);
+/* Bytes of memory the handle holds: its structure, and its payload when
+ * it has one of its own (not when it probes a caller's buffer in place). */
+BKV_EXPORT size_t bkv_filter_memory(const bkv_filter *f);
 
 #ifdef __cplusplus
 }

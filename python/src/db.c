@@ -124,7 +124,7 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
                              "block_cache_size", "max_open_files", "memtable_filter", "compaction_style",
                              "max_background_jobs", "target_file_size", "wal_recovery", "file_mode",
                              "optimize_filters_for_hits", "value_index", "value_partition_entries", "terms",
-                             "terms_name", NULL};
+                             "terms_name", "partition_filters", "filter_memory_budget", NULL};
     if (self->db) {
         PyErr_SetString(PyExc_RuntimeError, "DB is already open");
         return -1;
@@ -133,16 +133,16 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
     bkv_options_init(&o);
     o.create_if_missing = 0;
     PyObject *path = NULL, *write_buffer = NULL, *block_size = NULL, *cache = NULL, *file_size = NULL,
-             *terms = Py_None;
+             *terms = Py_None, *budget = NULL;
     const char *filter = NULL, *compression = NULL, *style = NULL, *recovery = NULL, *vindex = NULL,
                *terms_name = NULL;
     unsigned int file_mode = o.file_mode, partition_entries = o.value_partition_entries;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOz:DB", kwlist, &path,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOzpO:DB", kwlist, &path,
                                      &o.create_if_missing, &o.error_if_exists, &filter, &o.bits_per_key,
                                      &compression, &write_buffer, &o.max_write_buffer_number, &block_size, &cache,
                                      &o.max_open_files, &o.memtable_filter, &style, &o.max_background_jobs,
                                      &file_size, &recovery, &file_mode, &o.optimize_filters_for_hits, &vindex,
-                                     &partition_entries, &terms, &terms_name))
+                                     &partition_entries, &terms, &terms_name, &o.partition_filters, &budget))
         return -1;
     o.file_mode = file_mode;
     o.value_partition_entries = partition_entries;
@@ -153,7 +153,7 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
             return -1;
         }
     }
-    size_t target_file_size = (size_t)o.target_file_size;
+    size_t target_file_size = (size_t)o.target_file_size, filter_budget = 0;
     if (!pick("compression", compression, compressions, &o.compression) ||
         !pick("compaction_style", style, compaction_styles, &o.compaction_style) ||
         !pick("wal_recovery", recovery, wal_recoveries, &o.wal_recovery) ||
@@ -161,9 +161,11 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
         !size_option("write_buffer_size", write_buffer, &o.write_buffer_size) ||
         !size_option("block_size", block_size, &o.block_size) ||
         !size_option("block_cache_size", cache, &o.block_cache_size) ||
-        !size_option("target_file_size", file_size, &target_file_size))
+        !size_option("target_file_size", file_size, &target_file_size) ||
+        !size_option("filter_memory_budget", budget, &filter_budget))
         return -1;
     o.target_file_size = target_file_size;
+    o.filter_memory_budget = filter_budget;
     if (terms != Py_None) {
         if (!PyCallable_Check(terms)) {
             PyErr_SetString(PyExc_TypeError, "terms must be callable: value (bytes) -> iterable of bytes");
@@ -885,7 +887,7 @@ PyTypeObject bkvpy_db_type = {
               "block_cache_size=None, max_open_files=1000, memtable_filter=True, compaction_style='leveled', "
               "max_background_jobs=2, target_file_size=None, wal_recovery='absolute', file_mode=0o644, "
               "optimize_filters_for_hits=False, value_index=None, value_partition_entries=512, terms=None, "
-              "terms_name=None)\n\nAn open bloomkv database. Keys and values are bytes. Safe to share between "
+              "terms_name=None, partition_filters=False, filter_memory_budget=None)\n\nAn open bloomkv database. Keys and values are bytes. Safe to share between "
               "threads; every call that may wait for a disk or a lock releases the GIL.\n\n"
               "value_index: None, 'flat', 'hierarchy' or 'bitsliced' enables find_value. terms: a callable "
               "mapping a value (bytes) to the terms it is found by (an iterable of bytes), recorded under "

@@ -306,16 +306,8 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     return BKV_OK;
 }
 
-int bkv_filter_may_contain_encoded(const void *buf, size_t len, bkv_hash h) {
-    bkv_filter view;
-    return parse_view(buf, len, BKV_FILTER_OPEN_TRUSTED, &view, NULL, 0) ? 1 : view.ops->may_contain(&view, h);
-}
-
-void bkv_filter_may_contain_encoded_batch(const void *buf, size_t len, const bkv_hash *hashes, size_t n,
-                                          uint8_t *out) {
-    bkv_filter view;
-    if (parse_view(buf, len, BKV_FILTER_OPEN_TRUSTED, &view, NULL, 0)) memset(out, 1, n);
-    else view.ops->may_contain_batch(&view, hashes, n, out);
+size_t bkv_filter_memory(const bkv_filter *f) {
+    return f ? sizeof *f + (f->owned ? f->payload_len : 0) : 0;
 }
 
 void bkv_filter_destroy(bkv_filter *f) {

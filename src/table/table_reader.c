@@ -32,6 +32,11 @@ struct bkv_table {
     uint32_t nparts;
     bkv_handle *parts;
     atomic_uchar *part_state;
+    /* Per partition of a mapped file, once verified: a handle probing it
+     * in place (its header parsed once: reading it again per probe cost a
+     * cache miss of its own). view_bytes: their memory. */
+    _Atomic(bkv_filter *) *views;
+    atomic_size_t view_bytes;
     bkv_table_stats *stats;   /* where partition reads are counted */
     bkv_table_props props;
     uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
@@ -143,7 +148,7 @@ static int open_filter(bkv_table *t, const bkv_footer *f) {
         uint32_t n = bkv_get_u32(p + 8);
         int ok = n >= 1 && n <= BKV_FILTER_PARTITIONS_MAX &&
                  len == BKV_FILTER_PARTITION_HEADER + (size_t)n * BKV_FILTER_PARTITION_ENTRY &&
-                 (t->parts = malloc((size_t)n * sizeof *t->parts)) && (t->part_state = calloc(n, 1));
+                 (t->parts = malloc((size_t)n * sizeof *t->parts)) && (t->part_state = calloc(n, 1)) && (t->views = calloc(n, sizeof *t->views));
         for (uint32_t i = 0; ok && i < n; i++) {
             const uint8_t *entry = p + BKV_FILTER_PARTITION_HEADER + (size_t)i * BKV_FILTER_PARTITION_ENTRY;
             bkv_handle h = {bkv_get_u64(entry), bkv_get_u64(entry + 8)};
@@ -155,15 +160,17 @@ static int open_filter(bkv_table *t, const bkv_footer *f) {
             t->nparts = n;
             free(t->filter_data);
             t->filter_data = NULL;
-            t->filter_len = (size_t)n * (sizeof *t->parts + 1);
+            t->filter_len = (size_t)n * (sizeof *t->parts + sizeof *t->views + 1);
             return BKV_OK;
         }
     }
     free(t->parts);
     free(t->part_state);
+    free(t->views);
     free(t->filter_data);
     t->parts = NULL;
     t->part_state = NULL;
+    t->views = NULL;
     t->filter_data = NULL;
     t->filter_len = 0;
     t->filter = NULL;
@@ -234,6 +241,8 @@ void bkv_table_close(bkv_table *t) {
     free(t->props.smallest);
     free(t->props.largest);
     free(t->filter_data);
+    for (uint32_t i = 0; i < t->nparts; i++) bkv_filter_destroy(atomic_load(&t->views[i]));
+    free(t->views);
     free(t->parts);
     free(t->part_state);
     free(t->index_data);
@@ -282,18 +291,19 @@ static int read_partition(bkv_table *t, uint32_t i, cached_partition **out, bkv_
     return BKV_OK;
 }
 
-enum { PART_UNCHECKED, PART_VERIFIED, PART_DAMAGED };
+/* What an open table knows of a partition: nothing yet, or damaged. A
+ * partition verified in place has its view instead; one read through the
+ * block cache stays UNCHECKED (the cache entry says the rest). */
+enum { PART_UNCHECKED, PART_DAMAGED };
 
 static void partition_damaged(const bkv_table *t, uint32_t i) {
     atomic_store_explicit(&t->part_state[i], PART_DAMAGED, memory_order_relaxed);
     if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
 }
 
-/* A partition pinned for probing: in place in the file's map, or a filter
- * held through the block cache (or privately, without one). */
+/* A partition pinned for probing: a view of it in the file's map, or a
+ * filter held through the block cache (or privately, without one). */
 typedef struct partition_ref {
-    const uint8_t *mapped;
-    size_t len;
     const bkv_filter *filter;
     bkv_cache_entry *entry;
     cached_partition *own;
@@ -306,25 +316,26 @@ typedef struct partition_ref {
  * memory runs out): the caller answers "maybe". */
 static int pin_partition(const bkv_table *t, uint32_t i, partition_ref *r) {
     memset(r, 0, sizeof *r);
-    unsigned state = atomic_load_explicit(&t->part_state[i], memory_order_acquire);
-    if (state == PART_DAMAGED) return 0;
+    if ((r->filter = atomic_load_explicit(&t->views[i], memory_order_acquire))) return 1;
+    if (atomic_load_explicit(&t->part_state[i], memory_order_relaxed) == PART_DAMAGED) return 0;
     bkv_handle h = t->parts[i];
     const uint8_t *map = bkv_file_mapped(t->file);
     if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) { /* in bounds: checked at open */
-        if (state == PART_UNCHECKED) {
-            if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_partitions_read, 1, memory_order_relaxed);
-            bkv_filter *f = NULL;
-            int ok = bkv_block_verify(map + h.offset, h, t->name, NULL) == BKV_OK &&
-                     bkv_filter_open(map + h.offset, (size_t)h.size, BKV_FILTER_OPEN_TRUSTED, &f, NULL, 0) == BKV_OK;
-            bkv_filter_destroy(f);
-            if (!ok) {
-                partition_damaged(t, i);
-                return 0;
-            }
-            atomic_store_explicit(&t->part_state[i], PART_VERIFIED, memory_order_release);
+        if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_partitions_read, 1, memory_order_relaxed);
+        bkv_filter *view = NULL;
+        if (bkv_block_verify(map + h.offset, h, t->name, NULL) != BKV_OK ||
+            bkv_filter_open(map + h.offset, (size_t)h.size, BKV_FILTER_OPEN_TRUSTED, &view, NULL, 0) != BKV_OK) {
+            partition_damaged(t, i);
+            return 0;
         }
-        r->mapped = map + h.offset;
-        r->len = (size_t)h.size;
+        bkv_filter *none = NULL;
+        if (atomic_compare_exchange_strong(&t->views[i], &none, view)) {
+            atomic_fetch_add_explicit(&((bkv_table *)t)->view_bytes, bkv_filter_memory(view), memory_order_relaxed);
+        } else {
+            bkv_filter_destroy(view); /* another reader was first */
+            view = none;
+        }
+        r->filter = view;
         return 1;
     }
     if (t->cache && (r->entry = bkv_cache_lookup(t->cache, t->number, h.offset))) {
@@ -360,7 +371,7 @@ int bkv_table_may_contain(const bkv_table *t, bkv_hash h) {
     if (!t->nparts) return 1;
     partition_ref r;
     if (!pin_partition(t, bkv_filter_partition_of(h, t->nparts), &r)) return 1;
-    int maybe = r.mapped ? bkv_filter_may_contain_encoded(r.mapped, r.len, h) : bkv_filter_may_contain(r.filter, h);
+    int maybe = bkv_filter_may_contain(r.filter, h);
     unpin_partition(t, &r);
     return maybe;
 }
@@ -391,9 +402,8 @@ void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n
             size_t end = g;
             while (end < m && part[order[end]] == part[order[g]]) group[end - g] = h[base + order[end]], end++;
             partition_ref r;
-            if (!pin_partition(t, part[order[g]], &r)) memset(maybe, 1, end - g);
-            else if (r.mapped) bkv_filter_may_contain_encoded_batch(r.mapped, r.len, group, end - g, maybe);
-            else bkv_filter_may_contain_batch(r.filter, group, end - g, maybe);
+            if (pin_partition(t, part[order[g]], &r)) bkv_filter_may_contain_batch(r.filter, group, end - g, maybe);
+            else memset(maybe, 1, end - g);
             unpin_partition(t, &r);
             for (size_t j = g; j < end; j++) out[base + order[j]] = maybe[j - g];
             g = end;
@@ -420,7 +430,10 @@ int bkv_table_has_filter(const bkv_table *t) { return t->filter || t->nparts; }
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t) { return &t->props; }
 
-size_t bkv_table_filter_memory(const bkv_table *t) { return t->filter || t->nparts ? t->filter_len : 0; }
+size_t bkv_table_filter_memory(const bkv_table *t) {
+    if (t->nparts) return t->filter_len + atomic_load_explicit(&((bkv_table *)t)->view_bytes, memory_order_relaxed);
+    return t->filter ? t->filter_len : 0;
+}
 
 const bkv_filter *bkv_table_filter(const bkv_table *t) { return t->filter; }
 

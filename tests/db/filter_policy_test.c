@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "db/db_int.h"
+#include "db/filename.h"
 #include "db/filter_budget.h"
 #include "table/table.h"
 #include "test_db.h"
@@ -175,6 +176,20 @@ static void partitioned_filters_in_a_database(void **state) {
     uint64_t read = test_counter(db, "blocks-read") - blocks;
     if (read > 20000 * 13 / 10) fail_msg("%llu blocks read for 20000 found and 20000 absent keys", (unsigned long long)read);
     assert_true(test_counter(db, "filter-partitions-read") > 0);
+    /* bloomkv dump describes a partitioned filter. */
+    bkv_db_lock(db);
+    uint64_t number = db->current->nfiles[0] ? db->current->files[0][0]->number : 0;
+    bkv_db_unlock(db);
+    assert_true(number > 0);
+    char table[BKV_PATH_MAX], *text = NULL;
+    size_t text_len = 0;
+    bkv_table_name(table, path, number);
+    FILE *out = open_memstream(&text, &text_len);
+    assert_int_equal(bkv_dump_table(table, 0, out), BKV_OK);
+    fclose(out);
+    assert_non_null(strstr(text, "partitions"));
+    assert_null(strstr(text, "DAMAGED"));
+    free(text);
     char *stats = bkv_property(db, "bloomkv.stats");
     assert_non_null(strstr(stats, "expected false-positive block reads per missing get"));
     bkv_free(stats);

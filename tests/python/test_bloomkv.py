@@ -114,6 +114,21 @@ def test_options_round_trip(path):
     assert (os.stat(os.path.join(path, "CURRENT")).st_mode & 0o777) == 0o600
 
 
+def test_filter_memory_options(path):
+    with bloomkv.DB(path, create_if_missing=True, write_buffer_size=1 << 16, partition_filters=True,
+                    filter_memory_budget=4000) as d:
+        model = fill(d, 5000)
+        d.flush()
+        for k, v in model.items():
+            assert d.get(k) == v
+        assert d.get(b"absent") is None
+        assert "sized by filter_memory_budget" in d.property("bloomkv.stats")
+        assert d.stats()["filter-partitions-read"] > 0
+    assert bloomkv.check(path) == []
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.DB(path, filter_memory_budget=-1)
+
+
 def test_context_manager_and_closed(path):
     with bloomkv.DB(path, create_if_missing=True) as d:
         assert not d.closed

@@ -36,6 +36,25 @@ for engine in bloomkv leveldb rocksdb; do
     fi
 done
 
+# Partitioned filters and a filter memory budget: same answers, and the
+# per-benchmark blocks read and filter memory are reported.
+out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom,readmissing \
+    --partition_filters --filter_partition_size 1024 --filter_memory_budget 20000 --json 2>/dev/null)
+pfield() { echo "$out" | grep "\"benchmark\":\"$1\"" | grep -o "\"$2\":[0-9.]*" | cut -d: -f2; }
+for want in "readrandom found 5000" "readmissing found 0"; do
+    set -- $want
+    if [ "$(pfield "$1" "$2")" = "$3" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1))
+        echo "FAIL: partitioned $1 $2: got '$(pfield "$1" "$2")', wanted $3"
+    fi
+done
+if [ -n "$(pfield readmissing blocks_read_per_op)" ] && [ -n "$(pfield readmissing filter_memory_bytes)" ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: readmissing does not report blocks_read_per_op and filter_memory_bytes"
+fi
+
 # Bad flags fail at once, before any benchmark runs, with the flag named.
 expect_fail() { # expect_fail STATUS MESSAGE -- args...
     local want=$1 msg=$2

@@ -1,6 +1,7 @@
 /* Opens a table (footer, index and filter are validated and kept in
  * memory for the table's life) and serves point reads through the block
  * cache. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,13 @@ struct bkv_table {
     char *name;
     uint64_t number;
     bkv_cache *cache;
+    /* The index is read into index_data when a read first needs it (a get
+     * its filter rejects never does): opening a table reads only its
+     * footer, properties and filter (or partition index). index_ready
+     * says it is read; index_mu serializes the reading. */
+    bkv_handle index_handle;
+    atomic_int index_ready;
+    pthread_mutex_t index_mu;
     uint8_t *index_data;
     bkv_block index;
     /* Per data block (index entry i): its checksum held when first read in
@@ -188,6 +196,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
     t->number = file_number;
     t->cache = block_cache;
     t->stats = stats;
+    pthread_mutex_init(&t->index_mu, NULL);
     int rc = env->new_readable(env, path, 1, &t->file, e);
     if (rc) goto fail;
     uint64_t size = bkv_file_size(t->file);
@@ -203,18 +212,7 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
     bkv_footer f;
     rc = bkv_footer_decode(&f, footer_buf, size, path, e);
     if (rc) goto fail;
-    size_t ilen;
-    rc = bkv_read_block(t->file, path, f.index, &t->index_data, &ilen, e);
-    if (rc) goto fail;
-    if (bkv_block_parse(&t->index, t->index_data, ilen) < 0) {
-        rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed index block at offset %llu", path,
-                      (unsigned long long)f.index.offset);
-        goto fail;
-    }
-    if (!(t->verified = calloc(t->index.num_restarts + 1, sizeof *t->verified))) {
-        rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
+    t->index_handle = f.index;
     uint8_t *pdata;
     size_t plen;
     rc = bkv_read_block(t->file, path, f.props, &pdata, &plen, e);
@@ -247,6 +245,7 @@ void bkv_table_close(bkv_table *t) {
     free(t->part_state);
     free(t->index_data);
     free(t->verified);
+    pthread_mutex_destroy(&t->index_mu);
     free(t->name);
     free(t);
 }
@@ -546,9 +545,42 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
     return BKV_OK;
 }
 
+/* Reads the index (once; a failed read is tried again by the next caller),
+ * checksummed and parsed. */
+static int load_index(bkv_table *t, bkv_err *e) {
+    if (atomic_load_explicit(&t->index_ready, memory_order_acquire)) return BKV_OK;
+    pthread_mutex_lock(&t->index_mu);
+    int rc = BKV_OK;
+    if (!atomic_load_explicit(&t->index_ready, memory_order_relaxed)) {
+        bkv_handle h = t->index_handle;
+        size_t len;
+        /* A private copy even of a mapped file: searched in place in the
+         * map, the index made readrandom 0.92x and seekrandom 0.88x
+         * (medians of four alternated runs at 10 M keys). */
+        rc = bkv_read_block(t->file, t->name, h, &t->index_data, &len, e);
+        bkv_block index;
+        if (!rc && bkv_block_parse(&index, t->index_data, len) < 0)
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: malformed index block at offset %llu", t->name,
+                          (unsigned long long)h.offset);
+        if (!rc && !(t->verified = calloc(index.num_restarts + 1, sizeof *t->verified)))
+            rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory", t->name);
+        if (rc) {
+            free(t->index_data);
+            t->index_data = NULL;
+        } else {
+            t->index = index;
+            atomic_store_explicit(&t->index_ready, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&t->index_mu);
+    return rc;
+}
+
 int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
                   unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e) {
     *found = 0;
+    int rc = load_index(t, e);
+    if (rc) return rc;
     uint8_t stackbuf[256];
     size_t ilen = klen + BKV_IKEY_TRAILER;
     uint8_t *lookup = ilen <= sizeof stackbuf ? stackbuf : malloc(ilen);
@@ -556,7 +588,6 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
     if (klen) memcpy(lookup, key, klen);
     bkv_put_u64(lookup + klen, bkv_pack_trailer(snapshot, 0xff));
 
-    int rc = BKV_OK;
     bkv_block_iter ii;
     bkv_block_iter_init(&ii, &t->index);
     bkv_block_iter_seek(&ii, lookup, ilen, ikey_cmp);
@@ -607,6 +638,7 @@ out:
 }
 
 uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t ilen) {
+    if (load_index(t, NULL)) return 0; /* unknown: nothing is counted from this table */
     bkv_block_iter ii;
     bkv_block_iter_init(&ii, &t->index);
     bkv_block_iter_seek(&ii, ikey, ilen, ikey_cmp);
@@ -619,6 +651,8 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
 
 int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e) {
+    int rc = load_index(t, e);
+    if (rc) return rc;
     uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks
                                                                         : t->index.num_restarts;
     if (nblocks == 0) return BKV_OK;
@@ -626,7 +660,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
     for (uint32_t i = first; i <= last; i++) {
         bkv_handle h;
         block_ref br;
-        int rc = index_handle_at(t, i, &h, e);
+        rc = index_handle_at(t, i, &h, e);
         if (!rc) rc = load_block(t, h, i, read_flags, &br, stats, e);
         if (rc) return rc;
         bkv_block_iter bi;
@@ -809,7 +843,10 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     ti->t = t;
     ti->read_flags = read_flags;
     ti->stats = stats;
-    bkv_block_iter_init(&ti->index_it, &t->index);
+    /* An index that cannot be read makes an iterator that reports why. */
+    static const bkv_block no_index;
+    ti->rc = load_index(t, &ti->err);
+    bkv_block_iter_init(&ti->index_it, ti->rc ? &no_index : &t->index);
     bkv_buf_init(&ti->key);
     *out = &ti->base;
     return BKV_OK;

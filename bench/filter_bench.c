@@ -219,16 +219,68 @@ static int space_table(const bench_config *base, int have_keys, int json) {
     return 0;
 }
 
+/* Published or peer figures the issue (#18) measured on this machine with
+ * fastfilter_cpp and RocksDB, printed beside ours from the same run. */
+typedef struct anchor {
+    int type;
+    double fpr;              /* the configuration compared (0: bits_per_key 10) */
+    const char *what;        /* the peer */
+    double bits_per_key, fpr_pct, build_ns, neg_ns; /* < 0: not published */
+} anchor;
+
+static int compare_anchor(const bench_config *base, int have_keys, int json) {
+    static const anchor anchors[] = {
+        {BKV_FILTER_BLOCKED_BLOOM, 0, "RocksDB FastLocalBloom", 10, 0.955, -1, -1},
+        {BKV_FILTER_BLOCKED_BLOOM, 0, "fastfilter_cpp BlockedBloom64", 10, 0.935, -1, 14},
+        {BKV_FILTER_RIBBON, 0.0078, "fastfilter_cpp BalancedRibbon64Pack", 7.05, 0.78, 102, -1},
+        {BKV_FILTER_FUSE8, 0.0039, "fastfilter_cpp BinaryFuse8 (neg 8-18 ns)", 9.02, -1, -1, 18},
+        {BKV_FILTER_FUSE16, 0.0000153, "issue 18 target (build <= 60 ns/key)", -1, -1, 60, -1},
+        {BKV_FILTER_XOR8, 0.0039, "issue 18 target (build <= 60 ns/key)", -1, -1, 60, -1},
+    };
+    if (!json)
+        printf("%-8s %-42s %9s %9s %9s %9s %9s %9s %9s %9s\n", "type", "anchor", "bits/key", "ours", "fpr%", "ours",
+               "build ns", "ours", "neg ns", "ours");
+    for (size_t i = 0; i < sizeof anchors / sizeof anchors[0]; i++) {
+        const anchor *a = &anchors[i];
+        bench_config c = *base;
+        c.keys = have_keys ? base->keys : 10000000;
+        c.queries = c.keys < 10000000 ? c.keys : 10000000;
+        c.type = a->type;
+        c.fpr = a->fpr;
+        c.bits_per_key = a->fpr > 0 ? 0 : 10;
+        bench_result r;
+        int rc = run_one(&c, &r);
+        if (rc) return rc;
+        if (json) {
+            printf("{\"anchor\":\"%s\",\"anchor_bits_per_key\":%g,\"anchor_fpr_pct\":%g,\"anchor_build_ns\":%g,"
+                   "\"anchor_neg_ns\":%g,", a->what, a->bits_per_key, a->fpr_pct, a->build_ns, a->neg_ns);
+            print_json(&c, &r);
+            continue;
+        }
+        char ab[16] = "-", af[16] = "-", abu[16] = "-", an[16] = "-";
+        if (a->bits_per_key >= 0) snprintf(ab, sizeof ab, "%.2f", a->bits_per_key);
+        if (a->fpr_pct >= 0) snprintf(af, sizeof af, "%.3f", a->fpr_pct);
+        if (a->build_ns >= 0) snprintf(abu, sizeof abu, "%.0f", a->build_ns);
+        if (a->neg_ns >= 0) snprintf(an, sizeof an, "%.0f", a->neg_ns);
+        printf("%-8s %-42s %9s %9.2f %9s %9.3f %9s %9.1f %9s %9.1f\n", bkv_filter_type_name(c.type), a->what, ab,
+               r.info.bits_per_key, af, 100 * r.fpr, abu, r.build_ns_per_key, an, r.query_neg_ns);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: bloomkv filter-bench [--type T] [--keys N] [--bits-per-key B | --fpr E]\n"
-            "                            [--queries Q] [--seed S] [--json] [--space-table]\n"
+            "                            [--queries Q] [--seed S] [--json] [--space-table] [--compare-anchor]\n"
             "types: bloom blocked ribbon fuse8 fuse16 xor8 cuckoo8 cuckoo12 cuckoo16 counting\n"
             "Builds a filter over N random distinct keys, checks it has no false negative, and\n"
             "measures build and probe cost and the false-positive rate over Q keys never inserted.\n"
             "Without --type: bloom and blocked at 4, 8, 10, 12, 16 and 20 bits per key.\n"
             "--space-table: every type at false-positive rates near 1%%, 0.1%% and 0.01%%, for 1 M and\n"
             "10 M keys (or --keys), beside the bound log2(1/fpr).\n"
+            "--compare-anchor: blocked, ribbon, fuse and xor at 10 M keys (or --keys) beside the figures\n"
+            "of RocksDB and fastfilter_cpp measured on this machine (issue 18) and its targets.\n"
             "Defaults: --keys 1000000 --queries = keys (at most 10000000) --bits-per-key 10 --seed 1\n");
 }
 
@@ -248,13 +300,14 @@ static int parse_double(const char *s, double *out) {
 
 int bkv_filter_bench_main(int argc, char **argv) {
     bench_config cfg = {.type = -1, .keys = 1000000, .bits_per_key = 0, .seed = 1};
-    int have_queries = 0, have_bpk = 0, have_keys = 0, space = 0;
+    int have_queries = 0, have_bpk = 0, have_keys = 0, space = 0, anchor_table = 0;
     static const struct option opts[] = {
         {"type", required_argument, 0, 't'},  {"keys", required_argument, 0, 'n'},
         {"bits-per-key", required_argument, 0, 'b'}, {"fpr", required_argument, 0, 'f'},
         {"queries", required_argument, 0, 'q'}, {"seed", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
         {"space-table", no_argument, 0, 'S'},
+        {"compare-anchor", no_argument, 0, 'A'},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -272,6 +325,7 @@ int bkv_filter_bench_main(int argc, char **argv) {
             have_keys = 1;
             break;
         case 'S': space = 1; break;
+        case 'A': anchor_table = 1; break;
         case 'q':
             if (parse_u64(optarg, &cfg.queries) < 0) goto bad;
             have_queries = 1;
@@ -302,6 +356,7 @@ int bkv_filter_bench_main(int argc, char **argv) {
     const char *warn = bench_build_warning();
     if (warn) fprintf(stderr, "%s\n", warn);
     if (space) return space_table(&cfg, have_keys, cfg.json);
+    if (anchor_table) return compare_anchor(&cfg, have_keys, cfg.json);
 
     static const int all_types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
     static const double table_bpk[] = {4, 8, 10, 12, 16, 20};

@@ -55,6 +55,10 @@ else
     echo "FAIL: readmissing does not report blocks_read_per_op and filter_memory_bytes"
 fi
 
+# The anchor table: one row per anchor, each with our figures beside.
+rows=$("$B" filter-bench --compare-anchor --keys 20000 --json 2>/dev/null | grep -c '"anchor"')
+if [ "$rows" = 6 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: compare-anchor gave $rows rows"; fi
+
 # Bad flags fail at once, before any benchmark runs, with the flag named.
 expect_fail() { # expect_fail STATUS MESSAGE -- args...
     local want=$1 msg=$2

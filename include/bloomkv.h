@@ -292,6 +292,48 @@ BKV_EXPORT int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const voi
                                int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
                                void *arg, bkv_find_stats *stats);
 
+/* Search by value as an iterator: results come one bkv_find_iter_next at
+ * a time, in key order, each key once, as they are validated, so a caller
+ * can stop, page (limit, then resume after the last key returned) or
+ * count without holding them all. bkv_find_values is this iterator
+ * driven by a callback. */
+typedef struct bkv_find_iter bkv_find_iter;
+
+typedef struct bkv_find_options {   /* bkv_find_options_init() fills the defaults */
+    size_t size;                    /* set by bkv_find_options_init */
+    unsigned mode;                  /* BKV_FIND_ALL (default) or BKV_FIND_ANY */
+    uint64_t limit;                 /* results at most; default 0: no limit */
+    int keys_only;                  /* results carry no value (counting, listing); default 0 */
+    /* Resume point: only keys greater than after (e.g. the last key of the
+     * previous page) are returned. The bytes are copied. NULL: from the
+     * first key. */
+    const void *after;
+    size_t after_len;
+} bkv_find_options;
+
+BKV_EXPORT void bkv_find_options_init(bkv_find_options *fo);
+/* Plans the search for n terms (1..64) at the read snapshot (ro's, or the
+ * latest): the index's candidate partitions are read at once, or, when one
+ * pass over the snapshot is cheaper, nothing yet (bkv_find_stats). *out is
+ * set on success; destroy it with bkv_find_iter_destroy before the
+ * database closes. The terms are copied; ro's snapshot must outlive the
+ * iterator. */
+BKV_EXPORT int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *const *terms,
+                                    const size_t *tlens, size_t n, const bkv_find_options *fo,
+                                    bkv_find_iter **out);
+/* Moves to the next result: BKV_OK (key and value readable), BKV_NOTFOUND
+ * (no more, or the limit is reached), or an error (also kept as the
+ * status; the iterator stays at its error). */
+BKV_EXPORT int bkv_find_iter_next(bkv_find_iter *it);
+/* The current result's key and value (NULL with keys_only), valid until
+ * the next call on the iterator; NULL when there is none. */
+BKV_EXPORT const void *bkv_find_iter_key(const bkv_find_iter *it, size_t *klen);
+BKV_EXPORT const void *bkv_find_iter_value(const bkv_find_iter *it, size_t *vlen);
+BKV_EXPORT int bkv_find_iter_status(const bkv_find_iter *it);
+/* What the search did so far (counts since create). */
+BKV_EXPORT void bkv_find_iter_stats(const bkv_find_iter *it, bkv_find_stats *stats);
+BKV_EXPORT void bkv_find_iter_destroy(bkv_find_iter *it);
+
 /* Snapshots: a consistent view of the database at the moment of creation,
  * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
  * every version a live snapshot can see. NULL when out of memory. A read

@@ -25,6 +25,8 @@ typedef struct cli_opts {
     int wal_recovery;
     int move;
     int any;  /* find-value: --any (OR) rather than --all (AND) */
+    int count, keys_only;  /* find-value: print the number of results / only their keys */
+    const char *after;     /* find-value: resume after this key */
     int npos; /* positional arguments given */
 } cli_opts;
 
@@ -54,10 +56,14 @@ static const usage_text usages[] = {
      "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index wal-recovery"},
-    {"find-value", "DB VALUE [VALUE...] [--all|--any] [--hex] [--stats] " RECOVERY_FLAG,
-     "print key<TAB>value for every key whose value is VALUE (needs a value index); with several values, keys "
-     "whose value holds all of them (--all, the default) or any (--any); exit 1 if none; "
-     "--stats reports on stderr what the search touched", "all any hex stats wal-recovery"},
+    {"find-value",
+     "DB VALUE [VALUE...] [--all|--any] [--limit N] [--after KEY] [--keys-only|--count] [--hex] [--stats] "
+     RECOVERY_FLAG,
+     "print key<TAB>value for every key whose value is VALUE (needs a value index), in key order; with several "
+     "values, keys whose value holds all of them (--all, the default) or any (--any); at most N results, only "
+     "keys after KEY (to page: pass the last key printed), only the keys, or only their number; exit 1 if none; "
+     "--stats reports on stderr what the search touched",
+     "all any limit after keys-only count hex stats wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
      "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
@@ -113,6 +119,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
                                          {"move", no_argument, 0, 'm'},     {"all", no_argument, 0, 'a'},
                                          {"any", no_argument, 0, 'y'},
+                                         {"after", required_argument, 0, 'A'},
+                                         {"keys-only", no_argument, 0, 'k'}, {"count", no_argument, 0, 'c'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
     const usage_text *u = usage_of(cmd);
@@ -150,6 +158,9 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'm': o->move = 1; break;
         case 'a': o->any = 0; break;
         case 'y': o->any = 1; break;
+        case 'A': o->after = optarg; break;
+        case 'k': o->keys_only = 1; break;
+        case 'c': o->count = 1; break;
         case 'v':
             o->value_index = -1;
             for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
@@ -548,26 +559,51 @@ int bkv_cli_load(int argc, char **argv) {
     return ec;
 }
 
-typedef struct find_out {
-    int hex;
-    long n;
-} find_out;
+static void print_find_stats(bkv_db *db, const bkv_find_stats *st) {
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    fprintf(stderr, "%s", vi ? vi : "");
+    bkv_free(vi);
+    fprintf(stderr,
+            "leaves %llu, inner nodes probed %llu (%llu maybe), leaves probed %llu (%llu maybe), "
+            "partitions scanned %llu (%llu with a match), entries scanned %llu, memtable candidates %llu, "
+            "candidates %llu, results %llu; plan: %s (estimated entries: index %llu, scan %llu)\n",
+            (unsigned long long)st->leaves, (unsigned long long)st->nodes_probed,
+            (unsigned long long)st->nodes_positive, (unsigned long long)st->leaves_probed,
+            (unsigned long long)st->leaves_positive, (unsigned long long)st->partitions_scanned,
+            (unsigned long long)st->partitions_matched, (unsigned long long)st->entries_scanned,
+            (unsigned long long)st->memtable_candidates, (unsigned long long)st->candidates,
+            (unsigned long long)st->results, st->plan_scan ? "full scan" : "index", (unsigned long long)st->index_cost,
+            (unsigned long long)st->scan_cost);
+}
 
-static int print_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    find_out *f = arg;
-    print_bytes(stdout, key, klen, f->hex);
-    putchar('\t');
-    print_bytes(stdout, val, vlen, f->hex);
-    putchar('\n');
-    f->n++;
-    return 0;
+/* Prints the results as the iterator yields them; the number found. */
+static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
+    int rc;
+    while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+        (*n)++;
+        if (o->count) continue;
+        size_t kl, vl;
+        const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        print_bytes(stdout, k, kl, o->hex);
+        if (!o->keys_only) {
+            putchar('\t');
+            print_bytes(stdout, v, vl, o->hex);
+        }
+        putchar('\n');
+    }
+    if (o->count) printf("%llu\n", (unsigned long long)*n);
+    return rc == BKV_NOTFOUND ? BKV_OK : rc;
 }
 
 int bkv_cli_find_value(int argc, char **argv) {
     PARSE_OR_USAGE(-2);
+    if (o.count && o.keys_only) {
+        usage_error(argv[0], "%s", "--count and --keys-only do not go together");
+        return EXIT_USAGE;
+    }
     size_t nterms = (size_t)o.npos - 1;
-    char *terms[MAX_POSITIONAL];
-    size_t lens[MAX_POSITIONAL];
+    char *terms[MAX_POSITIONAL], *after = NULL;
+    size_t lens[MAX_POSITIONAL], after_len = 0;
     int ec = 0;
     size_t decoded = 0;
     for (; decoded < nterms; decoded++)
@@ -576,41 +612,42 @@ int bkv_cli_find_value(int argc, char **argv) {
             ec = EXIT_USAGE;
             break;
         }
+    if (!ec && o.after && bkv_cli_decode(o.after, o.hex, &after, &after_len)) {
+        fprintf(stderr, "bloomkv: find-value: bad hex in --after\n");
+        ec = EXIT_USAGE;
+    }
     bkv_db *db;
     if (!ec) ec = open_db(pos[0], 0, &o, &db);
     if (!ec) {
-        find_out f = {o.hex, 0};
-        bkv_find_stats st;
-        int rc = bkv_find_values(db, NULL, (const void *const *)terms, lens, nterms, o.any ? BKV_FIND_ANY : BKV_FIND_ALL,
-                                 print_found, &f, &st);
-        if (rc == BKV_INVALID) {
+        bkv_find_options fo;
+        bkv_find_options_init(&fo);
+        fo.mode = o.any ? BKV_FIND_ANY : BKV_FIND_ALL;
+        fo.limit = o.limit > 0 ? (uint64_t)o.limit : 0;
+        fo.keys_only = o.keys_only || o.count;
+        fo.after = after;
+        fo.after_len = after_len;
+        bkv_find_iter *it = NULL;
+        uint64_t n = 0;
+        int rc = o.limit == 0 ? BKV_OK : bkv_find_iter_create(db, NULL, (const void *const *)terms, lens, nterms, &fo, &it);
+        if (!rc && it) rc = print_results(it, &o, &n);
+        else if (!rc && o.count) printf("0\n");
+        bkv_find_stats st = {0};
+        bkv_find_iter_stats(it, &st);
+        bkv_find_iter_destroy(it);
+        if (rc == BKV_INVALID && !strstr(bkv_errmsg(db), "terms")) {
             fprintf(stderr, "bloomkv: find-value: %s has no value index (create it with --value-index)\n", pos[0]);
             bkv_close(db);
             ec = EXIT_USAGE;
         } else if (rc) {
             ec = fail_db(db, "find-value", rc);
         } else {
-            if (o.stats) {
-                char *vi = bkv_property(db, "bloomkv.value-index");
-                fprintf(stderr, "%s", vi ? vi : "");
-                bkv_free(vi);
-                fprintf(stderr,
-                        "leaves %llu, inner nodes probed %llu (%llu maybe), leaves probed %llu (%llu maybe), "
-                        "partitions scanned %llu (%llu with a match), entries scanned %llu, memtable candidates %llu, "
-                        "candidates %llu, results %llu; plan: %s (estimated entries: index %llu, scan %llu)\n",
-                        (unsigned long long)st.leaves, (unsigned long long)st.nodes_probed,
-                        (unsigned long long)st.nodes_positive, (unsigned long long)st.leaves_probed,
-                        (unsigned long long)st.leaves_positive, (unsigned long long)st.partitions_scanned,
-                        (unsigned long long)st.partitions_matched, (unsigned long long)st.entries_scanned,
-                        (unsigned long long)st.memtable_candidates, (unsigned long long)st.candidates,
-                        (unsigned long long)st.results, st.plan_scan ? "full scan" : "index",
-                        (unsigned long long)st.index_cost, (unsigned long long)st.scan_cost);
-            }
+            if (o.stats) print_find_stats(db, &st);
             bkv_close(db);
-            ec = f.n ? 0 : EXIT_NOTFOUND;
+            ec = n ? 0 : EXIT_NOTFOUND;
         }
     }
     for (size_t i = 0; i < decoded; i++) free(terms[i]);
+    free(after);
     return ec;
 }
 

@@ -533,13 +533,13 @@ static int query_terms(PyObject *value, bkvpy_bytes *held, size_t *n)
 
 PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"value", "match", "limit", "keys_only", "snapshot", NULL};
-    PyObject *value, *limit_obj = Py_None, *snap_arg = Py_None;
+    static char *kwlist[] = {"value", "match", "limit", "keys_only", "snapshot", "after", NULL};
+    PyObject *value, *limit_obj = Py_None, *snap_arg = Py_None, *after_obj = Py_None;
     const char *match = "all";
     int keys_only = 0;
     Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$sOpO:find_value", kwlist, &value, &match, &limit_obj,
-                                     &keys_only, &snap_arg) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$sOpOO:find_value", kwlist, &value, &match, &limit_obj,
+                                     &keys_only, &snap_arg, &after_obj) ||
         !bkvpy_limit_arg(limit_obj, &limit))
         return NULL;
     if (snapshot && snap_arg != Py_None) {
@@ -554,10 +554,15 @@ PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyO
     SnapshotObject *snap;
     if (!bkvpy_snapshot_enter(db, snapshot ? snapshot : snap_arg, &snap))
         return NULL;
-    bkvpy_bytes held[64];
+    bkvpy_bytes held[64], after = {0};
     const void *terms[64];
     size_t lens[64], n;
+    if (after_obj != Py_None && !bkvpy_bytes_get(after_obj, &after, "after")) {
+        bkvpy_snapshot_leave(snap);
+        return NULL;
+    }
     if (!query_terms(value, held, &n)) {
+        bkvpy_bytes_release(&after);
         bkvpy_snapshot_leave(snap);
         return NULL;
     }
@@ -572,9 +577,25 @@ PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyO
     } else if (bkvpy_guard_enter(&db->guard, "DB")) {
         bkv_read_options ro;
         read_options(snap, &ro);
+        bkv_find_options fo;
+        bkv_find_options_init(&fo);
+        fo.mode = mode;
+        fo.keys_only = keys_only;
+        fo.after = after_obj != Py_None ? (after.len ? after.data : "") : NULL;
+        fo.after_len = after.len;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = bkv_find_values(db->db, &ro, terms, lens, n, mode, found_add, &f, NULL);
+        bkv_find_iter *it;
+        rc = bkv_find_iter_create(db->db, &ro, terms, lens, n, &fo, &it);
+        while (rc == BKV_OK && (rc = bkv_find_iter_next(it)) == BKV_OK) {
+            size_t kl, vl;
+            const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+            if (found_add(&f, k, kl, v ? v : "", vl))
+                break;
+        }
+        if (rc == BKV_NOTFOUND)
+            rc = BKV_OK;
+        bkv_find_iter_destroy(it);
         Py_END_ALLOW_THREADS
         if (rc != BKV_OK)
             bkvpy_raise(rc, db->db);
@@ -601,6 +622,7 @@ PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyO
     free(f.data);
     for (size_t i = 0; i < n; i++)
         bkvpy_bytes_release(&held[i]);
+    bkvpy_bytes_release(&after);
     if (!list)
         return NULL;
     PyObject *it = PyObject_GetIter(list);
@@ -851,9 +873,10 @@ static PyMethodDef db_methods[] = {
      "include_key=True, include_value=True, snapshot=None) -> Iterator"},
     {"snapshot", (PyCFunction)db_snapshot, METH_NOARGS, "snapshot() -> Snapshot"},
     {"find_value", KW(db_find_value),
-     "find_value(value, *, match='all', limit=None, keys_only=False, snapshot=None) -> iterator of (key, value), "
+     "find_value(value, *, match='all', limit=None, keys_only=False, snapshot=None, after=None) -> iterator of (key, value), "
      "or of keys: the keys whose value holds value (needs a value index), in key order; value may be a list of "
-     "values, matched all together (match='all') or any of them (match='any')"},
+     "values, matched all together (match='all') or any of them (match='any'); after: only keys greater than "
+     "it (the last key of the previous page)"},
     {"property", (PyCFunction)db_property, METH_VARARGS,
      "property(name) -> str or None, e.g. 'bloomkv.stats', 'bloomkv.counter.gets'"},
     {"stats", (PyCFunction)db_stats, METH_NOARGS,

@@ -430,87 +430,264 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, c
     return BKV_OK;
 }
 
-/* The other plan: every newest visible version of the snapshot, in key
- * order, checked for the term; matches are emitted as they are found. */
-static int scan_all(bkv_db *db, const bkv_read_options *ro, const query *q,
-                    int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
-                    bkv_find_stats *st) {
-    bkv_iter *it;
-    int rc = bkv_iter_create(db, ro, &it);
-    if (rc) return rc;
-    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) {
-        size_t kl, vl;
-        const void *k = bkv_iter_key(it, &kl), *v = bkv_iter_value(it, &vl);
-        st->entries_scanned++;
-        if (!holds_query(db, v, vl, q)) continue;
-        st->results++;
-        if (fn(arg, k, kl, v, vl)) break;
-    }
-    rc = bkv_iter_status(it);
-    bkv_iter_destroy(it);
-    return rc;
-}
-
 #define MAX_QUERY_TERMS 64
 
-int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens, size_t n,
-                    unsigned mode, int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
-                    void *arg, bkv_find_stats *stats) {
-    if (!db || !fn || !terms || !tlens) return BKV_INVALID;
+/* A search in progress. The index plan collects its candidate keys up
+ * front (from the candidate partitions, sorted, each once) and validates
+ * them one next() at a time at the read state it holds; the scan plan
+ * walks an iterator over the whole snapshot and checks each entry. */
+struct bkv_find_iter {
+    bkv_db *db;
+    bkv_read_options ro;
+    const bkv_read_options *rop;  /* &ro, or NULL for the defaults */
+    query q;
+    uint8_t *term_bytes;          /* the terms, copied */
+    const uint8_t *terms[MAX_QUERY_TERMS];
+    size_t lens[MAX_QUERY_TERMS];
+    uint64_t limit;               /* 0: none */
+    int keys_only;
+    bkv_buf after;                /* results are keys > after (when have_after) */
+    int have_after;
+    bkv_find_stats st;
+    finder fd;
+    bkv_read_state rs;
+    int have_rs;
+    key_ref *keys;                /* the index plan's candidates, in key order */
+    size_t nkeys, pos;
+    bkv_iter *scan;               /* the scan plan's iterator (NULL until the first next) */
+    bkv_buf key, val;
+    int valid;
+    uint64_t returned;
+    int rc;
+    bkv_err err;
+};
+
+void bkv_find_options_init(bkv_find_options *fo) {
+    if (!fo) return;
+    memset(fo, 0, sizeof *fo);
+    fo->size = sizeof *fo;
+}
+
+static int fail_iter(bkv_find_iter *it, int rc) {
+    it->rc = rc;
+    it->valid = 0;
+    return bkv_db_error(it->db, rc, &it->err);
+}
+
+static int set_result(bkv_find_iter *it, const void *k, size_t kl, const void *v, size_t vl) {
+    if (bkv_buf_set(&it->key, k, kl) || (!it->keys_only && bkv_buf_set(&it->val, v, vl)))
+        return fail_iter(it, bkv_fail(&it->err, BKV_NOMEM, "out of memory returning a result"));
+    it->valid = 1;
+    it->returned++;
+    it->st.results++;
+    return BKV_OK;
+}
+
+/* The first candidate after the resume key (the candidates are sorted). */
+static size_t first_after(const bkv_find_iter *it) {
+    if (!it->have_after) return 0;
+    size_t lo = 0, hi = it->nkeys;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bkv_user_key_compare(it->keys[mid].p, it->keys[mid].len, it->after.data, it->after.len) <= 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens,
+                         size_t n, const bkv_find_options *fo, bkv_find_iter **out) {
+    if (!out) return BKV_INVALID;
+    *out = NULL;
+    if (!db || !terms || !tlens) return BKV_INVALID;
     bkv_err e = {{0}};
-    if (n == 0 || n > MAX_QUERY_TERMS || (mode != BKV_FIND_ALL && mode != BKV_FIND_ANY))
+    bkv_find_options fo_local;
+    bkv_find_options_init(&fo_local);
+    if (fo && bkv_adopt_options(&fo_local, sizeof fo_local, fo, "bkv_find_options", &e))
+        return bkv_db_error(db, BKV_INVALID, &e);
+    if (n == 0 || n > MAX_QUERY_TERMS || (fo_local.mode != BKV_FIND_ALL && fo_local.mode != BKV_FIND_ANY))
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "a search takes 1 to %d terms and BKV_FIND_ALL or "
                                                            "BKV_FIND_ANY (got %zu terms, mode %u)",
-                                         MAX_QUERY_TERMS, n, mode),
+                                         MAX_QUERY_TERMS, n, fo_local.mode),
                             &e);
-    for (size_t i = 0; i < n; i++)
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
         if (!terms[i] && tlens[i]) return BKV_INVALID;
+        total += tlens[i];
+    }
+    if (fo_local.after == NULL && fo_local.after_len) return BKV_INVALID;
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: the database has no value index", db->path), &e);
-    bkv_find_stats local;
-    bkv_find_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
-    BKV_COUNT(db, value_searches, 1);
-    query q = {(const uint8_t *const *)terms, tlens, n, mode};
-    uint64_t hashes[MAX_QUERY_TERMS];
-    for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, terms[i], tlens[i]);
-    finder fd = {.db = db, .q = &q, .st = st};
-    bkv_buf_init(&fd.keys);
-    bkv_read_state rs;
-    key_ref *keys = NULL;
-    size_t nkeys = 0;
-    int rc = collect(&fd, ro, &rs, hashes, &keys, &nkeys, &e);
-    if (rc == FULL_SCAN) {
-        bkv_read_state_release(&rs);
-        free(fd.leaves);
-        bkv_buf_free(&fd.keys);
-        st->plan_scan = 1;
-        st->entries_scanned = 0;
-        return scan_all(db, ro, &q, fn, arg, st);
+    bkv_find_iter *it = calloc(1, sizeof *it);
+    if (!it || !(it->term_bytes = malloc(total ? total : 1))) {
+        free(it);
+        return BKV_NOMEM;
     }
-    st->candidates = nkeys;
-    for (size_t i = 0; !rc && i < nkeys; i++) {
+    it->db = db;
+    if (ro) {
+        it->ro = *ro;
+        it->rop = &it->ro;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tlens[i]) memcpy(it->term_bytes + at, terms[i], tlens[i]);
+        it->terms[i] = it->term_bytes + at;
+        it->lens[i] = tlens[i];
+        at += tlens[i];
+    }
+    it->q = (query){it->terms, it->lens, n, fo_local.mode};
+    it->limit = fo_local.limit;
+    it->keys_only = fo_local.keys_only;
+    bkv_buf_init(&it->after);
+    bkv_buf_init(&it->key);
+    bkv_buf_init(&it->val);
+    bkv_buf_init(&it->fd.keys);
+    if (fo_local.after) {
+        it->have_after = 1;
+        if (bkv_buf_set(&it->after, fo_local.after, fo_local.after_len)) {
+            bkv_find_iter_destroy(it);
+            return BKV_NOMEM;
+        }
+    }
+    BKV_COUNT(db, value_searches, 1);
+    uint64_t hashes[MAX_QUERY_TERMS];
+    for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, it->terms[i], it->lens[i]);
+    it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .keys = it->fd.keys};
+    int rc = collect(&it->fd, it->rop, &it->rs, hashes, &it->keys, &it->nkeys, &it->err);
+    it->have_rs = 1;
+    if (rc == FULL_SCAN) {
+        /* The scan reads at its own state; the index plan's is let go. */
+        bkv_read_state_release(&it->rs);
+        it->have_rs = 0;
+        it->st.plan_scan = 1;
+        it->st.entries_scanned = 0;
+        rc = BKV_OK;
+    } else if (rc == BKV_OK) {
+        it->st.candidates = it->nkeys;
+        it->pos = first_after(it);
+    }
+    if (rc) {
+        int status = bkv_db_error(db, rc, &it->err);
+        bkv_find_iter_destroy(it);
+        return status;
+    }
+    *out = it;
+    return BKV_OK;
+}
+
+static int next_scanned(bkv_find_iter *it) {
+    if (!it->scan) {
+        int rc = bkv_iter_create(it->db, it->rop, &it->scan);
+        if (rc) return fail_iter(it, bkv_fail(&it->err, rc, "%s", bkv_errmsg(it->db)));
+        if (it->have_after) {
+            bkv_iter_seek(it->scan, it->after.data, it->after.len);
+            size_t kl;
+            const void *k;
+            if (bkv_iter_valid(it->scan) && (k = bkv_iter_key(it->scan, &kl)) &&
+                bkv_user_key_compare(k, kl, it->after.data, it->after.len) == 0)
+                bkv_iter_next(it->scan);
+        } else {
+            bkv_iter_seek_to_first(it->scan);
+        }
+    } else {
+        bkv_iter_next(it->scan);
+    }
+    for (; bkv_iter_valid(it->scan); bkv_iter_next(it->scan)) {
+        size_t kl, vl;
+        const void *k = bkv_iter_key(it->scan, &kl), *v = bkv_iter_value(it->scan, &vl);
+        it->st.entries_scanned++;
+        if (holds_query(it->db, v, vl, &it->q)) return set_result(it, k, kl, v, vl);
+    }
+    int rc = bkv_iter_status(it->scan);
+    if (rc) return fail_iter(it, bkv_fail(&it->err, rc, "%s", bkv_errmsg(it->db)));
+    return BKV_NOTFOUND;
+}
+
+static int next_candidate(bkv_find_iter *it) {
+    while (it->pos < it->nkeys) {
+        const key_ref *k = &it->keys[it->pos++];
         void *v;
         size_t vn;
-        rc = bkv_db_get_at(db, ro, &rs, keys[i].p, keys[i].len, &v, &vn, &e);
-        if (rc == BKV_NOTFOUND) {
-            rc = BKV_OK;
-            continue;
-        }
-        if (rc) break;
-        if (holds_query(db, v, vn, &q)) {
-            st->results++;
-            if (fn(arg, keys[i].p, keys[i].len, v, vn)) nkeys = 0; /* stop */
-        }
+        int rc = bkv_db_get_at(it->db, it->rop, &it->rs, k->p, k->len, &v, &vn, &it->err);
+        if (rc == BKV_NOTFOUND) continue;
+        if (rc) return fail_iter(it, rc);
+        rc = holds_query(it->db, v, vn, &it->q) ? set_result(it, k->p, k->len, v, vn) : BKV_NOTFOUND;
         free(v);
+        if (rc != BKV_NOTFOUND) return rc;
     }
-    free(keys);
-    free(fd.leaves);
-    bkv_buf_free(&fd.keys);
-    bkv_read_state_release(&rs);
-    return bkv_db_error(db, rc, &e);
+    return BKV_NOTFOUND;
+}
+
+int bkv_find_iter_next(bkv_find_iter *it) {
+    if (!it) return BKV_INVALID;
+    if (it->rc) return it->rc;
+    it->valid = 0;
+    if (it->limit && it->returned >= it->limit) return BKV_NOTFOUND;
+    return it->st.plan_scan ? next_scanned(it) : next_candidate(it);
+}
+
+const void *bkv_find_iter_key(const bkv_find_iter *it, size_t *klen) {
+    if (!it || !it->valid) {
+        if (klen) *klen = 0;
+        return NULL;
+    }
+    if (klen) *klen = it->key.len;
+    return it->key.len ? it->key.data : (const void *)"";
+}
+
+const void *bkv_find_iter_value(const bkv_find_iter *it, size_t *vlen) {
+    if (!it || !it->valid || it->keys_only) {
+        if (vlen) *vlen = 0;
+        return NULL;
+    }
+    if (vlen) *vlen = it->val.len;
+    return it->val.len ? it->val.data : (const void *)"";
+}
+
+int bkv_find_iter_status(const bkv_find_iter *it) { return it ? it->rc : BKV_INVALID; }
+
+void bkv_find_iter_stats(const bkv_find_iter *it, bkv_find_stats *st) {
+    if (it && st) *st = it->st;
+}
+
+void bkv_find_iter_destroy(bkv_find_iter *it) {
+    if (!it) return;
+    bkv_iter_destroy(it->scan);
+    if (it->have_rs) bkv_read_state_release(&it->rs);
+    free(it->keys);
+    free(it->fd.leaves);
+    bkv_buf_free(&it->fd.keys);
+    bkv_buf_free(&it->after);
+    bkv_buf_free(&it->key);
+    bkv_buf_free(&it->val);
+    free(it->term_bytes);
+    free(it);
+}
+
+/* The callback form: the iterator, driven to the end or until fn stops. */
+int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens, size_t n,
+                    unsigned mode, int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
+                    void *arg, bkv_find_stats *stats) {
+    if (!fn) return BKV_INVALID;
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.mode = mode;
+    bkv_find_iter *it;
+    int rc = bkv_find_iter_create(db, ro, terms, tlens, n, &fo, &it);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (rc) return rc;
+    while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+        size_t kl, vl;
+        const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        if (fn(arg, k, kl, v, vl)) break;
+    }
+    if (rc == BKV_NOTFOUND) rc = BKV_OK;
+    if (rc == BKV_OK) rc = bkv_find_iter_status(it);
+    bkv_find_iter_stats(it, stats);
+    bkv_find_iter_destroy(it);
+    return rc;
 }
 
 int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,

@@ -81,6 +81,49 @@ static int on_result(void *arg, const void *key, size_t klen, const void *val, s
     return 0;
 }
 
+/* The same search as the iterator, a page at a time (each page a new
+ * iterator resuming after the last key of the one before): the pages
+ * together are exactly the callback's results. */
+static void check_pages(bkv_db *db, const bkv_read_options *ro, const char *const *qterms, const size_t *lens,
+                        size_t nterms, unsigned mode, const found *f, const char *ctx) {
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.mode = mode;
+    fo.limit = f->n / 4 > 7 ? (uint64_t)f->n / 4 : 7;
+    fo.keys_only = f->n % 2;
+    char last[16] = "";
+    int got = 0;
+    for (int page = 0;; page++) {
+        bkv_find_iter *it;
+        if (bkv_find_iter_create(db, ro, (const void *const *)qterms, lens, nterms, &fo, &it) != BKV_OK)
+            fail_msg("%s: bkv_find_iter_create: %s", ctx, bkv_errmsg(db));
+        uint64_t in_page = 0;
+        int rc;
+        while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+            size_t kl, vl;
+            const char *k = bkv_find_iter_key(it, &kl);
+            const void *v = bkv_find_iter_value(it, &vl);
+            assert_true(fo.keys_only ? v == NULL : v != NULL);
+            if (got >= f->n || kl != strlen(f->keys[got]) || memcmp(k, f->keys[got], kl) != 0)
+                fail_msg("%s: page %d: result %d differs from the callback's", ctx, page, got);
+            memcpy(last, k, kl);
+            last[kl] = 0;
+            got++;
+            in_page++;
+        }
+        assert_int_equal(rc, BKV_NOTFOUND);
+        assert_int_equal(bkv_find_iter_status(it), BKV_OK);
+        assert_int_equal(bkv_find_iter_next(it), BKV_NOTFOUND); /* stays at the end */
+        assert_null(bkv_find_iter_key(it, NULL));
+        bkv_find_iter_destroy(it);
+        assert_true(in_page <= fo.limit);
+        if (in_page < fo.limit) break;
+        fo.after = last;
+        fo.after_len = strlen(last);
+    }
+    if (got != f->n) fail_msg("%s: pages gave %d results, the callback %d", ctx, got, f->n);
+}
+
 /* One search of nterms terms combined by mode (a single term goes
  * through bkv_find_value, the wrapper), checked against the model. */
 static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *const *qterms, size_t nterms,
@@ -113,6 +156,7 @@ static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, co
     }
     if (want != f.n) fail_msg("%s: %s (%zu terms): %d results, expected %d", ctx, qterms[0], nterms, f.n, want);
     assert_int_equal(st.results, (uint64_t)want);
+    check_pages(db, &ro, qterms, lens, nterms, mode, &f, ctx);
     /* The scan plan validates nothing by point reads: its entries are the newest versions already. */
     if (st.plan_scan) assert_true(st.candidates == 0 && st.scan_cost >= st.results);
     else assert_true(st.candidates >= st.results && st.leaves_positive <= st.leaves_probed + st.leaves);
@@ -467,6 +511,21 @@ static void test_find_values_arguments(void **s) {
     assert_int_equal(bkv_find_values(db, NULL, terms, lens, 64, BKV_FIND_ANY, on_result, &f, NULL), BKV_OK);
     const void *null_term[1] = {NULL};
     assert_int_equal(bkv_find_values(db, NULL, null_term, lens, 1, BKV_FIND_ANY, on_result, &f, NULL), BKV_INVALID);
+    bkv_find_iter *it = (bkv_find_iter *)&f;
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.after_len = 3; /* with no bytes */
+    assert_int_equal(bkv_find_iter_create(db, NULL, terms, lens, 1, &fo, &it), BKV_INVALID);
+    assert_null(it);
+    fo.after_len = 0;
+    fo.mode = 9;
+    assert_int_equal(bkv_find_iter_create(db, NULL, terms, lens, 1, &fo, &it), BKV_INVALID);
+    fo.mode = BKV_FIND_ANY;
+    assert_int_equal(bkv_find_iter_create(db, NULL, terms, lens, 1, &fo, &it), BKV_OK);
+    assert_int_equal(bkv_find_iter_next(it), BKV_NOTFOUND);
+    bkv_find_iter_destroy(it);
+    assert_int_equal(bkv_find_iter_next(NULL), BKV_INVALID);
+    bkv_find_iter_destroy(NULL);
     assert_int_equal(f.n, 0);
     assert_int_equal(bkv_close(db), BKV_OK);
 }
@@ -516,6 +575,37 @@ static void test_plan_follows_selectivity(void **s) {
     assert_int_equal(n, 10000 - 1); /* the odd keys but the unique one */
     assert_int_equal(st.plan_scan, 1);
     assert_int_equal(st.candidates, 0);
+    /* The scan plan pages too: 3000 at a time from where the last stopped. */
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.limit = 3000;
+    fo.keys_only = 1;
+    const void *common[1] = {"common"};
+    size_t common_len = 6;
+    char last[16] = "";
+    int total = 0, pages = 0;
+    for (;; pages++) {
+        bkv_find_iter *it;
+        assert_int_equal(bkv_find_iter_create(db, NULL, common, &common_len, 1, &fo, &it), BKV_OK);
+        int in_page = 0;
+        while (bkv_find_iter_next(it) == BKV_OK) {
+            size_t kl;
+            const char *k = bkv_find_iter_key(it, &kl);
+            if (total) assert_true(strncmp(k, last, kl) > 0);
+            memcpy(last, k, kl);
+            last[kl] = 0;
+            in_page++, total++;
+        }
+        bkv_find_stats ist;
+        bkv_find_iter_stats(it, &ist);
+        assert_int_equal(ist.plan_scan, 1);
+        bkv_find_iter_destroy(it);
+        if (in_page < 3000) break;
+        fo.after = last;
+        fo.after_len = strlen(last);
+    }
+    assert_int_equal(total, 10000 - 1);
+    assert_int_equal(pages, 3);
     n = 0;
     assert_int_equal(bkv_find_value(db, NULL, "unique", 6, count_result, &n, &st), BKV_OK);
     assert_int_equal(n, 1);

@@ -417,6 +417,16 @@ def test_find_value(path):
             assert list(d.find_value(v, keys_only=True)) == [k for k, _ in want]
             assert list(d.find_value(v, limit=3)) == want[:3]
             assert list(d.find_value(v, limit=0)) == []
+            pages, after = [], None
+            while True:  # pages of 17, each resuming after the last key of the one before
+                page = list(d.find_value(v, limit=17, after=after))
+                pages += page
+                if len(page) < 17:
+                    break
+                after = page[-1][0]
+            assert pages == want
+            if want:
+                assert list(d.find_value(v, after=want[0][0], keys_only=True)) == [k for k, _ in want[1:]]
             old = sorted((k, x) for k, x in at_snapshot.items() if x == v)
             assert list(d.find_value(v, snapshot=sn)) == old
             assert list(sn.find_value(v, keys_only=True)) == [k for k, _ in old]

@@ -83,6 +83,16 @@ output_is "find-value --any output" "$(printf 'k1\tred\nk2\tblue\nk4\tred')"
 expect 1 "find-value --all of two values" -- "$B" find-value "$vdb" red blue --all
 expect 0 "find-value --all of one value twice" -- "$B" find-value "$vdb" red red
 output_is "find-value --all output" "$(printf 'k1\tred\nk4\tred')"
+expect 0 "find-value --limit" -- "$B" find-value "$vdb" red blue --any --limit 2
+output_is "find-value --limit output" "$(printf 'k1\tred\nk2\tblue')"
+expect 0 "find-value --after (the next page)" -- "$B" find-value "$vdb" red blue --any --limit 2 --after k2
+output_is "find-value --after output" "$(printf 'k4\tred')"
+expect 1 "find-value past the last page" -- "$B" find-value "$vdb" red blue --any --after k4
+expect 0 "find-value --keys-only" -- "$B" find-value "$vdb" red --keys-only
+output_is "find-value --keys-only output" "$(printf 'k1\nk4')"
+expect 0 "find-value --count" -- "$B" find-value "$vdb" red blue --any --count
+output_is "find-value --count output" "3"
+expect 2 "find-value --count with --keys-only" -- "$B" find-value "$vdb" red --count --keys-only
 expect 2 "find-value bad hex in a later value" -- "$B" find-value --hex "$vdb" 626c7565 zz
 stderr_has "names the value" "bad hex in value 2"
 expect 0 "stats shows the value index" -- "$B" stats "$vdb"

@@ -165,7 +165,16 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int      value_index_order;         /* d of the hierarchy (fan-out d..2d), >= 2; default 4 */
     bkv_terms_fn value_terms;           /* default NULL: a value's one term is the whole value */
     void    *value_terms_arg;
-    const char *value_terms_name;       /* names the extractor (required with value_terms) */
+    const char *value_terms_name;       /* names the extractor (required with value_terms; by convention
+                                           "name/version", so a changed extractor is refused by name).
+                                           Without value_terms it names a built-in one, recorded in the
+                                           database so that any process reopens it without passing it:
+                                           "words" (lower-cased word tokens), "field:SEP:N" (the N-th field,
+                                           from 1, split at byte SEP, or "tab" / "space"), "prefix:N" (the
+                                           value and its prefixes of 1..N bytes) */
+    int      value_index_reshape;       /* allow opening with another value_index shape than the
+                                           database has (the index is rebuilt in it); default 0:
+                                           BKV_INVALID naming both */
 
     /* Key filters when memory is the limit (docs/design.md "Filter memory").
      * Partitioned, a table's filter is split by key hash into partitions

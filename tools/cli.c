@@ -27,6 +27,7 @@ typedef struct cli_opts {
     int any;  /* find-value: --any (OR) rather than --all (AND) */
     int count, keys_only;  /* find-value: print the number of results / only their keys */
     const char *after;     /* find-value: resume after this key */
+    const char *terms;     /* put/load: the built-in terms extractor of a new value index */
     int npos; /* positional arguments given */
 } cli_opts;
 
@@ -46,16 +47,18 @@ typedef struct usage_text {
 #define RECOVERY_FLAG "[--wal-recovery absolute|point-in-time|skip-damaged]"
 
 static const usage_text usages[] = {
-    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
-     "store VALUE under KEY (creates DB if missing, with a value index when asked)", "hex sync value-index wal-recovery"},
+    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced [--terms NAME]] " RECOVERY_FLAG,
+     "store VALUE under KEY (creates DB if missing, with a value index when asked; --terms: found by the terms "
+     "of values rather than whole values: words, field:SEP:N or prefix:N, recorded in DB)",
+     "hex sync value-index terms wal-recovery"},
     {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
     {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
     {"scan", "DB [--from K] [--to K] [--limit N] [--hex] " RECOVERY_FLAG,
      "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)", "from to limit hex wal-recovery"},
-    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
+    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced [--terms NAME]] " RECOVERY_FLAG,
      "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
      "or a signal it says how many records were committed and where it stopped",
-     "hex value-index wal-recovery"},
+     "hex value-index terms wal-recovery"},
     {"find-value",
      "DB VALUE [VALUE...] [--all|--any] [--limit N] [--after KEY] [--keys-only|--count] [--hex] [--stats] "
      RECOVERY_FLAG,
@@ -120,6 +123,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"move", no_argument, 0, 'm'},     {"all", no_argument, 0, 'a'},
                                          {"any", no_argument, 0, 'y'},
                                          {"after", required_argument, 0, 'A'},
+                                         {"terms", required_argument, 0, 'T'},
                                          {"keys-only", no_argument, 0, 'k'}, {"count", no_argument, 0, 'c'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
@@ -159,6 +163,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'a': o->any = 0; break;
         case 'y': o->any = 1; break;
         case 'A': o->after = optarg; break;
+        case 'T': o->terms = optarg; break;
         case 'k': o->keys_only = 1; break;
         case 'c': o->count = 1; break;
         case 'v':
@@ -255,6 +260,11 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
     int is_new = create && access(current, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR);
     o.create_if_missing = is_new;
     if (is_new && co->value_index >= 0) o.value_index = co->value_index;
+    if (is_new && co->terms && co->value_index < 0) {
+        fprintf(stderr, "bloomkv: --terms names the extractor of a value index: give --value-index too\n");
+        return EXIT_USAGE;
+    }
+    o.value_terms_name = co->terms;
     int rc = bkv_open(path, &o, db);
     if (rc == BKV_OK && !is_new && co->value_index >= 0) {
         char *vi = bkv_property(*db, "bloomkv.value-index");

@@ -186,6 +186,13 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
         o.value_terms = python_terms;
         o.value_terms_arg = terms;
         o.value_terms_name = self->terms_name;
+    } else if (terms_name) {
+        /* A built-in extractor ("words", "field:SEP:N", "prefix:N"). */
+        if (!(self->terms_name = strdup(terms_name))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o.value_terms_name = self->terms_name;
     }
     PyObject *path_bytes;
     if (!PyUnicode_FSConverter(path, &path_bytes))

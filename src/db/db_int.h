@@ -136,6 +136,7 @@ struct bkv_db {
     bkv_vf_params vparams;
     bkv_vindex *vindex;
     pthread_rwlock_t vindex_lock;
+    void *terms_arg;               /* a built-in terms extractor's argument (db_value.c), or NULL */
 };
 
 #define BKV_COUNT(db, name, n) \

@@ -327,6 +327,7 @@ static void free_db(bkv_db *db) {
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
     bkv_tree_version_unref(db->current);
     bkv_vindex_free(db->vindex);
+    free(db->terms_arg);
     pthread_rwlock_destroy(&db->vindex_lock);
     pthread_mutex_destroy(&db->grace_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);

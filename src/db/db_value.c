@@ -18,6 +18,7 @@
 #include "db/filename.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
+#include "valueindex/terms.h"
 
 /* Value filters are hashed with this seed ("value_v1"), recorded in the
  * manifest so it can change for new databases without breaking old ones. */
@@ -45,9 +46,34 @@ int bkv_value_params(const bkv_options *o, bkv_vf_params *out) {
     return 1;
 }
 
+/* Without a function of the caller's, a built-in extractor: the one the
+ * caller names, else the one the database recorded. *name becomes the
+ * name to record and compare. */
+static int resolve_builtin_terms(bkv_db *db, const char **name, char *canonical, size_t cap, bkv_err *e) {
+    bkv_options *o = &db->opts;
+    int asked = o->value_terms_name && *o->value_terms_name;
+    const char *spec = asked ? o->value_terms_name : db->has_vrec ? db->vrec.terms_name : "";
+    if (o->value_terms || !*spec) return BKV_OK;
+    void *arg;
+    int rc = bkv_terms_builtin(spec, &o->value_terms, &arg, canonical, cap, e);
+    if (rc == BKV_NOTFOUND)
+        return asked ? bkv_fail(e, BKV_INVALID,
+                                "no built-in terms extractor is named \"%s\" (words, field:SEP:N, prefix:N; "
+                                "or pass value_terms for one of your own)",
+                                spec)
+                     : BKV_OK; /* the caller's own, which must be passed: reported below */
+    if (rc) return rc;
+    o->value_terms_arg = db->terms_arg = arg;
+    *name = canonical;
+    return BKV_OK;
+}
+
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     const bkv_options *o = &db->opts;
     const char *name = o->value_terms ? o->value_terms_name : "";
+    char canonical[BKV_TERMS_NAME_MAX + 1];
+    int rc = resolve_builtin_terms(db, &name, canonical, sizeof canonical, e);
+    if (rc) return rc;
     bkv_value_index_rec *r = &db->vrec;
     if (db->has_vrec) {
         if (strcmp(r->terms_name, name) != 0)
@@ -63,7 +89,13 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
                                 db->path, (unsigned long long)r->m_bits, (unsigned long long)r->k,
                                 (unsigned long long)r->partition_entries, o->value_filter_bits, o->value_filter_hashes,
                                 o->value_partition_entries);
-            /* Shape and order only describe memory: they may change. */
+            /* Shape and order only describe memory: they may change, the
+             * shape only when asked to (a typo must not rebuild it). */
+            if ((uint64_t)o->value_index != r->shape && !o->value_index_reshape)
+                return bkv_fail(e, BKV_INVALID,
+                                "%s: the value index is %s, opened as %s (set value_index_reshape to change it, or "
+                                "open with BKV_VALUE_INDEX_NONE to keep it)",
+                                db->path, bkv_vindex_shape_name((int)r->shape), bkv_vindex_shape_name(o->value_index));
             r->shape = (uint64_t)o->value_index;
             r->order = (uint64_t)o->value_index_order;
         }

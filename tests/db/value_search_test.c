@@ -463,9 +463,10 @@ static void test_parameters_fixed(void **s) {
     o.value_terms = split_terms;
     o.value_terms_name = "split";
     assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
-    /* Shape and order may change; NONE keeps what the database has. */
+    /* Shape (when asked) and order may change; NONE keeps what the database has. */
     bkv_options_init(&o);
     o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_index_reshape = 1;
     o.value_filter_bits = 4096;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
@@ -615,6 +616,97 @@ static void test_plan_follows_selectivity(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+
+static int collect_keys(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)val, (void)vlen;
+    char *out = arg;
+    strncat(out, key, klen);
+    strcat(out, " ");
+    return 0;
+}
+
+static const char *find_keys(bkv_db *db, const char *term) {
+    static char out[256];
+    out[0] = 0;
+    assert_int_equal(bkv_find_value(db, NULL, term, strlen(term), collect_keys, out, NULL), BKV_OK);
+    return out;
+}
+
+/* Built-in extractors are recorded: a later open needs no terms options
+ * (as the bloomkv tool's), another extractor or version is refused naming
+ * both, and each finds what it promises. Changing the shape is explicit. */
+static void test_builtin_extractors(void **s) {
+    (void)s;
+    static const struct {
+        const char *spec, *recorded, *term, *want;
+    } cases[] = {
+        {"words", "words/1", "quick", "a b "},
+        {"field:,:2", "field:,:2/1", "brown fox", "a "},
+        {"field:tab:1", "field:tab:1/1", "lazy", "c "},
+        {"prefix:3", "prefix:3/1", "The", "a "},
+    };
+    const char *vals[] = {"The,brown fox,QUICK", "quick dog", "lazy\tcat"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/builtin%zu", dir, c);
+        bkv_options o;
+        bkv_options_init(&o);
+        o.value_index = BKV_VALUE_INDEX_BITSLICED;
+        o.value_terms_name = cases[c].spec;
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        for (int i = 0; i < 3; i++) {
+            char k[2] = {(char)('a' + i), 0};
+            assert_int_equal(bkv_put(db, NULL, k, 1, vals[i], strlen(vals[i])), BKV_OK);
+        }
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        bkv_options plain;
+        bkv_options_init(&plain);
+        assert_int_equal(bkv_open(path, &plain, &db), BKV_OK);
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want); /* from the WAL, memtable */
+        assert_int_equal(bkv_flush(db), BKV_OK);
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want); /* from a table */
+        char *vi = bkv_property(db, "bloomkv.value-index");
+        assert_non_null(strstr(vi, cases[c].recorded));
+        bkv_free(vi);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        plain.value_terms_name = c ? "words" : "prefix:3";
+        assert_int_equal(bkv_open(path, &plain, &db), BKV_INVALID);
+        assert_non_null(strstr(bkv_errmsg(NULL), cases[c].recorded));
+    }
+    bkv_options o;
+    bkv_options_init(&o);
+    char path[300];
+    snprintf(path, sizeof path, "%s/builtin0", dir);
+    bkv_db *db;
+    o.value_terms_name = "words/2";
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "version 2"));
+    static const char *const malformed[] = {"field:,:0", "field:ab:1", "prefix:300", "field:,", "bogus"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        bkv_options m;
+        bkv_options_init(&m);
+        m.value_index = BKV_VALUE_INDEX_FLAT;
+        m.value_terms_name = malformed[i];
+        snprintf(path, sizeof path, "%s/malformed%zu", dir, i);
+        assert_int_equal(bkv_open(path, &m, &db), BKV_INVALID);
+    }
+    /* The shape: refused, unless asked for. */
+    snprintf(path, sizeof path, "%s/builtin0", dir);
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "bitsliced"));
+    o.value_index_reshape = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "hierarchy"));
+    bkv_free(vi);
+    assert_string_equal(find_keys(db, "quick"), "a b ");
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_follows_selectivity),
@@ -622,7 +714,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
-        cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_find_values_arguments),
+        cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),        cmocka_unit_test(test_find_values_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

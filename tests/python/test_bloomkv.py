@@ -435,6 +435,18 @@ def test_find_value(path):
         sn.close()
 
 
+def test_builtin_terms_extractor(path):
+    with bloomkv.DB(path, create_if_missing=True, value_index="bitsliced", terms_name="words") as d:
+        d.put(b"a", b"The quick brown Fox")
+        d.put(b"b", b"lazy dog")
+        assert list(d.find_value(b"fox", keys_only=True)) == [b"a"]
+    with bloomkv.DB(path) as d:  # recorded: nothing to pass
+        assert list(d.find_value(b"dog", keys_only=True)) == [b"b"]
+        assert 'terms "words/1"' in d.property("bloomkv.value-index")
+    with pytest.raises(bloomkv.InvalidArgumentError, match="words/1"):
+        bloomkv.DB(path, terms_name="prefix:2")
+
+
 def test_find_value_needs_an_index(db):
     db.put(b"k", b"v")
     with pytest.raises(bloomkv.InvalidArgumentError):

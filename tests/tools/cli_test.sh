@@ -93,6 +93,17 @@ output_is "find-value --keys-only output" "$(printf 'k1\nk4')"
 expect 0 "find-value --count" -- "$B" find-value "$vdb" red blue --any --count
 output_is "find-value --count output" "3"
 expect 2 "find-value --count with --keys-only" -- "$B" find-value "$vdb" red --count --keys-only
+# A built-in terms extractor, recorded: later commands need not name it.
+printf 'w1\tThe quick brown Fox\nw2\tlazy dog, quick!\n' >"$D/words.tsv"
+expect 0 "load with --terms words" -- "$B" load "$D/words" "$D/words.tsv" --value-index flat --terms words
+expect 0 "find-value by word" -- "$B" find-value "$D/words" quick --keys-only
+output_is "find-value by word output" "$(printf 'w1\nw2')"
+expect 0 "find-value by a lower-cased word" -- "$B" find-value "$D/words" fox --keys-only
+output_is "find-value lower-cased output" "w1"
+expect 3 "another extractor refused" -- "$B" put "$D/words" w3 x --terms prefix:2
+stderr_has "both extractors named" "words/1"
+expect 3 "no such extractor" -- "$B" put "$D/noterms" k v --value-index flat --terms bogus
+expect 2 "--terms without --value-index" -- "$B" put "$D/noterms2" k v --terms words
 expect 2 "find-value bad hex in a later value" -- "$B" find-value --hex "$vdb" 626c7565 zz
 stderr_has "names the value" "bad hex in value 2"
 expect 0 "stats shows the value index" -- "$B" stats "$vdb"

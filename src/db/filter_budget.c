@@ -54,7 +54,7 @@ double bkv_filter_budget_bits(const bkv_tree_version *v, uint64_t budget_bytes, 
         uint64_t entries = level_entries(v, l);
         if (l == level) {
             target = runs;
-            if (entries < run_entries) entries = run_entries;
+            entries += run_entries;
         }
         n[runs++] = entries;
     }

@@ -23,9 +23,9 @@
  * per key of run target, 0 when it gets no filter. */
 double bkv_monkey_bits_per_key(const uint64_t *n, size_t runs, size_t target, double budget_bits);
 
-/* Bits per key for a new table of a run at level of run_entries keys (a
- * flush: a new level-0 run; below level 0 the level's run, which then
- * holds at least run_entries), given version v and the budget in bytes. */
+/* Bits per key for a new table given version v and the budget in bytes:
+ * at level 0 (a flush) a new run of run_entries keys; below, the level's
+ * run, which gains the run_entries keys moving into it. */
 double bkv_filter_budget_bits(const bkv_tree_version *v, uint64_t budget_bytes, int level, uint64_t run_entries);
 
 #endif

@@ -104,9 +104,12 @@ typedef struct bkv_table_stats { /* relaxed atomics: bumped by every reader */
     atomic_uint_fast64_t filter_cache_bytes;
 } bkv_table_stats;
 
-/* Opens and validates the footer, index and filter of a table. A damaged
- * filter is not an error: the table then answers "maybe" for every key
- * (counted in stats->filter_corrupt). block_cache may be NULL. */
+/* Opens a table and validates its footer, properties and filter (the
+ * index is read and validated when a read first needs it: a damaged one
+ * fails that read, naming file and offset). A damaged filter is not an
+ * error: the table then answers "maybe" for every key (counted in
+ * stats->filter_corrupt). block_cache may be NULL; stats, when not NULL,
+ * must outlive the table and the block cache entries it makes. */
 int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, bkv_cache *block_cache,
                    bkv_table_stats *stats, bkv_table **out, bkv_err *e);
 void bkv_table_close(bkv_table *t);

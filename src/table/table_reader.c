@@ -1,6 +1,6 @@
-/* Opens a table (footer, index and filter are validated and kept in
- * memory for the table's life) and serves point reads through the block
- * cache. */
+/* Opens a table (footer, properties and filter, or the partition index of
+ * a partitioned filter, validated and kept for the table's life; the index
+ * on first use) and serves point reads through the block cache. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +145,8 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
  * (version 2), whose every handle must lie in the table before the index
  * itself. On failure the table keeps no filter. */
 static int open_filter(bkv_table *t, const bkv_footer *f) {
-    if (bkv_read_block(t->file, t->name, f->filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK) return BKV_CORRUPTION;
+    if (bkv_read_block(t->file, t->name, f->filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK)
+        return BKV_CORRUPTION;
     const uint8_t *p = t->filter_data;
     size_t len = t->filter_len;
     if (f->version == BKV_TABLE_VERSION) {
@@ -156,7 +157,8 @@ static int open_filter(bkv_table *t, const bkv_footer *f) {
         uint32_t n = bkv_get_u32(p + 8);
         int ok = n >= 1 && n <= BKV_FILTER_PARTITIONS_MAX &&
                  len == BKV_FILTER_PARTITION_HEADER + (size_t)n * BKV_FILTER_PARTITION_ENTRY &&
-                 (t->parts = malloc((size_t)n * sizeof *t->parts)) && (t->part_state = calloc(n, 1)) && (t->views = calloc(n, sizeof *t->views));
+                 (t->parts = malloc((size_t)n * sizeof *t->parts)) && (t->part_state = calloc(n, 1)) &&
+                 (t->views = calloc(n, sizeof *t->views));
         for (uint32_t i = 0; ok && i < n; i++) {
             const uint8_t *entry = p + BKV_FILTER_PARTITION_HEADER + (size_t)i * BKV_FILTER_PARTITION_ENTRY;
             bkv_handle h = {bkv_get_u64(entry), bkv_get_u64(entry + 8)};

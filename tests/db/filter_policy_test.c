@@ -95,7 +95,10 @@ static void filters_follow_the_level_policy(void **state) {
     /* Tables compacted into the bottom level get no filter; one moved down
      * whole (a trivial move) keeps the filter it was written with. */
     assert_true(lf[bottom].types_seen & (1 << BKV_FILTER_NONE));
-    assert_true(lf[bottom].bits_per_key < lf[1].bits_per_key / 2);
+    /* How many tables reach the bottom whole depends on the compactions'
+     * timing (a sanitizer build moved more): fewer bits there, not a share. */
+    if (!(lf[bottom].bits_per_key < lf[1].bits_per_key))
+        fail_msg("bottom level %d: %.2f bits/key, level 1: %.2f", bottom, lf[bottom].bits_per_key, lf[1].bits_per_key);
     for (int l = 1; l < bottom; l++)
         if (lf[l].tables) {
             middle = 1;

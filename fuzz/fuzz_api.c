@@ -57,6 +57,7 @@ static bkv_db *open_db(int shape) {
     o.block_cache_size = 0;
     o.max_background_jobs = 1;
     o.value_index = shape;
+    o.value_index_reshape = 1; /* reopens switch shapes on purpose */
     o.value_filter_bits = 256;
     o.value_partition_entries = 4;
     bkv_db *db;

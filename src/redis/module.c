@@ -443,6 +443,9 @@ static int parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, b
     bkv_options_init(&g->opts);
     g->opts.create_if_missing = 1;
     g->opts.value_index = BKV_VALUE_INDEX_BITSLICED;
+    /* The module's arguments are the node's configuration: a value_index
+     * shape given there is applied to an existing database on load. */
+    g->opts.value_index_reshape = 1;
     /* A memtable of 4 MiB rather than the library's 64: a write's skiplist
      * search stays mostly in cache (measured: BKV.SET at 0.56x native SET
      * with 64 MiB, 0.80-0.91x with 4 MiB), and a node holds less in memory. */

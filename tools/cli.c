@@ -26,6 +26,7 @@ typedef struct cli_opts {
     int move;
     int any;  /* find-value: --any (OR) rather than --all (AND) */
     int count, keys_only;  /* find-value: print the number of results / only their keys */
+    int json;              /* find-value: one JSON object per line */
     const char *after;     /* find-value: resume after this key */
     const char *terms;     /* put/load: the built-in terms extractor of a new value index */
     int npos; /* positional arguments given */
@@ -60,13 +61,14 @@ static const usage_text usages[] = {
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index terms wal-recovery"},
     {"find-value",
-     "DB VALUE [VALUE...] [--all|--any] [--limit N] [--after KEY] [--keys-only|--count] [--hex] [--stats] "
+     "DB VALUE [VALUE...] [--all|--any] [--limit N] [--after KEY] [--keys-only|--count] [--json] [--hex] [--stats] "
      RECOVERY_FLAG,
      "print key<TAB>value for every key whose value is VALUE (needs a value index), in key order; with several "
      "values, keys whose value holds all of them (--all, the default) or any (--any); at most N results, only "
-     "keys after KEY (to page: pass the last key printed), only the keys, or only their number; exit 1 if none; "
+     "keys after KEY (to page: pass the last key printed), only the keys, or only their number; --json prints "
+     "{\"key\":...,\"value\":...} lines (bytes that are not UTF-8 as \\u00XX); exit 1 if none; "
      "--stats reports on stderr what the search touched",
-     "all any limit after keys-only count hex stats wal-recovery"},
+     "all any limit after keys-only count json hex stats wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
      "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
@@ -125,6 +127,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"after", required_argument, 0, 'A'},
                                          {"terms", required_argument, 0, 'T'},
                                          {"keys-only", no_argument, 0, 'k'}, {"count", no_argument, 0, 'c'},
+                                         {"json", no_argument, 0, 'J'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
     const usage_text *u = usage_of(cmd);
@@ -166,6 +169,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'T': o->terms = optarg; break;
         case 'k': o->keys_only = 1; break;
         case 'c': o->count = 1; break;
+        case 'J': o->json = 1; break;
         case 'v':
             o->value_index = -1;
             for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
@@ -586,6 +590,34 @@ static void print_find_stats(bkv_db *db, const bkv_find_stats *st) {
             (unsigned long long)st->scan_cost);
 }
 
+/* Length of the well-formed UTF-8 sequence at p (at most n bytes), 0 if none. */
+static size_t utf8_length(const unsigned char *p, size_t n) {
+    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || len > n || (len == 2 && p[0] < 0xc2)) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || p[0] > 0xf4 || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* A JSON string of the bytes (hex digits with --hex): well-formed UTF-8 as
+ * is, anything else escaped, so that every line parses. */
+static void print_json_string(const void *data, size_t n, int hex) {
+    const unsigned char *p = data;
+    putchar('"');
+    if (hex) print_bytes(stdout, p, n, 1);
+    for (size_t i = 0; !hex && i < n;) {
+        size_t len = utf8_length(p + i, n - i);
+        if (len == 1 && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\') putchar(p[i]);
+        else if (len == 1 && (p[i] == '"' || p[i] == '\\')) printf("\\%c", p[i]);
+        else if (len > 1) fwrite(p + i, 1, len, stdout);
+        else printf("\\u%04x", p[i]);
+        i += len ? len : 1;
+    }
+    putchar('"');
+}
+
 /* Prints the results as the iterator yields them; the number found. */
 static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
     int rc;
@@ -594,6 +626,16 @@ static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
         if (o->count) continue;
         size_t kl, vl;
         const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        if (o->json) {
+            printf("{\"key\":");
+            print_json_string(k, kl, o->hex);
+            if (!o->keys_only) {
+                printf(",\"value\":");
+                print_json_string(v, vl, o->hex);
+            }
+            printf("}\n");
+            continue;
+        }
         print_bytes(stdout, k, kl, o->hex);
         if (!o->keys_only) {
             putchar('\t');
@@ -601,7 +643,7 @@ static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
         }
         putchar('\n');
     }
-    if (o->count) printf("%llu\n", (unsigned long long)*n);
+    if (o->count) printf(o->json ? "{\"count\":%llu}\n" : "%llu\n", (unsigned long long)*n);
     return rc == BKV_NOTFOUND ? BKV_OK : rc;
 }
 
@@ -640,7 +682,7 @@ int bkv_cli_find_value(int argc, char **argv) {
         uint64_t n = 0;
         int rc = o.limit == 0 ? BKV_OK : bkv_find_iter_create(db, NULL, (const void *const *)terms, lens, nterms, &fo, &it);
         if (!rc && it) rc = print_results(it, &o, &n);
-        else if (!rc && o.count) printf("0\n");
+        else if (!rc && o.count) printf(o.json ? "{\"count\":0}\n" : "0\n");
         bkv_find_stats st = {0};
         bkv_find_iter_stats(it, &st);
         bkv_find_iter_destroy(it);

@@ -92,6 +92,13 @@ expect 0 "find-value --keys-only" -- "$B" find-value "$vdb" red --keys-only
 output_is "find-value --keys-only output" "$(printf 'k1\nk4')"
 expect 0 "find-value --count" -- "$B" find-value "$vdb" red blue --any --count
 output_is "find-value --count output" "3"
+expect 0 "find-value --json" -- "$B" find-value "$vdb" red --json
+output_is "find-value --json output" "$(printf '{"key":"k1","value":"red"}\n{"key":"k4","value":"red"}')"
+expect 0 "find-value --json --count" -- "$B" find-value "$vdb" red --json --count
+output_is "find-value --json --count output" '{"count":2}'
+expect 0 "find-value --json escapes" -- "$B" put "$vdb" 'q"\' "$(printf 'red\001\377')"
+expect 0 "find-value --json of odd bytes" -- "$B" find-value "$vdb" "$(printf 'red\001\377')" --json
+output_is "find-value --json odd bytes output" '{"key":"q\"\\","value":"red\u0001\u00ff"}'
 expect 2 "find-value --count with --keys-only" -- "$B" find-value "$vdb" red --count --keys-only
 # A built-in terms extractor, recorded: later commands need not name it.
 printf 'w1\tThe quick brown Fox\nw2\tlazy dog, quick!\n' >"$D/words.tsv"

@@ -77,9 +77,9 @@ static const usage_text usages[] = {
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
      "wal-recovery"},
     {"destroy", "DB", "delete the database: every file it made, then DB unless other files are in it", ""},
-    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced]",
+    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced [--terms NAME]]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
-     "order; --value-index: for a database that has one", "hex value-index"},
+     "order; --value-index (and --terms): for a database that has one", "hex value-index terms"},
     {"ingest", "DB FILE [--move] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
      "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL (creates DB if missing); "
      "--move links it in and removes FILE instead of copying it", "move value-index wal-recovery"},
@@ -782,6 +782,7 @@ int bkv_cli_make_table(int argc, char **argv) {
     bkv_options opts;
     bkv_options_init(&opts);
     if (o.value_index >= 0) opts.value_index = o.value_index;
+    opts.value_terms_name = o.terms;
     bkv_table_writer *w;
     int rc = bkv_table_writer_create(&opts, pos[0], &w);
     char *line = NULL, why[256] = "";

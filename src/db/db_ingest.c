@@ -33,6 +33,7 @@ struct bkv_table_writer {
     bkv_wfile *file;              /* NULL once finished or failed */
     bkv_table_builder *builder;
     bkv_vf_params vparams;        /* the builder's value filters point here */
+    void *terms_arg;              /* a built-in terms extractor's argument, or NULL */
     bkv_buf last;                 /* the last user key added */
     bkv_buf ikey;
     uint64_t entries;
@@ -50,9 +51,18 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
     else if (strlen(path) >= BKV_PATH_MAX) rc = bkv_fail(&e, BKV_INVALID, "bkv_table_writer_create: path too long");
     else if (opts) rc = bkv_adopt_options(&o, sizeof o, opts, "bkv_options", &e);
     if (!rc) rc = bkv_check_options(&o, &e);
+    /* A built-in extractor's terms, as the database will find them. */
+    void *terms_arg = NULL;
+    const char *terms_name;
+    char canonical[BKV_TERMS_NAME_MAX + 1];
+    if (!rc) rc = bkv_resolve_builtin_terms(&o, "", &terms_arg, &terms_name, canonical, sizeof canonical, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
     bkv_table_writer *w = calloc(1, sizeof *w);
-    if (!w) return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_table_writer_create: out of memory"});
+    if (!w) {
+        free(terms_arg);
+        return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_table_writer_create: out of memory"});
+    }
+    w->terms_arg = terms_arg;
     w->env = env;
     snprintf(w->path, sizeof w->path, "%s", path);
     bkv_buf_init(&w->last);
@@ -62,7 +72,7 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
      * yet, and level 0's settings never drop the filter. */
     bkv_table_options to = bkv_table_options_for(&o, 0, 0, has_values ? &w->vparams : NULL);
     if ((rc = env->new_writable(env, path, o.file_mode, &w->file, &e))) {
-        free(w);
+        bkv_table_writer_destroy(w);
         return bkv_db_error(NULL, rc, &e);
     }
     if (!(w->builder = bkv_table_builder_new(&to, w->file, w->path))) {
@@ -145,6 +155,7 @@ void bkv_table_writer_destroy(bkv_table_writer *w) {
     bkv_table_builder_free(w->builder);
     bkv_buf_free(&w->last);
     bkv_buf_free(&w->ikey);
+    free(w->terms_arg);
     free(w);
 }
 

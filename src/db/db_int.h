@@ -260,6 +260,15 @@ int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
+/* Without value_terms of the caller's, o gets the built-in extractor its
+ * value_terms_name names, else the one recorded (a database's manifest;
+ * "" for none): BKV_OK, with *arg to free after o's last use (NULL when
+ * none was resolved) and *name set to the canonical name to record;
+ * BKV_INVALID, described in e, when value_terms_name names no built-in or
+ * a malformed one (db_value.c). */
+int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, const char **name, char *canonical,
+                              size_t cap, bkv_err *e);
+
 /* Writes mem to a new level-0 table numbered number (no table when mem is
  * empty: *out stays NULL), synced and with its directory entry durable;
  * budget_bits as for bkv_table_file_open. Called without db->mu held. */

@@ -46,24 +46,21 @@ int bkv_value_params(const bkv_options *o, bkv_vf_params *out) {
     return 1;
 }
 
-/* Without a function of the caller's, a built-in extractor: the one the
- * caller names, else the one the database recorded. *name becomes the
- * name to record and compare. */
-static int resolve_builtin_terms(bkv_db *db, const char **name, char *canonical, size_t cap, bkv_err *e) {
-    bkv_options *o = &db->opts;
+int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, const char **name, char *canonical,
+                              size_t cap, bkv_err *e) {
+    *arg = NULL;
     int asked = o->value_terms_name && *o->value_terms_name;
-    const char *spec = asked ? o->value_terms_name : db->has_vrec ? db->vrec.terms_name : "";
+    const char *spec = asked ? o->value_terms_name : recorded;
     if (o->value_terms || !*spec) return BKV_OK;
-    void *arg;
-    int rc = bkv_terms_builtin(spec, &o->value_terms, &arg, canonical, cap, e);
+    int rc = bkv_terms_builtin(spec, &o->value_terms, arg, canonical, cap, e);
     if (rc == BKV_NOTFOUND)
         return asked ? bkv_fail(e, BKV_INVALID,
                                 "no built-in terms extractor is named \"%s\" (words, field:SEP:N, prefix:N; "
                                 "or pass value_terms for one of your own)",
                                 spec)
-                     : BKV_OK; /* the caller's own, which must be passed: reported below */
+                     : BKV_OK; /* the caller's own, which must be passed: reported by the caller */
     if (rc) return rc;
-    o->value_terms_arg = db->terms_arg = arg;
+    o->value_terms_arg = *arg;
     *name = canonical;
     return BKV_OK;
 }
@@ -72,7 +69,8 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     const bkv_options *o = &db->opts;
     const char *name = o->value_terms ? o->value_terms_name : "";
     char canonical[BKV_TERMS_NAME_MAX + 1];
-    int rc = resolve_builtin_terms(db, &name, canonical, sizeof canonical, e);
+    int rc = bkv_resolve_builtin_terms(&db->opts, db->has_vrec ? db->vrec.terms_name : "", &db->terms_arg, &name,
+                                       canonical, sizeof canonical, e);
     if (rc) return rc;
     bkv_value_index_rec *r = &db->vrec;
     if (db->has_vrec) {

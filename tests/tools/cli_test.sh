@@ -107,6 +107,11 @@ expect 0 "find-value by word" -- "$B" find-value "$D/words" quick --keys-only
 output_is "find-value by word output" "$(printf 'w1\nw2')"
 expect 0 "find-value by a lower-cased word" -- "$B" find-value "$D/words" fox --keys-only
 output_is "find-value lower-cased output" "w1"
+printf 'w9\tSlow but QUICK\n' >"$D/words2.tsv"
+expect 0 "make-table --terms words" -- "$B" make-table "$D/words.sst" "$D/words2.tsv" --value-index flat --terms words
+expect 0 "ingest it" -- "$B" ingest "$D/words" "$D/words.sst"
+expect 0 "its words are found" -- "$B" find-value "$D/words" quick --keys-only
+output_is "ingested words output" "$(printf 'w1\nw2\nw9')"
 expect 3 "another extractor refused" -- "$B" put "$D/words" w3 x --terms prefix:2
 stderr_has "both extractors named" "words/1"
 expect 3 "no such extractor" -- "$B" put "$D/noterms" k v --value-index flat --terms bogus

@@ -100,14 +100,19 @@ static void append(bkv_buf *b, const char *fmt, ...) {
     if (n > 0) (void)!bkv_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
+/* The table of f if it is open now (release it with bkv_cache_release on
+ * the table cache), else NULL: statistics never open a table. */
+static bkv_cache_entry *open_table(bkv_db *db, bkv_file_meta *f) {
+    bkv_cache_entry *e = atomic_load_explicit(&f->pinned, memory_order_acquire);
+    return e ? e : bkv_cache_lookup(db->table_cache, f->number, 0);
+}
+
 /* Bytes of key filters of the tables in v that are open now. */
 static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
     uint64_t total = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
-            bkv_file_meta *f = v->files[l][i];
-            bkv_cache_entry *e = atomic_load_explicit(&f->pinned, memory_order_acquire);
-            if (!e) e = bkv_cache_lookup(db->table_cache, f->number, 0);
+            bkv_cache_entry *e = open_table(db, v->files[l][i]);
             if (!e) continue;
             total += bkv_table_filter_memory(bkv_cache_value(e));
             bkv_cache_release(db->table_cache, e);
@@ -126,9 +131,7 @@ static void filter_report(bkv_db *db, const bkv_tree_version *v, bkv_buf *b) {
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         double bits = 0, keys = 0, fp_keys = 0, l0_fp = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) {
-            bkv_file_meta *f = v->files[l][i];
-            bkv_cache_entry *e = atomic_load_explicit(&f->pinned, memory_order_acquire);
-            if (!e) e = bkv_cache_lookup(db->table_cache, f->number, 0);
+            bkv_cache_entry *e = open_table(db, v->files[l][i]);
             if (!e) continue;
             const bkv_table *t = bkv_cache_value(e);
             const bkv_table_props *p = bkv_table_properties(t);

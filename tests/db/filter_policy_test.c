@@ -49,6 +49,28 @@ static void inspect(bkv_db *db, level_filters out[BKV_NUM_LEVELS]) {
     bkv_tree_version_unref(v);
 }
 
+static void put_keys(bkv_db *db, int n, int stride, int offset) {
+    char val[100];
+    memset(val, 'x', sizeof val);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", (i * stride + offset) % n);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
+    }
+}
+
+/* Keys 0, step, 2 step, ... below n are all found. */
+static void expect_keys(bkv_db *db, int n, int step) {
+    for (int i = 0; i < n; i += step) {
+        char key[32];
+        snprintf(key, sizeof key, "k%08d", i);
+        void *v;
+        size_t len;
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &len), BKV_OK);
+        bkv_free(v);
+    }
+}
+
 static void filters_follow_the_level_policy(void **state) {
     (void)state;
     char path[300];
@@ -68,20 +90,10 @@ static void filters_follow_the_level_policy(void **state) {
     o.optimize_filters_for_hits = 1;
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    char val[100];
-    memset(val, 'x', sizeof val);
-    for (int i = 0; i < 20000; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", (i * 7919) % 20000);
-        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
-    }
+    put_keys(db, 20000, 7919, 0);
     assert_int_equal(bkv_compact(db), BKV_OK);
     /* Leave a few fresh tables in level 0. */
-    for (int i = 0; i < 3000; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", i);
-        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
-    }
+    put_keys(db, 3000, 1, 0);
     assert_int_equal(bkv_flush(db), BKV_OK);
     level_filters lf[BKV_NUM_LEVELS];
     inspect(db, lf);
@@ -107,26 +119,8 @@ static void filters_follow_the_level_policy(void **state) {
         }
     assert_true(middle);
     /* Reads still right everywhere. */
-    for (int i = 0; i < 20000; i += 97) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", i);
-        void *v;
-        size_t n;
-        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
-        bkv_free(v);
-    }
+    expect_keys(db, 20000, 97);
     assert_int_equal(bkv_close(db), BKV_OK);
-}
-
-
-static void put_keys(bkv_db *db, int n, int stride, int offset) {
-    char val[100];
-    memset(val, 'x', sizeof val);
-    for (int i = 0; i < n; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", (i * stride + offset) % n);
-        assert_int_equal(bkv_put(db, NULL, key, strlen(key), val, sizeof val), BKV_OK);
-    }
 }
 
 static void report_problem(void *arg, const char *problem) {
@@ -165,14 +159,12 @@ static void partitioned_filters_in_a_database(void **state) {
     assert_true(tables > 2);
     assert_int_equal(partitioned, tables);
     uint64_t blocks = test_counter(db, "blocks-read");
+    expect_keys(db, 20000, 1);
     for (int i = 0; i < 20000; i++) {
         char key[32];
-        snprintf(key, sizeof key, "k%08d", i);
+        snprintf(key, sizeof key, "m%08d", i);
         void *v;
         size_t n;
-        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
-        bkv_free(v);
-        snprintf(key, sizeof key, "m%08d", i);
         assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_NOTFOUND);
     }
     /* About one block per found key; the absent ones add a few percent. */
@@ -209,14 +201,7 @@ static void partitioned_filters_in_a_database(void **state) {
     tables = partitioned = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
     assert_true(tables > partitioned);
-    for (int i = 0; i < 20000; i += 7) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", i);
-        void *v;
-        size_t n;
-        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
-        bkv_free(v);
-    }
+    expect_keys(db, 20000, 7);
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
@@ -276,14 +261,7 @@ static void budget_sizes_filters_by_level(void **state) {
         fail_msg("level 0: %.2f bits/key, level %d: %.2f", lf[0].bits_per_key, bottom, lf[bottom].bits_per_key);
     /* (Tables this small round their filters up to whole cache lines.) */
     if (lf[1].tables) assert_true(lf[1].bits_per_key >= 12 && lf[1].bits_per_key < 14);
-    for (int i = 0; i < 40000; i += 13) {
-        char key[32];
-        snprintf(key, sizeof key, "k%08d", i);
-        void *v;
-        size_t n;
-        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
-        bkv_free(v);
-    }
+    expect_keys(db, 40000, 13);
     char *stats = bkv_property(db, "bloomkv.stats");
     assert_non_null(strstr(stats, "sized by filter_memory_budget"));
     bkv_free(stats);

@@ -34,6 +34,7 @@ typedef struct bench_cfg {
     uint64_t searches, scan_searches;     /* findvalue / findvalue_scan operations */
     /* Key filters when memory is the limit (bloomkv only). */
     int partition_filters;
+    int wal_mmap;                 /* bloomkv: write the WAL through a map (default) */
     size_t filter_partition_size;         /* 0: engine default */
     uint64_t filter_memory_budget;        /* 0: none */
 } bench_cfg;

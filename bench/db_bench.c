@@ -320,7 +320,7 @@ static void usage(FILE *out) {
             "                     [--value_filter_hashes K] [--value_partition_entries P] [--value_index_order D]\n"
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
-            "                     [--filter_memory_budget BYTES]\n"
+            "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -600,7 +600,7 @@ int bkv_db_bench_main(int argc, char **argv) {
     bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100, .value_partition_entries = -1,
-                   .searches = 1000, .scan_searches = 3};
+                   .searches = 1000, .scan_searches = 3, .wal_mmap = 1};
     int have_reads = 0;
     static const struct option opts[] = {
         {"benchmarks", required_argument, 0, 'B'}, {"num", required_argument, 0, 'n'},
@@ -630,6 +630,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"partition_filters", no_argument, 0, 'p'},
         {"filter_partition_size", required_argument, 0, 'Z'},
         {"filter_memory_budget", required_argument, 0, 'G'},
+        {"wal_mmap", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -693,6 +694,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'p': c.partition_filters = 1; break;
         case 'Z': c.filter_partition_size = parse_u64(optarg, &bad_number); break;
         case 'G': c.filter_memory_budget = parse_u64(optarg, &bad_number); break;
+        case 'W':
+            c.wal_mmap = parse_int(optarg, &bad_number);
+            if (c.wal_mmap != 0 && c.wal_mmap != 1) goto bad;
+            break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

@@ -192,6 +192,12 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * current level sizes for each new table. bits_per_key_per_level wins
      * where set. Default 0: bits_per_key everywhere. */
     uint64_t filter_memory_budget;
+    /* 1: write-ahead logs are written through a shared map of the file
+     * (when the env and the file system allow), so an unsynced write is
+     * with the OS, safe from a crash of the process, without a system
+     * call; synced writes still fdatasync. 0: one write() per group of
+     * writes, as LevelDB. Default 1. */
+    int    wal_mmap;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

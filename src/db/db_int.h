@@ -253,6 +253,8 @@ void bkv_db_table_obsolete(void *db, uint64_t number);
 /* Puts the database into its read-only error state (first error wins).
  * REQUIRES: db->mu. Returns rc. */
 int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e);
+/* Creates a write-ahead log file, mapped when the options allow. */
+int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e);
 /* The read-only error state as a status described in e. REQUIRES: db->mu. */
 int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
 /* Records err as this thread's last error on db (NULL: a call without a

@@ -264,7 +264,7 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
     bkv_wfile *f;
-    int rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
+    int rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
     db->logfile = f;
     bkv_log_writer_init(&db->log, f);

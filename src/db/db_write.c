@@ -35,6 +35,11 @@
 
 static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number - 1; }
 
+int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
+    if (db->opts.wal_mmap) return bkv_env_new_log(db->env, path, mode, out, e);
+    return db->env->new_writable(db->env, path, mode, out, e);
+}
+
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. */
 static int switch_memtable(bkv_db *db, bkv_err *e) {
@@ -57,7 +62,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     if (!rc) rc = bkv_file_close(db->logfile, e);
     else bkv_file_close(db->logfile, NULL);
     db->logfile = NULL;
-    if (!rc) rc = db->env->new_writable(db->env, path, db->opts.file_mode, &f, e);
+    if (!rc) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     /* The new log's name must be durable before a synced write in it is
      * acknowledged: a power loss could otherwise drop the whole file. */
     if (!rc) rc = db->env->sync_dir(db->env, db->path, e);

@@ -44,6 +44,7 @@ void bkv_options_init(bkv_options *o) {
     o->value_filter_bits = 16384;
     o->value_partition_entries = 512;
     o->value_index_order = 4;
+    o->wal_mmap = 1;
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
         o->filter_type_per_level[i] = -1;
         o->bits_per_key_per_level[i] = -1;
@@ -118,6 +119,7 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
     }
     REQUIRE(o->filter_partition_size == 0 || (o->filter_partition_size >= 64 && o->filter_partition_size <= (1u << 26)),
             "filter_partition_size = %zu, must be 0 (4096) or 64..2^26", o->filter_partition_size);
+    REQUIRE(o->wal_mmap == 0 || o->wal_mmap == 1, "wal_mmap = %d, must be 0 or 1", o->wal_mmap);
     REQUIRE(o->partition_filters == 0 || o->partition_filters == 1, "partition_filters = %d, must be 0 or 1",
             o->partition_filters);
     REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,

@@ -126,6 +126,12 @@ static int damage(bkv_log_reader *r, size_t off, const char *what, size_t search
     return BKV_OK; /* the caller goes on reading at next */
 }
 
+static int zeros_to_end(const bkv_log_reader *r, size_t off) {
+    for (size_t i = off; i < r->len; i++)
+        if (r->data[i]) return 0;
+    return 1;
+}
+
 int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
     bkv_buf_clear(&r->record);
     int in_record = 0, rc;
@@ -144,6 +150,10 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
         }
         size_t off = r->pos;
         const char *why = fragment_problem(r, off);
+        if (why && !in_record && zeros_to_end(r, off)) {
+            r->pos = r->len; /* the preallocated, never written end of a mapped log */
+            return BKV_NOTFOUND;
+        }
         if (why) {
             if ((rc = damage(r, off, why, off + 1, e))) return rc;
             in_record = 0;

@@ -29,6 +29,11 @@ struct bkv_env {
      * the umask). Fails if the name exists, also as a symbolic link: an
      * existing file is never truncated and a planted link never followed. */
     int (*new_writable)(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e);
+    /* The same for a write-ahead log, which is flushed after every group
+     * of writes; optional (NULL: new_writable). The env may map it: each
+     * append is then with the OS when it returns, flush has nothing to do,
+     * and until the file is closed it may end in preallocated zero bytes. */
+    int (*new_log)(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e);
     int (*append)(bkv_wfile *f, const void *data, size_t n, bkv_err *e);
     /* Pushes buffered bytes to the OS without forcing them to disk. */
     int (*flush)(bkv_wfile *f, bkv_err *e);
@@ -82,6 +87,10 @@ const bkv_env *bkv_env_posix(void);
 
 void bkv_env_free_list(char **names, size_t n);
 
+static inline int bkv_env_new_log(const bkv_env *env, const char *path, unsigned mode, bkv_wfile **out,
+                                  bkv_err *e) {
+    return (env->new_log ? env->new_log : env->new_writable)(env, path, mode, out, e);
+}
 static inline int bkv_file_append(bkv_wfile *f, const void *d, size_t n, bkv_err *e) {
     return f->env->append(f, d, n, e);
 }

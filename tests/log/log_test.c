@@ -22,10 +22,14 @@ static void fill(uint8_t *p, size_t n, int i) {
     for (size_t j = 0; j < n; j++) p[j] = (uint8_t)(i * 31 + (int)j);
 }
 
-static void write_log(int count) {
+/* Writes count records; mapped: through the env's mapped log, left open
+ * (as a crash leaves it) and returned in *open_file. Returns the bytes
+ * the records took. */
+static uint64_t write_log_as(int count, int mapped, bkv_wfile **open_file) {
     bkv_wfile *f;
     remove(path); /* the env never overwrites a file */
-    assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+    const bkv_env *env = bkv_env_posix();
+    assert_int_equal((mapped ? bkv_env_new_log : env->new_writable)(env, path, 0644, &f, NULL), BKV_OK);
     bkv_log_writer w;
     bkv_log_writer_init(&w, f);
     uint8_t *buf = malloc(80000);
@@ -33,11 +37,16 @@ static void write_log(int count) {
         size_t n = record_len(i);
         fill(buf, n, i);
         assert_int_equal(bkv_log_add_record(&w, buf, n, NULL), BKV_OK);
+        assert_int_equal(bkv_file_flush(f, NULL), BKV_OK);
     }
     free(buf);
     assert_int_equal(bkv_file_sync(f, NULL), BKV_OK);
-    assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    if (open_file) *open_file = f;
+    else assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    return w.size;
 }
+
+static void write_log(int count) { write_log_as(count, 0, NULL); }
 
 /* Reads all records in on_damage mode; returns the final status and how
  * many came back, each intact and in order (a skipped one may be missing). */
@@ -174,6 +183,52 @@ static void damage_before_valid_records_in_the_last_block(void **state) {
     free(data);
 }
 
+/* A mapped log read before it was closed (as after a crash) ends in the
+ * zeros of its preallocated chunk: that is its end, not a torn tail, in
+ * the newest log and in an older one alike; a record whose end is zeros
+ * is still torn; zeros in the middle are damage; closing cuts the file to
+ * what was written. */
+static void mapped_log_ends_at_its_preallocated_zeros(void **state) {
+    (void)state;
+    bkv_wfile *f;
+    uint64_t written = write_log_as(120, 1, &f);
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    assert_true(len > written); /* the preallocated end is there */
+    for (size_t i = (size_t)written; i < len; i++) assert_int_equal(data[i], 0);
+    int count;
+    bkv_err e;
+    bkv_log_reader r;
+    for (int tolerate = 0; tolerate <= 1; tolerate++) {
+        assert_int_equal(read_log_mode(data, len, tolerate, BKV_LOG_DAMAGE_FAIL, &count, &e, &r), BKV_NOTFOUND);
+        assert_int_equal(count, 120);
+        assert_int_equal(r.dropped_bytes, 0);
+    }
+    /* The last record (119: 70,119 bytes, three fragments) lost its end. */
+    size_t cut = (size_t)written - 100;
+    memset(data + cut, 0, len - cut);
+    assert_int_equal(read_log_mode(data, len, 1, BKV_LOG_DAMAGE_FAIL, &count, &e, &r), BKV_NOTFOUND);
+    assert_int_equal(count, 119);
+    assert_true(r.dropped_bytes > 70000);
+    assert_int_equal(read_log(data, len, 0, &count, &e), BKV_CORRUPTION);
+    free(data);
+
+    /* Zeros before records that follow are damage, as any other bytes. */
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    memset(data + BKV_LOG_BLOCK, 0, BKV_LOG_BLOCK);
+    assert_int_equal(read_log(data, len, 1, &count, &e), BKV_CORRUPTION);
+    assert_non_null(strstr(e.msg, "valid records after it"));
+    free(data);
+
+    assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    assert_int_equal(len, written);
+    assert_int_equal(read_log(data, len, 0, &count, &e), BKV_NOTFOUND);
+    assert_int_equal(count, 120);
+    free(data);
+}
+
 static int setup(void **state) {
     (void)state;
     test_make_dir(dir, sizeof dir, "log");
@@ -193,6 +248,7 @@ int main(void) {
         cmocka_unit_test(every_truncation_is_a_clean_prefix),
         cmocka_unit_test(damage_in_the_middle_is_reported),
         cmocka_unit_test(damage_before_valid_records_in_the_last_block),
+        cmocka_unit_test(mapped_log_ends_at_its_preallocated_zeros),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -171,7 +171,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
                                            database so that any process reopens it without passing it:
                                            "words" (lower-cased word tokens), "field:SEP:N" (the N-th field,
                                            from 1, split at byte SEP, or "tab" / "space"), "prefix:N" (the
-                                           value and its prefixes of 1..N bytes) */
+                                           value and its prefixes of 1..N bytes), "json:FIELD[.FIELD...]"
+                                           (a field of JSON object values) */
     int      value_index_reshape;       /* allow opening with another value_index shape than the
                                            database has (the index is rebuilt in it); default 0:
                                            BKV_INVALID naming both */
@@ -198,6 +199,12 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * call; synced writes still fdatasync. 0: one write() per group of
      * writes, as LevelDB. Default 1. */
     int    wal_mmap;
+    /* 1: this open removes the database's value index (recorded before
+     * the open returns; value_index must be BKV_VALUE_INDEX_NONE). Its
+     * tables keep their value filters until compaction rewrites them; a
+     * later index with another extractor never trusts them (docs/format.md,
+     * "Value filter block"). Default 0. */
+    int    value_index_drop;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */
@@ -324,7 +331,24 @@ typedef struct bkv_find_options {   /* bkv_find_options_init() fills the default
      * first key. */
     const void *after;
     size_t after_len;
+    /* 1: a candidate partition or key that cannot be read (damage, an I/O
+     * error) is skipped and the search goes on; once every other result
+     * is out, next returns the first such error (naming file and offset,
+     * and how many parts were skipped) instead of BKV_NOTFOUND. Default 0:
+     * the search fails at the first. The scan plan stops at damage either
+     * way (an iterator cannot step over it). */
+    int continue_on_error;
 } bkv_find_options;
+
+/* Builds the value index over the tables that predate it (a database
+ * opened with value_index for the first time, or again after a drop,
+ * perhaps with another extractor): each such table is rewritten in place with value filters,
+ * one compaction at a time, while reads, writes and searches go on
+ * (a search reads a table not yet rewritten whole). Safe to stop at any
+ * point, by a crash too: what was rewritten stays, and calling it again
+ * finishes the rest. *rewritten (may be NULL) counts tables rewritten.
+ * BKV_INVALID without a value index. */
+BKV_EXPORT int bkv_value_index_build(bkv_db *db, uint64_t *rewritten);
 
 BKV_EXPORT void bkv_find_options_init(bkv_find_options *fo);
 /* Plans the search for n terms (1..64) at the read snapshot (ro's, or the
@@ -481,6 +505,8 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       value-index-update-micros, value-filters-unusable
  *   "bloomkv.counters"               every counter, one "name value" line each
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
+ *   "bloomkv.value-terms"            the recorded terms extractor ("words/1", "prefix:3/1"; "" if none
+ *                                    or the caller's own without a name)
  *   "bloomkv.filter-memory"          bytes of key filters of open tables */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 

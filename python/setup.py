@@ -50,7 +50,7 @@ setup(
             sources=[os.path.join("src", name) for name in ("module.c", "db.c", "batch.c", "snapshot.c", "iterator.c", "filter.c")],
             include_dirs=[os.path.join(ROOT, "include")],
             extra_objects=[static_library()],
-            libraries=["xxhash", "zstd", "lz4", "pthread", "m"],
+            libraries=["xxhash", "zstd", "lz4", "json-c", "pthread", "m"],
             extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra"],
         )
     ],

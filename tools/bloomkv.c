@@ -23,6 +23,7 @@ static const subcommand subcommands[] = {
     {"scan", bkv_cli_scan, "print keys and values in order, optionally within a range"},
     {"load", bkv_cli_load, "bulk load tab-separated key/value lines"},
     {"find-value", bkv_cli_find_value, "print the keys whose value is a given value"},
+    {"value-index", bkv_cli_value_index, "build a value index for an existing database, or drop it"},
     {"stats", bkv_cli_stats, "levels, tables, filter memory, counters"},
     {"compact", bkv_cli_compact, "flush and run every due compaction, or compact a key range"},
     {"checkpoint", bkv_cli_checkpoint, "write a consistent copy of a database into a new directory"},

@@ -27,6 +27,8 @@ typedef struct cli_opts {
     int any;  /* find-value: --any (OR) rather than --all (AND) */
     int count, keys_only;  /* find-value: print the number of results / only their keys */
     int json;              /* find-value: one JSON object per line */
+    int prefix;            /* find-value: the values are prefixes (a prefix:N database) */
+    int continue_on_error; /* find-value: skip unreadable parts, report them at the end */
     const char *after;     /* find-value: resume after this key */
     const char *terms;     /* put/load: the built-in terms extractor of a new value index */
     int npos; /* positional arguments given */
@@ -50,7 +52,7 @@ typedef struct usage_text {
 static const usage_text usages[] = {
     {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced [--terms NAME]] " RECOVERY_FLAG,
      "store VALUE under KEY (creates DB if missing, with a value index when asked; --terms: found by the terms "
-     "of values rather than whole values: words, field:SEP:N or prefix:N, recorded in DB)",
+     "of values rather than whole values: words, field:SEP:N, prefix:N or json:FIELD[.FIELD...], recorded in DB)",
      "hex sync value-index terms wal-recovery"},
     {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
     {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
@@ -61,14 +63,20 @@ static const usage_text usages[] = {
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index terms wal-recovery"},
     {"find-value",
-     "DB VALUE [VALUE...] [--all|--any] [--limit N] [--after KEY] [--keys-only|--count] [--json] [--hex] [--stats] "
-     RECOVERY_FLAG,
+     "DB VALUE [VALUE...] [--all|--any] [--prefix] [--limit N] [--after KEY] [--keys-only|--count] [--json] [--hex] "
+     "[--stats] [--continue-on-error] " RECOVERY_FLAG,
      "print key<TAB>value for every key whose value is VALUE (needs a value index), in key order; with several "
      "values, keys whose value holds all of them (--all, the default) or any (--any); at most N results, only "
-     "keys after KEY (to page: pass the last key printed), only the keys, or only their number; --json prints "
+     "keys after KEY (to page: pass the last key printed), only the keys, or only their number; --prefix: values "
+     "starting with VALUE (a database made with --terms prefix:N, VALUE at most N bytes); --json prints "
      "{\"key\":...,\"value\":...} lines (bytes that are not UTF-8 as \\u00XX); exit 1 if none; "
-     "--stats reports on stderr what the search touched",
-     "all any limit after keys-only count json hex stats wal-recovery"},
+     "--stats reports on stderr what the search touched; --continue-on-error: parts of tables that cannot be read "
+     "are skipped, the other results printed, and the first error reported at the end (exit 3)",
+     "all any prefix limit after keys-only count json hex stats continue-on-error wal-recovery"},
+    {"value-index", "build DB --shape flat|hierarchy|bitsliced [--terms NAME] | drop DB",
+     "build: give an existing database a value index (or finish one: tables written before it are rewritten with "
+     "value filters, in place; safe to interrupt and run again), searchable meanwhile; drop: remove it",
+     "shape value-index terms wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
      "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
@@ -121,6 +129,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"to", required_argument, 0, 't'}, {"limit", required_argument, 0, 'l'},
                                          {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
                                          {"value-index", required_argument, 0, 'v'},
+                                         {"shape", required_argument, 0, 'v'},
                                          {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
                                          {"move", no_argument, 0, 'm'},     {"all", no_argument, 0, 'a'},
                                          {"any", no_argument, 0, 'y'},
@@ -128,6 +137,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"terms", required_argument, 0, 'T'},
                                          {"keys-only", no_argument, 0, 'k'}, {"count", no_argument, 0, 'c'},
                                          {"json", no_argument, 0, 'J'},
+                                         {"prefix", no_argument, 0, 'P'},
+                                         {"continue-on-error", no_argument, 0, 'E'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
     const usage_text *u = usage_of(cmd);
@@ -170,12 +181,14 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'k': o->keys_only = 1; break;
         case 'c': o->count = 1; break;
         case 'J': o->json = 1; break;
+        case 'P': o->prefix = 1; break;
+        case 'E': o->continue_on_error = 1; break;
         case 'v':
             o->value_index = -1;
             for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
                 if (strcmp(optarg, shape_names[shape]) == 0) o->value_index = shape;
             if (o->value_index < 0)
-                return usage_error(cmd, "--value-index is flat, hierarchy or bitsliced, not '%s'", optarg);
+                return usage_error(cmd, "--value-index (--shape) is flat, hierarchy or bitsliced, not '%s'", optarg);
             break;
         case 'w':
             if (strcmp(optarg, "absolute") == 0) o->wal_recovery = BKV_WAL_RECOVERY_ABSOLUTE;
@@ -647,6 +660,29 @@ static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
     return rc == BKV_NOTFOUND ? BKV_OK : rc;
 }
 
+/* A prefix search needs the prefixes indexed: a prefix:N extractor, and
+ * no value longer than N (its prefix would not be a term). */
+static int check_prefix_search(bkv_db *db, const char *path, const size_t *lens, size_t n) {
+    char *terms = bkv_property(db, "bloomkv.value-terms");
+    unsigned max = 0;
+    char slash = 0;
+    int ok = terms && sscanf(terms, "prefix:%u%c", &max, &slash) == 2 && slash == '/';
+    int ec = 0;
+    if (!ok) {
+        fprintf(stderr, "bloomkv: find-value --prefix: %s does not index prefixes (its terms extractor is \"%s\"; "
+                        "make it with --terms prefix:N)\n", path, terms ? terms : "");
+        ec = EXIT_USAGE;
+    }
+    for (size_t i = 0; !ec && i < n; i++)
+        if (lens[i] == 0 || lens[i] > max) {
+            fprintf(stderr, "bloomkv: find-value --prefix: value %zu is %zu bytes; %s indexes prefixes of 1 to %u\n",
+                    i + 1, lens[i], path, max);
+            ec = EXIT_USAGE;
+        }
+    bkv_free(terms);
+    return ec;
+}
+
 int bkv_cli_find_value(int argc, char **argv) {
     PARSE_OR_USAGE(-2);
     if (o.count && o.keys_only) {
@@ -670,6 +706,7 @@ int bkv_cli_find_value(int argc, char **argv) {
     }
     bkv_db *db;
     if (!ec) ec = open_db(pos[0], 0, &o, &db);
+    if (!ec && o.prefix && (ec = check_prefix_search(db, pos[0], lens, nterms)) != 0) bkv_close(db);
     if (!ec) {
         bkv_find_options fo;
         bkv_find_options_init(&fo);
@@ -678,6 +715,7 @@ int bkv_cli_find_value(int argc, char **argv) {
         fo.keys_only = o.keys_only || o.count;
         fo.after = after;
         fo.after_len = after_len;
+        fo.continue_on_error = o.continue_on_error;
         bkv_find_iter *it = NULL;
         uint64_t n = 0;
         int rc = o.limit == 0 ? BKV_OK : bkv_find_iter_create(db, NULL, (const void *const *)terms, lens, nterms, &fo, &it);
@@ -822,5 +860,42 @@ int bkv_cli_ingest(int argc, char **argv) {
     if (rc) return fail_db(db, "ingest", rc);
     bkv_close(db);
     printf("ingested %s into %s\n", pos[1], pos[0]);
+    return 0;
+}
+
+int bkv_cli_value_index(int argc, char **argv) {
+    PARSE_OR_USAGE(2);
+    int build = strcmp(pos[0], "build") == 0;
+    if (!build && strcmp(pos[0], "drop") != 0) {
+        usage_error(argv[0], "the action is build or drop, not '%s'", pos[0]);
+        return EXIT_USAGE;
+    }
+    if (build != (o.value_index >= 0) || (!build && o.terms)) {
+        usage_error(argv[0], "%s", build ? "build needs --shape" : "drop takes no --shape or --terms");
+        return EXIT_USAGE;
+    }
+    bkv_options opts;
+    bkv_options_init(&opts);
+    opts.create_if_missing = 0;
+    opts.wal_recovery = o.wal_recovery;
+    if (build) {
+        opts.value_index = o.value_index;
+        opts.value_index_reshape = 1; /* asked for by name */
+        opts.value_terms_name = o.terms;
+    } else {
+        opts.value_index_drop = 1;
+    }
+    bkv_db *db;
+    int rc = bkv_open(pos[1], &opts, &db);
+    if (rc) {
+        fprintf(stderr, "bloomkv: cannot open %s: %s\n", pos[1], *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
+        return EXIT_ERROR;
+    }
+    uint64_t rewritten = 0;
+    if (build && (rc = bkv_value_index_build(db, &rewritten)) != BKV_OK) return fail_db(db, "value-index build", rc);
+    if (build) printf("value index built: %llu rewrite%s of older tables\n", (unsigned long long)rewritten,
+                      rewritten == 1 ? "" : "s");
+    else printf("value index dropped\n");
+    bkv_close(db);
     return 0;
 }

@@ -16,6 +16,7 @@ int bkv_cli_destroy(int argc, char **argv);
 int bkv_cli_make_table(int argc, char **argv);
 int bkv_cli_ingest(int argc, char **argv);
 int bkv_cli_check(int argc, char **argv);
+int bkv_cli_value_index(int argc, char **argv);
 /* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
  * into a malloc'd buffer; -1 (and *out NULL) on bad input or no memory. */
 int bkv_cli_decode(const char *s, int hex, char **out, size_t *len);

@@ -225,3 +225,59 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
     bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
 }
+
+/* The first table of the current version the value index reads whole,
+ * and its level; its key range is copied, the table may go meanwhile.
+ * REQUIRES: db->mu. */
+static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number) {
+    BKV_ASSERT_LOCKED(db);
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < db->current->nfiles[l]; i++) {
+            const bkv_file_meta *f = db->current->files[l][i];
+            if (!atomic_load_explicit(&f->value_unindexed, memory_order_relaxed)) continue;
+            if (bkv_buf_set(lo, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) ||
+                bkv_buf_set(hi, f->largest, f->largest_len - BKV_IKEY_TRAILER))
+                return -2;
+            *number = f->number;
+            return l;
+        }
+    return -1;
+}
+
+int bkv_value_index_build(bkv_db *db, uint64_t *rewritten) {
+    if (rewritten) *rewritten = 0;
+    if (!db) return BKV_INVALID;
+    bkv_err e = {{0}};
+    if (!db->vindex)
+        return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: no value index to build (open it with value_index)",
+                                         db->path), &e);
+    int rc = bkv_flush(db); /* the memtables' entries go into indexed tables */
+    if (rc) return rc;
+    bkv_buf lo, hi;
+    bkv_buf_init(&lo);
+    bkv_buf_init(&hi);
+    uint64_t last = 0;
+    bkv_db_lock(db);
+    for (;;) {
+        uint64_t number;
+        int level = next_unindexed(db, &lo, &hi, &number);
+        if (level == -2) rc = bkv_fail(&e, BKV_NOMEM, "out of memory building the value index");
+        if (level < 0 || db->bg_error) break;
+        /* A table the rewrite did not replace would come back forever. */
+        if (number == last) {
+            rc = bkv_fail(&e, BKV_IOERROR, "%s: table %06llu was rewritten but still has no usable value filters",
+                          db->path, (unsigned long long)number);
+            break;
+        }
+        last = number;
+        /* In place: its level, its key range (all of level 0 at once, which
+         * overlaps itself; the tiered style keeps every run in level 0). */
+        if (run_manual(db, level, level, lo.data, lo.len, hi.data, hi.len) && rewritten) (*rewritten)++;
+        if (db->shutting_down) break;
+    }
+    if (!rc && db->bg_error) rc = bkv_db_bg_status(db, &e);
+    bkv_db_unlock(db);
+    bkv_buf_free(&lo);
+    bkv_buf_free(&hi);
+    return bkv_db_error(db, rc, &e);
+}

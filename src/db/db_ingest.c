@@ -53,7 +53,7 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
     if (!rc) rc = bkv_check_options(&o, &e);
     /* A built-in extractor's terms, as the database will find them. */
     void *terms_arg = NULL;
-    const char *terms_name;
+    const char *terms_name = o.value_terms ? o.value_terms_name : "";
     char canonical[BKV_TERMS_NAME_MAX + 1];
     if (!rc) rc = bkv_resolve_builtin_terms(&o, "", &terms_arg, &terms_name, canonical, sizeof canonical, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
@@ -67,7 +67,7 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
     snprintf(w->path, sizeof w->path, "%s", path);
     bkv_buf_init(&w->last);
     bkv_buf_init(&w->ikey);
-    int has_values = bkv_value_params(&o, &w->vparams);
+    int has_values = bkv_value_params(&o, terms_name, &w->vparams);
     /* Laid out as a flush would lay it out: where it lands is not known
      * yet, and level 0's settings never drop the filter. */
     bkv_table_options to = bkv_table_options_for(&o, 0, 0, has_values ? &w->vparams : NULL);

@@ -203,7 +203,10 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e);
 /* The value filter parameters a new database opened with o gets; 0 when
  * o asks for no value index. */
-int bkv_value_params(const bkv_options *o, bkv_vf_params *out);
+/* The value filter parameters o asks for, for an index whose terms come
+ * from the extractor recorded as terms_name ("" or NULL: whole values);
+ * 0 when o asks for no value index. */
+int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params *out);
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit);
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed);

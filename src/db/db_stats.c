@@ -304,6 +304,8 @@ char *bkv_property(bkv_db *db, const char *name) {
         value_index_report(db, &b);
         return finish_text(&b);
     }
+    if (strcmp(name, "bloomkv.value-terms") == 0) /* fixed at open */
+        return format("%s", db->has_vrec ? db->vrec.terms_name : "");
     if (strcmp(name, "bloomkv.counters") == 0) {
         bkv_buf b;
         bkv_buf_init(&b);

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <xxhash.h>
+
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
@@ -21,8 +23,18 @@
 #include "valueindex/terms.h"
 
 /* Value filters are hashed with this seed ("value_v1"), recorded in the
- * manifest so it can change for new databases without breaking old ones. */
+ * manifest so it can change for new databases without breaking old ones.
+ * A new index with a terms extractor mixes the extractor's recorded name
+ * in: a table's filters then only match an index that finds the same
+ * terms (a table made by a table writer with another extractor, or kept
+ * from an index dropped and made again with another, becomes a table the
+ * search reads whole instead of one whose filters wrongly answer "no"). */
 #define BKV_VALUE_SEED UINT64_C(0x76616c75655f7631)
+
+static uint64_t value_seed(const char *terms_name) {
+    if (!terms_name || !*terms_name) return BKV_VALUE_SEED;
+    return BKV_VALUE_SEED ^ XXH3_64bits(terms_name, strlen(terms_name));
+}
 
 /* ln 2 x bits per value, at most 6: beyond that each extra bit set costs
  * every write more than it saves searches (32 bits per value at k = 6 is a
@@ -36,12 +48,12 @@ static uint32_t auto_hashes(uint32_t m, uint32_t p) {
     return k < 1 ? 1 : k > MAX_AUTO_HASHES ? MAX_AUTO_HASHES : (uint32_t)(k + 0.5);
 }
 
-int bkv_value_params(const bkv_options *o, bkv_vf_params *out) {
+int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params *out) {
     if (o->value_index == BKV_VALUE_INDEX_NONE) return 0;
     *out = (bkv_vf_params){.m_bits = o->value_filter_bits,
                            .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes
                                                        : auto_hashes(o->value_filter_bits, o->value_partition_entries),
-                           .seed = BKV_VALUE_SEED,
+                           .seed = value_seed(terms_name),
                            .partition_entries = o->value_partition_entries};
     return 1;
 }
@@ -73,6 +85,11 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
                                        canonical, sizeof canonical, e);
     if (rc) return rc;
     bkv_value_index_rec *r = &db->vrec;
+    if (o->value_index_drop) {
+        /* The manifest this open writes has no value index record. */
+        db->has_vrec = 0;
+        return BKV_OK;
+    }
     if (db->has_vrec) {
         if (strcmp(r->terms_name, name) != 0)
             return bkv_fail(e, BKV_INVALID,
@@ -99,7 +116,7 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
         }
     } else {
         bkv_vf_params p;
-        if (!bkv_value_params(o, &p)) return BKV_OK;
+        if (!bkv_value_params(o, name, &p)) return BKV_OK;
         r->m_bits = p.m_bits;
         r->k = p.k;
         r->seed = p.seed;
@@ -127,8 +144,9 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
             bkv_cache_release(db->table_cache, entry);
         }
     }
-    if (bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf)
-        BKV_COUNT(db, value_filters_unusable, 1);
+    int unusable = bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf;
+    if (unusable) BKV_COUNT(db, value_filters_unusable, 1);
+    atomic_store_explicit(&f->value_unindexed, unusable, memory_order_relaxed);
     bkv_vf_set_free(&loaded);
     bkv_vf_set_destroy(f->vf);
     f->vf = NULL;
@@ -240,7 +258,23 @@ typedef struct finder {
     bkv_buf keys;               /* candidate keys: u32 length + bytes each */
     size_t nkeys;
     int matched;                /* the partition being scanned held the term */
+    int continue_on_error;
+    uint64_t damaged;           /* partitions or candidates that could not be read, skipped */
+    int damage_rc;              /* ... the first one's status and message */
+    bkv_err damage;
 } finder;
+
+/* With continue_on_error, a partition or candidate that cannot be read
+ * (damage, an I/O error) is skipped and remembered, and the search goes
+ * on; the first such error ends it once every other result is out. */
+static int skip_unreadable(finder *fd, int rc, const bkv_err *e) {
+    if (!fd->continue_on_error || (rc != BKV_CORRUPTION && rc != BKV_IOERROR)) return 0;
+    if (fd->damaged++ == 0) {
+        fd->damage_rc = rc;
+        fd->damage = *e;
+    }
+    return 1;
+}
 
 /* Costs in entries read from a candidate partition (measured at 200 k
  * entries: ~60 ns each): an entry of the full scan's merging iterator
@@ -436,6 +470,7 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, c
     fd->st->index_cost = planned + VALIDATE_COST * (uint64_t)fd->nkeys;
     for (size_t i = 0; !rc && i < fd->nleaves; i++) {
         rc = scan_partition(fd, ro, rs, &fd->leaves[i], e);
+        if (rc && skip_unreadable(fd, rc, e)) rc = 0;
         if (rc || fd->st->entries_scanned * 32 < planned) continue;
         fd->st->index_cost = projected_index_cost(fd, planned);
         if (fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
@@ -545,7 +580,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
         if (!terms[i] && tlens[i]) return BKV_INVALID;
         total += tlens[i];
     }
-    if (fo_local.after == NULL && fo_local.after_len) return BKV_INVALID;
+    if ((fo_local.after == NULL && fo_local.after_len) || (fo_local.continue_on_error & ~1)) return BKV_INVALID;
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
@@ -584,7 +619,8 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     BKV_COUNT(db, value_searches, 1);
     uint64_t hashes[MAX_QUERY_TERMS];
     for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, it->terms[i], it->lens[i]);
-    it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .keys = it->fd.keys};
+    it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .keys = it->fd.keys,
+                      .continue_on_error = fo_local.continue_on_error};
     int rc = collect(&it->fd, it->rop, &it->rs, hashes, &it->keys, &it->nkeys, &it->err);
     it->have_rs = 1;
     if (rc == FULL_SCAN) {
@@ -641,7 +677,7 @@ static int next_candidate(bkv_find_iter *it) {
         void *v;
         size_t vn;
         int rc = bkv_db_get_at(it->db, it->rop, &it->rs, k->p, k->len, &v, &vn, &it->err);
-        if (rc == BKV_NOTFOUND) continue;
+        if (rc == BKV_NOTFOUND || (rc && skip_unreadable(&it->fd, rc, &it->err))) continue;
         if (rc) return fail_iter(it, rc);
         rc = holds_query(it->db, v, vn, &it->q) ? set_result(it, k->p, k->len, v, vn) : BKV_NOTFOUND;
         free(v);
@@ -654,8 +690,13 @@ int bkv_find_iter_next(bkv_find_iter *it) {
     if (!it) return BKV_INVALID;
     if (it->rc) return it->rc;
     it->valid = 0;
-    if (it->limit && it->returned >= it->limit) return BKV_NOTFOUND;
-    return it->st.plan_scan ? next_scanned(it) : next_candidate(it);
+    int rc = BKV_NOTFOUND;
+    if (!it->limit || it->returned < it->limit) rc = it->st.plan_scan ? next_scanned(it) : next_candidate(it);
+    if (rc != BKV_NOTFOUND || !it->fd.damaged) return rc;
+    /* The end, short of what could not be read: say so, naming the first. */
+    bkv_fail(&it->err, it->fd.damage_rc, "%s (%llu unreadable part%s skipped; every other result was returned)",
+             it->fd.damage.msg, (unsigned long long)it->fd.damaged, it->fd.damaged == 1 ? "" : "s");
+    return fail_iter(it, it->fd.damage_rc);
 }
 
 const void *bkv_find_iter_key(const bkv_find_iter *it, size_t *klen) {

@@ -41,6 +41,7 @@ typedef struct bkv_file_meta {
     int obsolete;             /* set when an installed edit removed it */
     const bkv_file_owner *owner;
     bkv_vf_set *vf;           /* value filters built with the table, until the value index takes them */
+    atomic_int value_unindexed; /* the value index reads it whole: no usable value filters (set when indexed) */
     /* The open table, pinned for the life of this metadata (NULL until a
      * read opens it, or when the pin budget was spent: the table cache
      * then holds it). Reads find it without a cache lookup or a lock. */

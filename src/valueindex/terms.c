@@ -4,16 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #define TOKEN_MAX 255
 #define BUILTIN_VERSION 1
+#define JSON_PATH_MAX 255
 
 typedef struct terms_arg {
-    int kind;          /* WORDS, FIELD, PREFIX */
+    int kind;          /* WORDS, FIELD, PREFIX, JSON */
     unsigned char sep;
-    unsigned n;        /* field number, or prefix bytes */
+    unsigned n;        /* field number, prefix bytes, or path segments */
+    char path[JSON_PATH_MAX + 1]; /* JSON: the segments, each ended by a NUL */
 } terms_arg;
 
-enum { WORDS, FIELD, PREFIX };
+enum { WORDS, FIELD, PREFIX, JSON };
 
 static int word_byte(unsigned char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
@@ -35,10 +39,59 @@ static void words(const unsigned char *v, size_t n, bkv_term_emit_fn emit, void 
     }
 }
 
+/* A scalar's term: a string's bytes (not its JSON form, so "ann" finds
+ * {"user":"ann"}); a number, true or false as written in the value (json-c
+ * keeps a double's source text). null, objects and arrays give none. */
+static void emit_scalar(json_object *o, bkv_term_emit_fn emit, void *ctx) {
+    switch (json_object_get_type(o)) {
+    case json_type_string:
+        emit(ctx, json_object_get_string(o), (size_t)json_object_get_string_len(o));
+        break;
+    case json_type_int:
+    case json_type_double:
+    case json_type_boolean: {
+        size_t len;
+        const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
+        if (text) emit(ctx, text, len);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* The field at a dotted path of a JSON object value: a scalar gives its
+ * term, an array one term per scalar element (a list of tags). A value that
+ * is not one complete JSON text, or lacks the field, gives none. */
+static void json_field(const terms_arg *a, const unsigned char *v, size_t vlen, bkv_term_emit_fn emit, void *ctx) {
+    if (vlen > INT32_MAX) return;
+    json_tokener *tok = json_tokener_new();
+    if (!tok) return;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *root = json_tokener_parse_ex(tok, (const char *)v, (int)vlen);
+    size_t end = root ? json_tokener_get_parse_end(tok) : 0;
+    while (end < vlen && (v[end] == ' ' || v[end] == '\t' || v[end] == '\n' || v[end] == '\r')) end++;
+    int complete = root && end == vlen;
+    json_tokener_free(tok);
+    json_object *o = complete ? root : NULL;
+    const char *seg = a->path;
+    for (unsigned i = 0; o && i < a->n; i++, seg += strlen(seg) + 1)
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, seg, &o)) o = NULL;
+    if (o && json_object_is_type(o, json_type_array)) {
+        size_t n = json_object_array_length(o);
+        for (size_t i = 0; i < n; i++) emit_scalar(json_object_array_get_idx(o, i), emit, ctx);
+    } else if (o) {
+        emit_scalar(o, emit, ctx);
+    }
+    json_object_put(root);
+}
+
 static void extract(void *arg, const void *val, size_t vlen, bkv_term_emit_fn emit, void *ctx) {
     const terms_arg *a = arg;
     const unsigned char *v = val ? val : (const unsigned char *)"";
-    if (a->kind == WORDS) {
+    if (a->kind == JSON) {
+        json_field(a, v, vlen, emit, ctx);
+    } else if (a->kind == WORDS) {
         words(v, vlen, emit, ctx);
     } else if (a->kind == FIELD) {
         size_t start = 0;
@@ -98,6 +151,23 @@ int bkv_terms_builtin(const char *spec, bkv_terms_fn *fn, void **arg, char *cano
         a.kind = PREFIX;
         if (!parse_count(spec + 7, end, TOKEN_MAX, &a.n))
             return bkv_fail(e, BKV_INVALID, "terms extractor \"%s\": prefix:N takes N in 1..%d", spec, TOKEN_MAX);
+    } else if (len > 5 && memcmp(spec, "json:", 5) == 0) {
+        a.kind = JSON;
+        size_t plen = len - 5;
+        if (plen > JSON_PATH_MAX)
+            return bkv_fail(e, BKV_INVALID, "terms extractor \"%s\": the field path is at most %d bytes", spec,
+                            JSON_PATH_MAX);
+        memcpy(a.path, spec + 5, plen);
+        a.n = 1;
+        for (size_t i = 0; i < plen; i++)
+            if (a.path[i] == '.') a.path[i] = '\0', a.n++;
+        for (size_t i = 0, seg = 0; i <= plen; i++) {
+            if (i < plen && a.path[i]) continue;
+            if (i == seg)
+                return bkv_fail(e, BKV_INVALID, "terms extractor \"%s\": json:FIELD takes a field name, or names "
+                                                "joined by dots, none empty", spec);
+            seg = i + 1;
+        }
     } else {
         return BKV_NOTFOUND;
     }

@@ -11,6 +11,11 @@
  *                  SEP ("tab" and "space" name those two)
  *   prefix:N       the whole value and its prefixes of 1..N bytes (N <= 255),
  *                  so a search for "abc" finds every value starting so
+ *   json:PATH      the field at PATH (a name, or names joined by dots for
+ *                  nested objects) of a value that is one JSON object: a
+ *                  string's bytes, a number or boolean as written, each
+ *                  scalar of an array; nothing for other values (parsed
+ *                  by json-c, strictly, UTF-8 checked)
  *
  * and is recorded canonically as "<spec>/<version>" ("words/1").
  */

@@ -444,6 +444,204 @@ static void test_damaged_value_filters(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+static int mark_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)klen, (void)vlen;
+    uint8_t *seen = arg;
+    int i = atoi((const char *)key + 1);
+    assert_memory_equal(val, "v7", 2);
+    seen[i]++;
+    return 0;
+}
+
+/* A damaged data block in a candidate partition fails the search naming
+ * the table and offset; with continue_on_error the other partitions'
+ * results still come (each once, right), then the same error. */
+static void test_damaged_partition(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/damaged-block", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 5000; i++) {
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        snprintf(v, sizeof v, "v%d", i % 500);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    char tpath[400];
+    snprintf(tpath, sizeof tpath, "%s/%06llu.sst", path, (unsigned long long)table_number_of(path));
+    assert_int_equal(test_xor_byte(tpath, 20, 0x5a), 0); /* in the first data block */
+
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    uint8_t seen[5000] = {0};
+    bkv_find_stats st;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, mark_result, seen, &st), BKV_CORRUPTION);
+    assert_int_equal(st.plan_scan, 0);
+    assert_non_null(strstr(bkv_errmsg(db), ".sst"));
+    assert_non_null(strstr(bkv_errmsg(db), "offset"));
+
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.continue_on_error = 1;
+    const void *term = "v7";
+    size_t tlen = 2;
+    bkv_find_iter *it;
+    assert_int_equal(bkv_find_iter_create(db, NULL, &term, &tlen, 1, &fo, &it), BKV_OK);
+    memset(seen, 0, sizeof seen);
+    int rc, n = 0;
+    while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+        size_t kl, vl;
+        const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        mark_result(seen, k, kl, v, vl);
+        n++;
+    }
+    assert_int_equal(rc, BKV_CORRUPTION);
+    assert_int_equal(bkv_find_iter_status(it), BKV_CORRUPTION);
+    assert_non_null(strstr(bkv_errmsg(db), "offset"));
+    assert_non_null(strstr(bkv_errmsg(db), "skipped"));
+    bkv_find_iter_destroy(it);
+    assert_true(n >= 7 && n < 10); /* keys 7, 507, ..., 4507: those of the damaged partition are lost */
+    for (int i = 7; i < 5000; i += 500) {
+        if (i >= 1024) assert_int_equal(seen[i], 1);
+        else assert_true(seen[i] <= 1);
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+/* Random puts and deletes (values "a=x;b=y") into db and the model. */
+static void write_random(bkv_db *db, state *m, uint64_t *rng, int steps) {
+    for (int step = 0; step < steps; step++) {
+        int k = (int)(bkv_splitmix64(rng) % NKEYS);
+        char key[16];
+        snprintf(key, sizeof key, "k%05d", k);
+        free(m->val[k]);
+        m->val[k] = NULL;
+        if (bkv_splitmix64(rng) % 5 == 0) {
+            assert_int_equal(bkv_delete(db, NULL, key, strlen(key)), BKV_OK);
+        } else {
+            m->val[k] = make_value(rng, 1);
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), m->val[k], strlen(m->val[k])), BKV_OK);
+        }
+    }
+}
+
+/* Searches for terms (a=x, b=y) or whole values (some present, one not). */
+static void check_lifecycle(bkv_db *db, const state *m, int terms, uint64_t *rng, const char *ctx) {
+    for (int q = 0; q < 8; q++) {
+        char term[32];
+        if (terms) {
+            random_term(rng, 1, term, sizeof term);
+        } else {
+            const char *v = m->val[bkv_splitmix64(rng) % NKEYS];
+            snprintf(term, sizeof term, "%s", v && q ? v : "a=99;b=99");
+        }
+        check_search(db, NULL, m, term, terms, ctx);
+    }
+}
+
+static void lifecycle_options(bkv_options *o, int shape, int terms) {
+    options_for(&(config){"", shape, BKV_COMPACTION_LEVELED, terms, 1024, 16, 4}, o);
+    if (terms) o->value_terms_name = "split/1";
+}
+
+/* An existing database gets a value index: searchable at once (tables
+ * that predate it are read whole), then built by rewriting them, also
+ * after a kill -9 in the middle; dropped; made again with an extractor
+ * whose terms the old filters do not hold, which must not trust them. */
+static void test_value_index_lifecycle(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/lifecycle", dir);
+    static state model;
+    memset(&model, 0, sizeof model);
+    uint64_t rng = 0x11fe;
+    bkv_options o;
+    lifecycle_options(&o, BKV_VALUE_INDEX_NONE, 0);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    write_random(db, &model, &rng, 6000);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    write_random(db, &model, &rng, 400); /* level 0 and the memtable */
+    assert_int_equal(bkv_find_value(db, NULL, "x", 1, count_result, &(int){0}, NULL), BKV_INVALID);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    lifecycle_options(&o, BKV_VALUE_INDEX_BITSLICED, 0);
+    /* No compaction of its own meanwhile: the build rewrites every table. */
+    o.level0_compaction_trigger = o.level0_slowdown_trigger = o.level0_stop_trigger = 1000;
+    o.max_bytes_for_level_base = 1u << 30;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_true(test_counter(db, "value-filters-unusable") > 3);
+    check_lifecycle(db, &model, 0, &rng, "before the build");
+    uint64_t rewritten;
+    assert_int_equal(bkv_value_index_build(db, &rewritten), BKV_OK);
+    assert_true(rewritten > 3); /* one per table of levels 1+, one for level 0 */
+    check_lifecycle(db, &model, 0, &rng, "after the build");
+    write_random(db, &model, &rng, 300);
+    check_lifecycle(db, &model, 0, &rng, "after more writes");
+    assert_int_equal(bkv_value_index_build(db, &rewritten), BKV_OK);
+    assert_int_equal(rewritten, 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    bkv_options plain;
+    bkv_options_init(&plain);
+    assert_int_equal(bkv_open(path, &plain, &db), BKV_OK); /* recorded */
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    check_lifecycle(db, &model, 0, &rng, "reopened");
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    plain.value_index_drop = 1;
+    assert_int_equal(bkv_open(path, &plain, &db), BKV_OK);
+    assert_int_equal(bkv_find_value(db, NULL, "x", 1, count_result, &(int){0}, NULL), BKV_INVALID);
+    write_random(db, &model, &rng, 300);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    plain.value_index_drop = 0;
+    assert_int_equal(bkv_open(path, &plain, &db), BKV_OK);
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    assert_string_equal(vi, "");
+    bkv_free(vi);
+    assert_int_equal(bkv_value_index_build(db, NULL), BKV_INVALID);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    /* Again, finding terms now: the whole-value filters of the older tables
+     * would answer "no" for every term. A kill -9 stops the first build. */
+    lifecycle_options(&o, BKV_VALUE_INDEX_FLAT, 1);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
+        uint32_t ack = 1;
+        if (write(fds[1], &ack, sizeof ack) != sizeof ack) _exit(3);
+        bkv_value_index_build(db, NULL);
+        pause(); /* killed, built or not */
+        _exit(0);
+    }
+    close(fds[1]);
+    uint32_t ack;
+    assert_int_equal(read(fds[0], &ack, sizeof ack), sizeof ack);
+    usleep(20000);
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    check_lifecycle(db, &model, 1, &rng, "terms, after a killed build");
+    assert_int_equal(bkv_value_index_build(db, NULL), BKV_OK);
+    check_lifecycle(db, &model, 1, &rng, "terms, built");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    check_lifecycle(db, &model, 1, &rng, "terms, reopened");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    state_free(&model);
+}
+
 static void test_parameters_fixed(void **s) {
     (void)s;
     char path[300];
@@ -635,6 +833,70 @@ static const char *find_keys(bkv_db *db, const char *term) {
 /* Built-in extractors are recorded: a later open needs no terms options
  * (as the bloomkv tool's), another extractor or version is refused naming
  * both, and each finds what it promises. Changing the shape is explicit. */
+/* json:PATH: the field of a JSON object value, strictly parsed by json-c;
+ * strings by their bytes, numbers and booleans as written, arrays by their
+ * scalars; values that are not one whole JSON object give no terms. */
+static void test_json_extractor(void **s) {
+    (void)s;
+    static const char *const vals[] = {
+        "{\"user\":\"ann\",\"age\":31,\"tags\":[\"x\",\"y\",{\"z\":1}],\"addr\":{\"city\":\"Oslo\"}}",
+        "{\"user\":\"bob\",\"age\":31.50,\"addr\":{\"city\":\"Rome\"},\"ok\":true}",
+        "user ann",
+        "{\"user\":\"ann\"}\n",
+        "[\"ann\"]",
+        "{\"user\":\"ann\",}",
+        "{\"user\":{\"name\":\"ann\"}}",
+        "{\"user\":\"ann\"} x",
+        "{\"user\":\"\\u00e9ve\"}",
+    };
+    static const struct {
+        const char *spec, *term, *want;
+    } cases[] = {
+        {"json:user", "ann", "a d "},   {"json:user", "bob", "b "},      {"json:user", "\xc3\xa9ve", "i "},
+        {"json:age", "31", "a "},       {"json:age", "31.50", "b "},     {"json:tags", "y", "a "},
+        {"json:addr.city", "Rome", "b "}, {"json:ok", "true", "b "},     {"json:user.name", "ann", "g "},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/json%zu", dir, c);
+        bkv_options o;
+        bkv_options_init(&o);
+        o.value_index = BKV_VALUE_INDEX_BITSLICED;
+        o.value_terms_name = cases[c].spec;
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            char k[2] = {(char)('a' + i), 0};
+            assert_int_equal(bkv_put(db, NULL, k, 1, vals[i], strlen(vals[i])), BKV_OK);
+        }
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want);
+        assert_int_equal(bkv_flush(db), BKV_OK);
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        bkv_options plain;
+        bkv_options_init(&plain);
+        assert_int_equal(bkv_open(path, &plain, &db), BKV_OK);
+        assert_string_equal(find_keys(db, cases[c].term), cases[c].want);
+        char *vi = bkv_property(db, "bloomkv.value-index");
+        char recorded[64];
+        snprintf(recorded, sizeof recorded, "%s/1", cases[c].spec);
+        assert_non_null(strstr(vi, recorded));
+        bkv_free(vi);
+        assert_int_equal(bkv_close(db), BKV_OK);
+    }
+    static const char *const malformed[] = {"json:", "json:a..b", "json:.a", "json:a."};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        bkv_options m;
+        bkv_options_init(&m);
+        m.value_index = BKV_VALUE_INDEX_FLAT;
+        m.value_terms_name = malformed[i];
+        char path[300];
+        snprintf(path, sizeof path, "%s/jsonbad%zu", dir, i);
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &m, &db), BKV_INVALID);
+    }
+}
+
 static void test_builtin_extractors(void **s) {
     (void)s;
     static const struct {
@@ -735,7 +997,9 @@ int main(void) {
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
-        cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),        cmocka_unit_test(test_find_values_arguments),
+        cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),
+        cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),
+        cmocka_unit_test(test_json_extractor),    cmocka_unit_test(test_find_values_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

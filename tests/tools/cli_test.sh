@@ -114,6 +114,31 @@ expect 0 "its words are found" -- "$B" find-value "$D/words" quick --keys-only
 output_is "ingested words output" "$(printf 'w1\nw2\nw9')"
 expect 3 "another extractor refused" -- "$B" put "$D/words" w3 x --terms prefix:2
 stderr_has "both extractors named" "words/1"
+# json:FIELD and prefix:N, and --prefix only where prefixes are indexed.
+printf 'j1\t{"user":{"name":"ann"},"n":1}\nj2\t{"user":{"name":"bob"}}\nj3\tnot json ann\n' >"$D/json.tsv"
+expect 0 "load with --terms json:user.name" -- "$B" load "$D/json" "$D/json.tsv" --value-index bitsliced --terms json:user.name
+expect 0 "find-value by a JSON field" -- "$B" find-value "$D/json" ann --keys-only
+output_is "JSON field output" "j1"
+expect 2 "--prefix on a database without prefixes" -- "$B" find-value "$D/json" an --prefix
+stderr_has "--prefix explains" "json:user.name/1"
+printf 'p1\tapple\np2\tapricot\np3\tbanana\n' >"$D/prefix.tsv"
+expect 0 "load with --terms prefix:3" -- "$B" load "$D/prefix" "$D/prefix.tsv" --value-index flat --terms prefix:3
+expect 0 "find-value --prefix" -- "$B" find-value "$D/prefix" ap --prefix --keys-only
+output_is "--prefix output" "$(printf 'p1\np2')"
+expect 2 "--prefix longer than indexed" -- "$B" find-value "$D/prefix" appl --prefix
+stderr_has "--prefix names the limit" "prefixes of 1 to 3"
+# An index for a database made without one, built in place; then dropped.
+printf 'n1\tred fox\nn2\tblue fox\nn3\tred hen\n' >"$D/noidx.tsv"
+expect 0 "load without an index" -- "$B" load "$D/noidx" "$D/noidx.tsv"
+expect 0 "into a table" -- "$B" compact "$D/noidx"
+expect 0 "value-index build" -- "$B" value-index build "$D/noidx" --shape bitsliced --terms words
+output_is "build reports" "value index built: 1 rewrite of older tables"
+expect 0 "find-value after the build" -- "$B" find-value "$D/noidx" red --keys-only
+output_is "built index output" "$(printf 'n1\nn3')"
+expect 2 "value-index build without --shape" -- "$B" value-index build "$D/noidx"
+expect 2 "value-index bad action" -- "$B" value-index rebuild "$D/noidx"
+expect 0 "value-index drop" -- "$B" value-index drop "$D/noidx"
+expect 2 "find-value after the drop" -- "$B" find-value "$D/noidx" red
 expect 3 "no such extractor" -- "$B" put "$D/noterms" k v --value-index flat --terms bogus
 expect 2 "--terms without --value-index" -- "$B" put "$D/noterms2" k v --terms words
 expect 2 "find-value bad hex in a later value" -- "$B" find-value --hex "$vdb" 626c7565 zz

@@ -10,6 +10,7 @@
 # SCALE=full (default) uses N = 1M, 10M, 30M (about 30 minutes and 4 GB
 # of disk here); SCALE=small uses N = 100k, 300k, 1M (a minute). Results
 # go to OUT_DIR/*.dat (whitespace columns) and OUT_DIR/*.png (gnuplot).
+# ONLY=write runs the write-cost experiment (E5) alone.
 set -eu
 B=$1
 OUT=$2
@@ -58,6 +59,7 @@ best_order() { # file with "order micros ..." rows: the fastest row
 # that stay selective for a few levels).
 P_ARGS="--value_filter_bits 16384 --value_partition_entries 256 --value_filter_hashes 4"
 
+if [ "${ONLY:-}" != write ]; then
 echo "# E1: scale. N scan_us flat_us hier_us hier_order sliced_us leaves hier_probed_pct sliced_scanned leaf_bytes inner_bytes" >"$OUT/scale.dat"
 for n in $SIZES; do
     db="$WORK/scale-$n"
@@ -122,14 +124,25 @@ for pct in 1 10 100; do
     rm -rf "$db"
     echo "domain $pct% done" >&2
 done
+fi
 
-# E5: the write cost of the index: fillrandom with and without it, alternated.
-echo "# E5: run none_us bitsliced_default_us bitsliced_p256_us" >"$OUT/write.dat"
-for run in 1 2; do
+# E5: the write cost of the index at its defaults: fillrandom with none,
+# the bit-sliced index and the hierarchy (d = 3), alternated; with the
+# index's own background time and, for the hierarchy, the inner nodes
+# recomputed over how many updates.
+fill_counters() { # DB N PARAMS...: micros/op, index update seconds, nodes recomputed, updates
+    local db=$1 n=$2 line
+    shift 2
+    line=$("$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null | grep '"fillrandom"')
+    echo "$(echo "$line" | num micros_per_op) $(awk "BEGIN{printf \"%.2f\", $(echo "$line" | num value-index-update-micros)/1e6}") $(echo "$line" | num value-index-nodes-recomputed) $(echo "$line" | num value-index-updates)"
+}
+echo "# E5: run none_us bitsliced_us hierarchy_us bitsliced_update_s hierarchy_update_s hierarchy_nodes_recomputed hierarchy_updates" >"$OUT/write.dat"
+for run in 1 2 3 4 5; do
     a=$(fill "$WORK/w" "$MID" --value_index none)
-    b=$(fill "$WORK/w" "$MID" --value_index bitsliced)
-    c=$(fill "$WORK/w" "$MID" --value_index bitsliced $P_ARGS)
-    echo "$run $a $b $c" >>"$OUT/write.dat"
+    set -- $(fill_counters "$WORK/w" "$MID" --value_index bitsliced)
+    b=$1 bu=$2
+    set -- $(fill_counters "$WORK/w" "$MID" --value_index hierarchy --value_index_order 3)
+    echo "$run $a $b $1 $bu $2 $3 $4" >>"$OUT/write.dat"
 done
 rm -rf "$WORK/w"
 

@@ -24,7 +24,6 @@ typedef struct posix_wfile {
     char *path;
     int mapped_log;      /* appends go to chunk (below), not to buf */
     uint8_t *chunk;      /* the mapped chunk being filled, or NULL before the first */
-    uint64_t chunk_start; /* its offset in the file */
     size_t chunk_used;
     uint64_t end;        /* bytes appended to a mapped log */
     size_t used;
@@ -73,7 +72,6 @@ static int new_file(const bkv_env *env, const char *path, unsigned mode, int map
     f->path = p;
     f->mapped_log = mapped_log;
     f->chunk = NULL;
-    f->chunk_start = 0;
     f->chunk_used = 0;
     f->end = 0;
     f->used = 0;
@@ -101,7 +99,7 @@ static int posix_new_log(const bkv_env *env, const char *path, unsigned mode, bk
 }
 
 static int next_chunk(posix_wfile *f, bkv_err *e) {
-    uint64_t start = f->chunk ? f->chunk_start + LOG_CHUNK : 0;
+    uint64_t start = f->end; /* a multiple of LOG_CHUNK: the last chunk is full */
     if (f->chunk) munmap(f->chunk, LOG_CHUNK); /* its dirty pages stay in the page cache */
     f->chunk = NULL;
     if (fallocate(f->fd, 0, (off_t)start, (off_t)LOG_CHUNK) != 0) {
@@ -114,7 +112,6 @@ static int next_chunk(posix_wfile *f, bkv_err *e) {
     void *m = mmap(NULL, LOG_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)start);
     if (m == MAP_FAILED) return io_fail(e, "cannot map log", f->path);
     f->chunk = m;
-    f->chunk_start = start;
     f->chunk_used = 0;
     return BKV_OK;
 }
@@ -188,10 +185,9 @@ static int posix_sync(bkv_wfile *wf, bkv_err *e) {
 static int posix_close_writable(bkv_wfile *wf, bkv_err *e) {
     posix_wfile *f = (posix_wfile *)wf;
     int rc = posix_flush(wf, e);
-    if (f->chunk) {
-        munmap(f->chunk, LOG_CHUNK);
-        if (ftruncate(f->fd, (off_t)f->end) != 0 && rc == BKV_OK) rc = io_fail(e, "cannot truncate", f->path);
-    }
+    if (f->chunk) munmap(f->chunk, LOG_CHUNK);
+    if (f->mapped_log && ftruncate(f->fd, (off_t)f->end) != 0 && rc == BKV_OK)
+        rc = io_fail(e, "cannot truncate", f->path);
     if (close(f->fd) != 0 && rc == BKV_OK) rc = io_fail(e, "cannot close", f->path);
     free(f->path);
     free(f);

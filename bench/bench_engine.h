@@ -35,6 +35,7 @@ typedef struct bench_cfg {
     /* Key filters when memory is the limit (bloomkv only). */
     int partition_filters;
     int wal_mmap;                 /* bloomkv: write the WAL through a map (default) */
+    unsigned find_plan;           /* findvalue: BKV_FIND_PLAN_* */
     size_t filter_partition_size;         /* 0: engine default */
     uint64_t filter_memory_budget;        /* 0: none */
 } bench_cfg;
@@ -56,7 +57,7 @@ typedef struct bench_engine {
      * of an engine without a value index must do): matches, < 0 error. */
     long (*scan_value)(void *h, const char *v, size_t vl);
     /* The same through a value index; NULL when the engine has none. */
-    long (*find_value)(void *h, const char *v, size_t vl, bkv_find_stats *st);
+    long (*find_value)(void *h, const char *v, size_t vl, unsigned plan, bkv_find_stats *st);
     void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
     /* One engine counter by its bloomkv name (blocks-read, filter memory);
      * NULL when the engine has none. */

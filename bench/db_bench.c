@@ -227,7 +227,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             bkv_find_stats st = {0};
             double t0 = bench_now_ns();
             long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
-                                 : s->eng->find_value(s->h, v, (size_t)c->value_size, &st);
+                                 : s->eng->find_value(s->h, v, (size_t)c->value_size, c->find_plan, &st);
             record(s, t0);
             if (r < 0) return -1;
             found += r > 0;
@@ -321,6 +321,7 @@ static void usage(FILE *out) {
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
             "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
+            "                     [--find_plan auto|index|scan]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -522,10 +523,11 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                 double n = (double)(ops ? ops : 1);
                 printf(",\"find\":{\"leaves\":%.1f,\"nodes_probed\":%.2f,\"nodes_positive\":%.2f,"
                        "\"leaves_probed\":%.2f,\"leaves_positive\":%.2f,\"partitions_scanned\":%.3f,"
-                       "\"partitions_matched\":%.3f,\"entries_scanned\":%.1f,\"candidates\":%.3f,\"results\":%.3f}",
+                       "\"partitions_matched\":%.3f,\"entries_scanned\":%.1f,\"candidates\":%.3f,\"results\":%.3f,"
+                       "\"plan_scan\":%.3f}",
                        s.fst.leaves / n, s.fst.nodes_probed / n, s.fst.nodes_positive / n, s.fst.leaves_probed / n,
                        s.fst.leaves_positive / n, s.fst.partitions_scanned / n, s.fst.partitions_matched / n,
-                       s.fst.entries_scanned / n, s.fst.candidates / n, s.fst.results / n);
+                       s.fst.entries_scanned / n, s.fst.candidates / n, s.fst.results / n, s.fst.plan_scan / n);
             }
             s.eng->report(s.h, stdout);
             printf("}\n");
@@ -540,10 +542,10 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                        (double)filter_bytes / 1048576.0, (double)anon / 1048576.0);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
-                printf(" leaves probed %.2f%% of %.0f, partitions scanned %.2f (%.2f false)",
+                printf(" leaves probed %.2f%% of %.0f, partitions scanned %.2f (%.2f false), %.0f%% scan plan",
                        s.fst.leaves ? 100.0 * s.fst.leaves_probed / (double)s.fst.leaves : 0.0,
                        s.fst.leaves / n, s.fst.partitions_scanned / n,
-                       (s.fst.partitions_scanned - s.fst.partitions_matched) / n);
+                       (s.fst.partitions_scanned - s.fst.partitions_matched) / n, 100.0 * s.fst.plan_scan / n);
             }
             printf("\n");
             if (c.histogram)
@@ -631,6 +633,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"filter_partition_size", required_argument, 0, 'Z'},
         {"filter_memory_budget", required_argument, 0, 'G'},
         {"wal_mmap", required_argument, 0, 'W'},
+        {"find_plan", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -694,6 +697,12 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'p': c.partition_filters = 1; break;
         case 'Z': c.filter_partition_size = parse_u64(optarg, &bad_number); break;
         case 'G': c.filter_memory_budget = parse_u64(optarg, &bad_number); break;
+        case 'L':
+            if (strcmp(optarg, "auto") == 0) c.find_plan = BKV_FIND_PLAN_AUTO;
+            else if (strcmp(optarg, "index") == 0) c.find_plan = BKV_FIND_PLAN_INDEX;
+            else if (strcmp(optarg, "scan") == 0) c.find_plan = BKV_FIND_PLAN_SCAN;
+            else goto bad;
+            break;
         case 'W':
             c.wal_mmap = parse_int(optarg, &bad_number);
             if (c.wal_mmap != 0 && c.wal_mmap != 1) goto bad;

@@ -170,17 +170,19 @@ static long bkv_bench_scan_value(void *h, const char *v, size_t vl) {
     return rc ? -1 : matches;
 }
 
-static int count_match(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)key, (void)klen, (void)val, (void)vlen;
-    ++*(long *)arg;
-    return 0;
-}
-
-static long bkv_bench_find_value(void *h, const char *v, size_t vl, bkv_find_stats *st) {
-    long matches = 0;
-    int rc = bkv_find_value(h, NULL, v, vl, count_match, &matches, st);
+static long bkv_bench_find_value(void *h, const char *v, size_t vl, unsigned plan, bkv_find_stats *st) {
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.plan = plan;
+    bkv_find_iter *it;
+    int rc = bkv_find_iter_create(h, NULL, (const void *const *)&v, &vl, 1, &fo, &it);
     if (rc == BKV_INVALID) fprintf(stderr, "bench: findvalue needs --value_index\n");
-    return rc ? -1 : matches;
+    if (rc) return -1;
+    long matches = 0;
+    while ((rc = bkv_find_iter_next(it)) == BKV_OK) matches++;
+    bkv_find_iter_stats(it, st);
+    bkv_find_iter_destroy(it);
+    return rc == BKV_NOTFOUND ? matches : -1;
 }
 
 static void bkv_bench_close(void *h) { bkv_close(h); }

@@ -10,7 +10,7 @@
 # SCALE=full (default) uses N = 1M, 10M, 30M (about 30 minutes and 4 GB
 # of disk here); SCALE=small uses N = 100k, 300k, 1M (a minute). Results
 # go to OUT_DIR/*.dat (whitespace columns) and OUT_DIR/*.png (gnuplot).
-# ONLY=write runs the write-cost experiment (E5) alone.
+# ONLY=search (E1-E4), ONLY=write (E5) or ONLY=plan (E6) runs one part.
 set -eu
 B=$1
 OUT=$2
@@ -59,7 +59,9 @@ best_order() { # file with "order micros ..." rows: the fastest row
 # that stay selective for a few levels).
 P_ARGS="--value_filter_bits 16384 --value_partition_entries 256 --value_filter_hashes 4"
 
-if [ "${ONLY:-}" != write ]; then
+want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+
+if want search; then
 echo "# E1: scale. N scan_us flat_us hier_us hier_order sliced_us leaves hier_probed_pct sliced_scanned leaf_bytes inner_bytes" >"$OUT/scale.dat"
 for n in $SIZES; do
     db="$WORK/scale-$n"
@@ -136,6 +138,7 @@ fill_counters() { # DB N PARAMS...: micros/op, index update seconds, nodes recom
     line=$("$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null | grep '"fillrandom"')
     echo "$(echo "$line" | num micros_per_op) $(awk "BEGIN{printf \"%.2f\", $(echo "$line" | num value-index-update-micros)/1e6}") $(echo "$line" | num value-index-nodes-recomputed) $(echo "$line" | num value-index-updates)"
 }
+if want write; then
 echo "# E5: run none_us bitsliced_us hierarchy_us bitsliced_update_s hierarchy_update_s hierarchy_nodes_recomputed hierarchy_updates" >"$OUT/write.dat"
 for run in 1 2 3 4 5; do
     a=$(fill "$WORK/w" "$MID" --value_index none)
@@ -144,9 +147,39 @@ for run in 1 2 3 4 5; do
     set -- $(fill_counters "$WORK/w" "$MID" --value_index hierarchy --value_index_order 3)
     echo "$run $a $b $1 $bu $2 $3 $4" >>"$OUT/write.dat"
 done
+fi
+
+# E6: the plan by selectivity, at the defaults (bit-sliced, P = 512): from
+# one match per search to every entry matching, the chosen plan against
+# each plan forced, at 1 M entries and the middle size.
+plan_search() { # DB N PLAN SEARCHES DISTINCT_PCT: micros per search, results per search, share of scan plans
+    local line
+    line=$("$B" bench --db "$1" --use_existing_db --num "$2" --benchmarks findvalue --value_index bitsliced \
+        --find_plan "$3" --searches "$4" --value_distinct "$5" --json 2>/dev/null | grep '"findvalue"')
+    echo "$(echo "$line" | num micros_per_op) $(echo "$line" | num results) $(echo "$line" | num plan_scan)"
+}
+if want plan; then
+echo "# E6: n matched_fraction value_distinct_pct results auto_us index_us scan_us auto_over_best auto_scan_share" >"$OUT/plan.dat"
+for n in $(echo "$SIZES" | cut -d' ' -f1) $MID; do
+    for f in 1e-9 0.0001 0.001 0.01 0.1 1; do
+        pct=$(awk "BEGIN{p = 100 / ($f * $n); if (p > 100) p = 100; printf \"%.8f\", p}")
+        searches=$(awk "BEGIN{print ($f >= 0.01) ? 3 : ($f >= 0.001 ? 20 : 200)}")
+        db="$WORK/plan"
+        "$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --value_index bitsliced \
+            --value_distinct "$pct" >/dev/null 2>&1
+        set -- $(plan_search "$db" "$n" auto "$searches" "$pct")
+        auto=$1 results=$2 share=$3
+        index=$(plan_search "$db" "$n" index "$searches" "$pct" | cut -d' ' -f1)
+        scanned=$(plan_search "$db" "$n" scan 3 "$pct" | cut -d' ' -f1)
+        echo "$n $f $pct $results $auto $index $scanned $(awk "BEGIN{b = $index < $scanned ? $index : $scanned; printf \"%.2f\", $auto / b}") $share" >>"$OUT/plan.dat"
+        rm -rf "$db"
+        echo "plan $n $f done" >&2
+    done
+done
+fi
 rm -rf "$WORK/w"
 
-if command -v gnuplot >/dev/null; then
+if want search && command -v gnuplot >/dev/null; then
     gnuplot <<GP
 set terminal png size 900,520
 set grid

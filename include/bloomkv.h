@@ -299,6 +299,13 @@ BKV_EXPORT int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void
                               int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
                               void *arg, bkv_find_stats *stats);
 
+/* Which plan a search runs (bkv_find_options.plan). */
+enum {
+    BKV_FIND_PLAN_AUTO = 0,  /* the cheaper by the costs reported in bkv_find_stats */
+    BKV_FIND_PLAN_INDEX = 1, /* the index's candidate partitions, however many */
+    BKV_FIND_PLAN_SCAN = 2   /* one pass over the snapshot */
+};
+
 /* How bkv_find_values combines its terms. */
 enum {
     BKV_FIND_ALL = 0, /* keys whose value holds every term (an AND) */
@@ -338,6 +345,9 @@ typedef struct bkv_find_options {   /* bkv_find_options_init() fills the default
      * the search fails at the first. The scan plan stops at damage either
      * way (an iterator cannot step over it). */
     int continue_on_error;
+    /* BKV_FIND_PLAN_*: default AUTO. Forcing one is for measuring the
+     * other, or for a caller who knows the selectivity better. */
+    unsigned plan;
 } bkv_find_options;
 
 /* Builds the value index over the tables that predate it (a database

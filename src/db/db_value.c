@@ -259,6 +259,7 @@ typedef struct finder {
     size_t nkeys;
     int matched;                /* the partition being scanned held the term */
     int continue_on_error;
+    unsigned plan;              /* BKV_FIND_PLAN_* */
     uint64_t damaged;           /* partitions or candidates that could not be read, skipped */
     int damage_rc;              /* ... the first one's status and message */
     bkv_err damage;
@@ -468,16 +469,18 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, c
     uint64_t planned = partition_entries(fd, rs);
     fd->st->scan_cost = SCAN_ENTRY_COST * snapshot_entries(rs);
     fd->st->index_cost = planned + VALIDATE_COST * (uint64_t)fd->nkeys;
+    if (fd->plan == BKV_FIND_PLAN_SCAN) return FULL_SCAN;
+    int may_switch = fd->plan == BKV_FIND_PLAN_AUTO;
     for (size_t i = 0; !rc && i < fd->nleaves; i++) {
         rc = scan_partition(fd, ro, rs, &fd->leaves[i], e);
         if (rc && skip_unreadable(fd, rc, e)) rc = 0;
         if (rc || fd->st->entries_scanned * 32 < planned) continue;
         fd->st->index_cost = projected_index_cost(fd, planned);
-        if (fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
+        if (may_switch && fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
     }
     if (rc) return rc;
     fd->st->index_cost = projected_index_cost(fd, planned);
-    if (fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
+    if (may_switch && fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
 
     key_ref *refs = malloc((fd->nkeys ? fd->nkeys : 1) * sizeof *refs);
     if (!refs) return bkv_fail(e, BKV_NOMEM, "out of memory sorting candidates");
@@ -580,7 +583,9 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
         if (!terms[i] && tlens[i]) return BKV_INVALID;
         total += tlens[i];
     }
-    if ((fo_local.after == NULL && fo_local.after_len) || (fo_local.continue_on_error & ~1)) return BKV_INVALID;
+    if ((fo_local.after == NULL && fo_local.after_len) || (fo_local.continue_on_error & ~1) ||
+        fo_local.plan > BKV_FIND_PLAN_SCAN)
+        return BKV_INVALID;
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
@@ -620,7 +625,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     uint64_t hashes[MAX_QUERY_TERMS];
     for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, it->terms[i], it->lens[i]);
     it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .keys = it->fd.keys,
-                      .continue_on_error = fo_local.continue_on_error};
+                      .continue_on_error = fo_local.continue_on_error, .plan = fo_local.plan};
     int rc = collect(&it->fd, it->rop, &it->rs, hashes, &it->keys, &it->nkeys, &it->err);
     it->have_rs = 1;
     if (rc == FULL_SCAN) {

@@ -124,6 +124,34 @@ static void check_pages(bkv_db *db, const bkv_read_options *ro, const char *cons
     if (got != f->n) fail_msg("%s: pages gave %d results, the callback %d", ctx, got, f->n);
 }
 
+/* The same search with each plan forced: the same results. */
+static void check_forced_plans(bkv_db *db, const bkv_read_options *ro, const char *const *qterms, const size_t *lens,
+                               size_t nterms, unsigned mode, const found *f, const char *ctx) {
+    for (unsigned plan = BKV_FIND_PLAN_INDEX; plan <= BKV_FIND_PLAN_SCAN; plan++) {
+        bkv_find_options fo;
+        bkv_find_options_init(&fo);
+        fo.mode = mode;
+        fo.plan = plan;
+        bkv_find_iter *it;
+        if (bkv_find_iter_create(db, ro, (const void *const *)qterms, lens, nterms, &fo, &it) != BKV_OK)
+            fail_msg("%s: bkv_find_iter_create (plan %u): %s", ctx, plan, bkv_errmsg(db));
+        int got = 0, rc;
+        while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+            size_t kl;
+            const char *k = bkv_find_iter_key(it, &kl);
+            if (got >= f->n || kl != strlen(f->keys[got]) || memcmp(k, f->keys[got], kl) != 0)
+                fail_msg("%s: plan %u: result %d differs", ctx, plan, got);
+            got++;
+        }
+        assert_int_equal(rc, BKV_NOTFOUND);
+        bkv_find_stats st;
+        bkv_find_iter_stats(it, &st);
+        assert_int_equal(st.plan_scan, plan == BKV_FIND_PLAN_SCAN);
+        bkv_find_iter_destroy(it);
+        if (got != f->n) fail_msg("%s: plan %u gave %d results, expected %d", ctx, plan, got, f->n);
+    }
+}
+
 /* One search of nterms terms combined by mode (a single term goes
  * through bkv_find_value, the wrapper), checked against the model. */
 static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, const char *const *qterms, size_t nterms,
@@ -157,6 +185,7 @@ static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, co
     if (want != f.n) fail_msg("%s: %s (%zu terms): %d results, expected %d", ctx, qterms[0], nterms, f.n, want);
     assert_int_equal(st.results, (uint64_t)want);
     check_pages(db, &ro, qterms, lens, nterms, mode, &f, ctx);
+    if (nterms == 1) check_forced_plans(db, &ro, qterms, lens, nterms, mode, &f, ctx);
     /* The scan plan validates nothing by point reads: its entries are the newest versions already. */
     if (st.plan_scan) assert_true(st.candidates == 0 && st.scan_cost >= st.results);
     else assert_true(st.candidates >= st.results && st.leaves_positive <= st.leaves_probed + st.leaves);

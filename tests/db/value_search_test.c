@@ -5,6 +5,7 @@
  * visible value holds the term, in key order. Also: memtable values found
  * without a scan, damaged value filters degrade to scanning, and the
  * parameters are fixed per database. */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,8 +53,39 @@ static void split_terms(void *arg, const void *val, size_t vlen, bkv_term_emit_f
     }
 }
 
+/* The oracle's terms: 0 the whole value, 1 split_terms, 2 the built-in
+ * "words" (lower-cased runs of letters and digits), 3 the built-in
+ * "json:b" (the string field b of a JSON object value). */
+enum { TERMS_WHOLE, TERMS_SPLIT, TERMS_WORDS, TERMS_JSON };
+
+static int holds_word(const char *val, const char *term) {
+    size_t tl = strlen(term);
+    for (const char *p = val; *p;) {
+        while (*p && !isalnum((unsigned char)*p)) p++;
+        const char *start = p;
+        while (*p && isalnum((unsigned char)*p)) p++;
+        size_t n = (size_t)(p - start);
+        if (n != tl || n == 0) continue;
+        size_t i = 0;
+        while (i < n && tolower((unsigned char)start[i]) == term[i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+static int holds_json_b(const char *val, const char *term) {
+    if (val[0] != '{') return 0; /* the values that are not JSON */
+    const char *b = strstr(val, "\"b\":\"");
+    if (!b) return 0;
+    b += 5;
+    const char *end = strchr(b, '"');
+    return end && (size_t)(end - b) == strlen(term) && memcmp(b, term, strlen(term)) == 0;
+}
+
 static int holds(const char *val, const char *term, int terms) {
-    if (!terms) return strcmp(val, term) == 0;
+    if (terms == TERMS_WHOLE) return strcmp(val, term) == 0;
+    if (terms == TERMS_WORDS) return holds_word(val, term);
+    if (terms == TERMS_JSON) return holds_json_b(val, term);
     size_t tl = strlen(term);
     for (const char *p = val; p;) {
         const char *semi = strchr(p, ';');
@@ -198,16 +230,23 @@ static void check_search(bkv_db *db, const bkv_snapshot *snap, const state *s, c
 
 static char *make_value(uint64_t *rng, int terms) {
     char buf[64];
-    if (terms) snprintf(buf, sizeof buf, "a=%u;b=%u", (unsigned)(bkv_splitmix64(rng) % 40),
-                        (unsigned)(bkv_splitmix64(rng) % 25));
+    unsigned a = (unsigned)(bkv_splitmix64(rng) % 40), b = (unsigned)(bkv_splitmix64(rng) % 25);
+    if (terms == TERMS_SPLIT) snprintf(buf, sizeof buf, "a=%u;b=%u", a, b);
+    else if (terms == TERMS_WORDS) snprintf(buf, sizeof buf, "Red%u, blue%u!", a, b);
+    else if (terms == TERMS_JSON && a % 8 == 0) snprintf(buf, sizeof buf, "b x%u", b); /* not JSON: no terms */
+    else if (terms == TERMS_JSON) snprintf(buf, sizeof buf, "{\"a\":%u,\"b\":\"x%u\"}", a, b);
     else snprintf(buf, sizeof buf, "val%03u", (unsigned)(bkv_splitmix64(rng) % 60));
     return strdup(buf);
 }
 
 static void random_term(uint64_t *rng, int terms, char *out, size_t n) {
-    if (!terms) snprintf(out, n, "val%03u", (unsigned)(bkv_splitmix64(rng) % 64));
-    else if (bkv_splitmix64(rng) & 1) snprintf(out, n, "a=%u", (unsigned)(bkv_splitmix64(rng) % 42));
-    else snprintf(out, n, "b=%u", (unsigned)(bkv_splitmix64(rng) % 27));
+    int first = bkv_splitmix64(rng) & 1;
+    unsigned a = (unsigned)(bkv_splitmix64(rng) % 42), b = (unsigned)(bkv_splitmix64(rng) % 27);
+    if (terms == TERMS_WHOLE) snprintf(out, n, "val%03u", (unsigned)(bkv_splitmix64(rng) % 64));
+    else if (terms == TERMS_WORDS) snprintf(out, n, first ? "red%u" : "blue%u", first ? a : b);
+    else if (terms == TERMS_JSON) snprintf(out, n, "x%u", b);
+    else if (first) snprintf(out, n, "a=%u", a);
+    else snprintf(out, n, "b=%u", b);
 }
 
 typedef struct config {
@@ -228,10 +267,12 @@ static void options_for(const config *c, bkv_options *o) {
     o->value_filter_bits = c->m;
     o->value_partition_entries = c->partition;
     o->value_index_order = c->order;
-    if (c->terms) {
+    if (c->terms == TERMS_SPLIT) {
         o->value_terms = split_terms;
         o->value_terms_name = "split-semicolon";
     }
+    if (c->terms == TERMS_WORDS) o->value_terms_name = "words";
+    if (c->terms == TERMS_JSON) o->value_terms_name = "json:b";
 }
 
 static void run_config(const config *c) {
@@ -309,9 +350,9 @@ static void run_config(const config *c) {
                 char t2[32], t3[32];
                 random_term(&rng, c->terms, t2, sizeof t2);
                 random_term(&rng, c->terms, t3, sizeof t3);
-                if (c->terms) {
+                if (c->terms == TERMS_SPLIT) {
                     if (term[0] == t2[0]) t2[0] = term[0] == 'a' ? 'b' : 'a', t2[2] = '1', t2[3] = 0;
-                } else if (q & 1) {
+                } else if (c->terms == TERMS_WHOLE && (q & 1)) {
                     strcpy(t2, term);
                 }
                 const char *pair[2] = {term, t2}, *three[3] = {term, t2, t3};
@@ -363,6 +404,13 @@ static void test_oracle_terms(void **s) {
     (void)s;
     run_config(&(config){"terms-hier", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_LEVELED, 1, 512, 16, 3});
     run_config(&(config){"terms-sliced", BKV_VALUE_INDEX_BITSLICED, BKV_COMPACTION_TIERED, 1, 512, 16, 2});
+}
+
+/* The built-in extractors against the same brute-force model. */
+static void test_oracle_builtin(void **s) {
+    (void)s;
+    run_config(&(config){"words-sliced", BKV_VALUE_INDEX_BITSLICED, BKV_COMPACTION_LEVELED, TERMS_WORDS, 512, 16, 2});
+    run_config(&(config){"json-hier", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_TIERED, TERMS_JSON, 512, 16, 3});
 }
 
 static void test_oracle_whole_table(void **s) {
@@ -1024,6 +1072,7 @@ int main(void) {
         cmocka_unit_test(test_plan_follows_selectivity),
         cmocka_unit_test(test_oracle_flat),       cmocka_unit_test(test_oracle_hierarchy),
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
+        cmocka_unit_test(test_oracle_builtin),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
         cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),

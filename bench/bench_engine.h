@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bloomkv.h"
 
@@ -36,6 +37,7 @@ typedef struct bench_cfg {
     int partition_filters;
     int wal_mmap;                 /* bloomkv: write the WAL through a map (default) */
     unsigned find_plan;           /* findvalue: BKV_FIND_PLAN_* */
+    int secondary_index;          /* 1: rows carry a composite-key index (--secondary_index composite) */
     size_t filter_partition_size;         /* 0: engine default */
     uint64_t filter_memory_budget;        /* 0: none */
 } bench_cfg;
@@ -58,6 +60,12 @@ typedef struct bench_engine {
     long (*scan_value)(void *h, const char *v, size_t vl);
     /* The same through a value index; NULL when the engine has none. */
     long (*find_value)(void *h, const char *v, size_t vl, unsigned plan, bkv_find_stats *st);
+    /* --secondary_index composite, the index users build by hand: the row
+     * and its index entry (bench_index_key, empty value) in one write
+     * batch, the entry of the row's old value (read first) deleted; and the
+     * lookup: a prefix scan of the index, each row read back. */
+    int (*put_indexed)(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync);
+    long (*find_indexed)(void *h, const char *v, size_t vl);
     void (*report)(void *h, FILE *out); /* engine counters as JSON fields (leading comma) */
     /* One engine counter by its bloomkv name (blocks-read, filter memory);
      * NULL when the engine has none. */
@@ -65,6 +73,20 @@ typedef struct bench_engine {
     void (*close)(void *h);
 } bench_engine;
 
+
+/* A composite index entry: 0xFF 'v', the value's length (u16, big
+ * endian), the value, the key. Every entry sorts after every row (bench
+ * keys are digits) and the entries of one value are one key range.
+ * buf holds 4 + vl + kl bytes; with k NULL, the prefix of value v. */
+static inline size_t bench_index_key(char *buf, const char *v, size_t vl, const char *k, size_t kl) {
+    buf[0] = (char)0xFF;
+    buf[1] = 'v';
+    buf[2] = (char)(vl >> 8);
+    buf[3] = (char)vl;
+    memcpy(buf + 4, v, vl);
+    if (k) memcpy(buf + 4 + vl, k, kl);
+    return 4 + vl + (k ? kl : 0);
+}
 
 extern const bench_engine bkv_bench_engine_bloomkv;
 extern const bench_engine bkv_bench_engine_leveldb;   /* name NULL when not built */

@@ -135,7 +135,9 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     uint64_t ops = write || strcmp(name, "deleterandom") == 0 ? c->num : c->reads;
     /* An engine without a value index can only scan: findvalue is then
      * the full scan, run as often as findvalue_scan. */
-    int scan_search = strcmp(name, "findvalue_scan") == 0 || (strcmp(name, "findvalue") == 0 && !s->eng->find_value);
+    int indexed = c->secondary_index && s->eng->find_indexed; /* the composite index answers findvalue */
+    int scan_search = strcmp(name, "findvalue_scan") == 0 ||
+                      (strcmp(name, "findvalue") == 0 && !s->eng->find_value && !indexed);
     if (strcmp(name, "findvalue") == 0 || scan_search) ops = scan_search ? c->scan_searches : c->searches;
     /* This thread's share: every nthreads-th key for fills, an equal part
      * of the operations otherwise. */
@@ -161,7 +163,9 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         for (uint64_t i = 0; i < ops; i++) {
             size_t kl = make_key(key, c->key_size, order[i], 0);
             double t0 = bench_now_ns();
-            if (s->eng->put(s->h, key, kl, value_for(s, order[i], s->vbuf), (size_t)c->value_size, c->sync)) {
+            const char *v = value_for(s, order[i], s->vbuf);
+            if (c->secondary_index ? s->eng->put_indexed(s->h, key, kl, v, (size_t)c->value_size, c->sync)
+                                   : s->eng->put(s->h, key, kl, v, (size_t)c->value_size, c->sync)) {
                 free(order);
                 return -1;
             }
@@ -227,6 +231,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             bkv_find_stats st = {0};
             double t0 = bench_now_ns();
             long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
+                     : indexed   ? s->eng->find_indexed(s->h, v, (size_t)c->value_size)
                                  : s->eng->find_value(s->h, v, (size_t)c->value_size, c->find_plan, &st);
             record(s, t0);
             if (r < 0) return -1;
@@ -321,7 +326,7 @@ static void usage(FILE *out) {
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
             "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
-            "                     [--find_plan auto|index|scan]\n"
+            "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -497,7 +502,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             break;
         }
         ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
-        int indexed_search = strcmp(name, "findvalue") == 0 && s.eng->find_value;
+        int indexed_search = strcmp(name, "findvalue") == 0 && s.eng->find_value && !c.secondary_index;
         qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
         double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
         double micros = ops ? secs * 1e6 / (double)ops : 0;
@@ -634,6 +639,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"filter_memory_budget", required_argument, 0, 'G'},
         {"wal_mmap", required_argument, 0, 'W'},
         {"find_plan", required_argument, 0, 'L'},
+        {"secondary_index", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -697,6 +703,11 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'p': c.partition_filters = 1; break;
         case 'Z': c.filter_partition_size = parse_u64(optarg, &bad_number); break;
         case 'G': c.filter_memory_budget = parse_u64(optarg, &bad_number); break;
+        case 'I':
+            if (strcmp(optarg, "composite") == 0) c.secondary_index = 1;
+            else if (strcmp(optarg, "none") == 0) c.secondary_index = 0;
+            else goto bad;
+            break;
         case 'L':
             if (strcmp(optarg, "auto") == 0) c.find_plan = BKV_FIND_PLAN_AUTO;
             else if (strcmp(optarg, "index") == 0) c.find_plan = BKV_FIND_PLAN_INDEX;

@@ -185,12 +185,56 @@ static long bkv_bench_find_value(void *h, const char *v, size_t vl, unsigned pla
     return rc == BKV_NOTFOUND ? matches : -1;
 }
 
+static int bkv_bench_put_indexed(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    void *old = NULL;
+    size_t ol = 0;
+    int rc = bkv_get(h, NULL, k, kl, &old, &ol);
+    int had = rc == BKV_OK;
+    if (!had && rc != BKV_NOTFOUND) return rc;
+    if (!had) old = NULL, ol = 0;
+    char *ik = malloc(4 + (vl > ol ? vl : ol) + kl);
+    bkv_batch *b = bkv_batch_create();
+    rc = ik && b ? BKV_OK : BKV_NOMEM;
+    if (!rc && had && !(ol == vl && memcmp(old, v, vl) == 0))
+        rc = bkv_batch_delete(b, ik, bench_index_key(ik, old, ol, k, kl));
+    if (!rc) rc = bkv_batch_put(b, k, kl, v, vl);
+    if (!rc) rc = bkv_batch_put(b, ik, bench_index_key(ik, v, vl, k, kl), "", 0);
+    bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = sync};
+    if (!rc) rc = bkv_write(h, &wo, b);
+    if (had) bkv_free(old);
+    bkv_batch_destroy(b);
+    free(ik);
+    return rc;
+}
+
+static long bkv_bench_find_indexed(void *h, const char *v, size_t vl) {
+    char *prefix = malloc(4 + vl);
+    bkv_iter *it;
+    if (!prefix || bkv_iter_create(h, NULL, &it) != BKV_OK) {
+        free(prefix);
+        return -1;
+    }
+    size_t pl = bench_index_key(prefix, v, vl, NULL, 0);
+    long found = 0;
+    for (bkv_iter_seek(it, prefix, pl); bkv_iter_valid(it); bkv_iter_next(it)) {
+        size_t kl;
+        const char *k = bkv_iter_key(it, &kl);
+        if (kl < pl || memcmp(k, prefix, pl) != 0) break;
+        if (bkv_bench_get(h, k + pl, kl - pl) == 1) found++;
+    }
+    int rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    free(prefix);
+    return rc ? -1 : found;
+}
+
 static void bkv_bench_close(void *h) { bkv_close(h); }
 
 const bench_engine bkv_bench_engine_bloomkv = {
     .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
     .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
     .scan_value = bkv_bench_scan_value, .find_value = bkv_bench_find_value,
+    .put_indexed = bkv_bench_put_indexed, .find_indexed = bkv_bench_find_indexed,
     .report = bkv_bench_report, .counter = bkv_bench_counter, .close = bkv_bench_close,
 };
 

@@ -150,10 +150,52 @@ static void ldb_report(void *h, FILE *out) {
     (void)out;
 }
 
+
+/* The composite index as a leveldb user writes it (bench_engine.h). */
+static int ldb_put_indexed(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    ldb *l = h;
+    char *err = NULL;
+    size_t ol = 0;
+    char *old = leveldb_get(l->db, l->ro, k, kl, &ol, &err);
+    if (check(err)) return -1;
+    char *ik = malloc(4 + (vl > ol ? vl : ol) + kl);
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    if (ik && old && !(ol == vl && memcmp(old, v, vl) == 0))
+        leveldb_writebatch_delete(b, ik, bench_index_key(ik, old, ol, k, kl));
+    leveldb_writebatch_put(b, k, kl, v, vl);
+    if (ik) leveldb_writebatch_put(b, ik, bench_index_key(ik, v, vl, k, kl), "", 0);
+    if (ik) leveldb_write(l->db, sync ? l->wo_sync : l->wo, b, &err);
+    leveldb_writebatch_destroy(b);
+    if (old) leveldb_free(old);
+    free(ik);
+    return ik ? check(err) : -1;
+}
+
+static long ldb_find_indexed(void *h, const char *v, size_t vl) {
+    ldb *l = h;
+    char *prefix = malloc(4 + vl);
+    if (!prefix) return -1;
+    size_t pl = bench_index_key(prefix, v, vl, NULL, 0);
+    leveldb_iterator_t *it = leveldb_create_iterator(l->db, l->ro);
+    long found = 0;
+    for (leveldb_iter_seek(it, prefix, pl); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t kl;
+        const char *k = leveldb_iter_key(it, &kl);
+        if (kl < pl || memcmp(k, prefix, pl) != 0) break;
+        if (ldb_get(h, k + pl, kl - pl) == 1) found++;
+    }
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    leveldb_iter_destroy(it);
+    free(prefix);
+    return check(err) ? -1 : found;
+}
+
 const bench_engine bkv_bench_engine_leveldb = {
     .name = "leveldb", .open = ldb_open, .put = ldb_put, .del = ldb_del, .get = ldb_get,
     .multi_get = ldb_multi_get, .compact = ldb_compact, .scan = ldb_scan,
-    .scan_value = ldb_scan_value, .report = ldb_report, .close = ldb_close,
+    .scan_value = ldb_scan_value, .put_indexed = ldb_put_indexed, .find_indexed = ldb_find_indexed,
+    .report = ldb_report, .close = ldb_close,
 };
 #else
 const bench_engine bkv_bench_engine_leveldb = {.name = NULL};

@@ -178,10 +178,52 @@ static void rdb_report(void *h, FILE *out) {
     (void)out;
 }
 
+
+/* The composite index as a rocksdb user writes it (bench_engine.h). */
+static int rdb_put_indexed(void *h, const char *k, size_t kl, const char *v, size_t vl, int sync) {
+    rdb *r = h;
+    char *err = NULL;
+    size_t ol = 0;
+    char *old = rocksdb_get(r->db, r->ro, k, kl, &ol, &err);
+    if (check(err)) return -1;
+    char *ik = malloc(4 + (vl > ol ? vl : ol) + kl);
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    if (ik && old && !(ol == vl && memcmp(old, v, vl) == 0))
+        rocksdb_writebatch_delete(b, ik, bench_index_key(ik, old, ol, k, kl));
+    rocksdb_writebatch_put(b, k, kl, v, vl);
+    if (ik) rocksdb_writebatch_put(b, ik, bench_index_key(ik, v, vl, k, kl), "", 0);
+    if (ik) rocksdb_write(r->db, sync ? r->wo_sync : r->wo, b, &err);
+    rocksdb_writebatch_destroy(b);
+    if (old) rocksdb_free(old);
+    free(ik);
+    return ik ? check(err) : -1;
+}
+
+static long rdb_find_indexed(void *h, const char *v, size_t vl) {
+    rdb *r = h;
+    char *prefix = malloc(4 + vl);
+    if (!prefix) return -1;
+    size_t pl = bench_index_key(prefix, v, vl, NULL, 0);
+    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
+    long found = 0;
+    for (rocksdb_iter_seek(it, prefix, pl); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl;
+        const char *k = rocksdb_iter_key(it, &kl);
+        if (kl < pl || memcmp(k, prefix, pl) != 0) break;
+        if (rdb_get(h, k + pl, kl - pl) == 1) found++;
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_destroy(it);
+    free(prefix);
+    return check(err) ? -1 : found;
+}
+
 const bench_engine bkv_bench_engine_rocksdb = {
     .name = "rocksdb", .open = rdb_open, .put = rdb_put, .del = rdb_del, .get = rdb_get,
     .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan,
-    .scan_value = rdb_scan_value, .report = rdb_report, .close = rdb_close,
+    .scan_value = rdb_scan_value, .put_indexed = rdb_put_indexed, .find_indexed = rdb_find_indexed,
+    .report = rdb_report, .close = rdb_close,
 };
 #else
 const bench_engine bkv_bench_engine_rocksdb = {.name = NULL};

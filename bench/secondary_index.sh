@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bloomkv's value index against the composite-key secondary index users
+# build by hand (value + key -> "", written in the row's batch), on
+# bloomkv, LevelDB and RocksDB, through `bloomkv bench` (issue 16):
+# write throughput, bytes on disk and lookup latency for a unique value
+# and for 1% and 10% value domains (that share of the entries distinct).
+#
+#   bench/secondary_index.sh BLOOMKV_BINARY [N] > table.txt
+#
+# N defaults to 2000000. Prints one line per configuration:
+#   engine index distinct_pct fill_us db_bytes peak_rss findvalue_us results_per_search
+set -eu
+B=$1
+N=${2:-2000000}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-si-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+num() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+run() { # ENGINE INDEX DISTINCT ARGS...: with INDEX none, the fill alone
+    local engine=$1 index=$2 pct=$3 out fill last benchmarks=fillrandom,compact,findvalue
+    shift 3
+    [ "$index" = none ] && benchmarks=fillrandom,compact
+    rm -rf "$WORK/db"
+    out=$("$B" bench --engine "$engine" --db "$WORK/db" --num "$N" --benchmarks "$benchmarks" \
+        --value_distinct "$pct" --searches 500 --json "$@" 2>/dev/null)
+    fill=$(echo "$out" | grep '"benchmark":"fillrandom"')
+    last=$(echo "$out" | tail -1)
+    echo "$engine $index $pct $(echo "$fill" | num micros_per_op) $(echo "$last" | num db_size_bytes)" \
+        "$(echo "$last" | num peak_rss_bytes)" \
+        "$([ "$index" = none ] && echo - || echo "$last" | num micros_per_op)" \
+        "$(awk "BEGIN{printf \"%.0f\", 100 / $pct}")"
+}
+echo "# engine index distinct_pct fill_us db_bytes peak_rss findvalue_us results_per_search"
+for engine in bloomkv leveldb rocksdb; do
+    for pct in 100 10 1; do
+        run "$engine" composite "$pct" --secondary_index composite
+    done
+    run "$engine" none 100
+done
+for pct in 100 10 1; do
+    run bloomkv value-index "$pct" --value_index bitsliced
+done

@@ -21,7 +21,6 @@ typedef struct child {
 
 typedef struct merging_iter {
     bkv_ikey_iter base;
-    bkv_ikey_iter **iters;
     child *children;
     size_t n;
     child *current;
@@ -157,8 +156,7 @@ static int mi_status(bkv_ikey_iter *b, bkv_err *e) {
 
 static void mi_destroy(bkv_ikey_iter *b) {
     merging_iter *m = (merging_iter *)b;
-    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_destroy(m->iters[i]);
-    free(m->iters);
+    for (size_t i = 0; i < m->n; i++) bkv_ikey_iter_destroy(m->children[i].it);
     free(m->children);
     free(m);
 }
@@ -177,8 +175,8 @@ bkv_ikey_iter *bkv_merging_iter_new(bkv_ikey_iter **children, size_t n) {
         return NULL;
     }
     for (size_t i = 0; i < n; i++) cached[i].it = children[i];
+    free(children); /* the children now live in cached */
     m->base.ops = &merging_ops;
-    m->iters = children;
     m->children = cached;
     m->n = n;
     m->forward = 1;

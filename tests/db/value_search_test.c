@@ -474,28 +474,35 @@ static uint64_t table_number_of(const char *path) {
     return best;
 }
 
-/* A damaged value filter block costs a scan of its table, never a result. */
-static void test_damaged_value_filters(void **s) {
-    (void)s;
-    char path[300];
-    snprintf(path, sizeof path, "%s/damaged", dir);
-    bkv_options o;
-    bkv_options_init(&o);
-    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+/* A database (dir/name, value index shape) holding one table of 5,000
+ * keys k000000.. with values v<i % mod>; its path, its table's path and
+ * the options it was made with. Returns the table's number. */
+static uint64_t one_table_db(const char *name, int shape, int mod, char path[300], char tpath[400], bkv_options *o) {
+    snprintf(path, 300, "%s/%s", dir, name);
+    bkv_options_init(o);
+    o->value_index = shape;
     bkv_db *db;
-    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_open(path, o, &db), BKV_OK);
     for (int i = 0; i < 5000; i++) {
         char k[16], v[32];
         snprintf(k, sizeof k, "k%06d", i);
-        snprintf(v, sizeof v, "v%d", i % 50);
+        snprintf(v, sizeof v, "v%d", i % mod);
         assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
     }
     assert_int_equal(bkv_flush(db), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
-
     uint64_t number = table_number_of(path);
-    char tpath[400];
-    snprintf(tpath, sizeof tpath, "%s/%06llu.sst", path, (unsigned long long)number);
+    snprintf(tpath, 400, "%s/%06llu.sst", path, (unsigned long long)number);
+    return number;
+}
+
+/* A damaged value filter block costs a scan of its table, never a result. */
+static void test_damaged_value_filters(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    uint64_t number = one_table_db("damaged", BKV_VALUE_INDEX_HIERARCHY, 50, path, tpath, &o);
+    bkv_db *db;
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
     uint64_t off = bkv_table_properties(t)->value_filter_offset, len = bkv_table_properties(t)->value_filter_bytes;
@@ -535,23 +542,10 @@ static int mark_result(void *arg, const void *key, size_t klen, const void *val,
  * results still come (each once, right), then the same error. */
 static void test_damaged_partition(void **s) {
     (void)s;
-    char path[300];
-    snprintf(path, sizeof path, "%s/damaged-block", dir);
+    char path[300], tpath[400];
     bkv_options o;
-    bkv_options_init(&o);
-    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    one_table_db("damaged-block", BKV_VALUE_INDEX_BITSLICED, 500, path, tpath, &o);
     bkv_db *db;
-    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    for (int i = 0; i < 5000; i++) {
-        char k[16], v[32];
-        snprintf(k, sizeof k, "k%06d", i);
-        snprintf(v, sizeof v, "v%d", i % 500);
-        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
-    }
-    assert_int_equal(bkv_flush(db), BKV_OK);
-    assert_int_equal(bkv_close(db), BKV_OK);
-    char tpath[400];
-    snprintf(tpath, sizeof tpath, "%s/%06llu.sst", path, (unsigned long long)table_number_of(path));
     assert_int_equal(test_xor_byte(tpath, 20, 0x5a), 0); /* in the first data block */
 
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);

@@ -67,7 +67,7 @@ int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, 
     int rc = bkv_terms_builtin(spec, &o->value_terms, arg, canonical, cap, e);
     if (rc == BKV_NOTFOUND)
         return asked ? bkv_fail(e, BKV_INVALID,
-                                "no built-in terms extractor is named \"%s\" (words, field:SEP:N, prefix:N; "
+                                "no built-in terms extractor is named \"%s\" (words, field:SEP:N, prefix:N, json:FIELD; "
                                 "or pass value_terms for one of your own)",
                                 spec)
                      : BKV_OK; /* the caller's own, which must be passed: reported by the caller */

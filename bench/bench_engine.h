@@ -42,6 +42,9 @@ typedef struct bench_cfg {
     uint64_t filter_memory_budget;        /* 0: none */
 } bench_cfg;
 
+#define BENCH_FIND_FIRST 1    /* stop at the first match */
+#define BENCH_FIND_AND_SELF 2 /* search for the value AND the value */
+
 typedef struct bench_engine {
     const char *name;
     int (*open)(const bench_cfg *cfg, void **h);
@@ -58,8 +61,9 @@ typedef struct bench_engine {
     /* The keys whose value is v, found by reading every entry (what a user
      * of an engine without a value index must do): matches, < 0 error. */
     long (*scan_value)(void *h, const char *v, size_t vl);
-    /* The same through a value index; NULL when the engine has none. */
-    long (*find_value)(void *h, const char *v, size_t vl, unsigned plan, bkv_find_stats *st);
+    /* The same through a value index (flags: BENCH_FIND_*); NULL when the
+     * engine has none. */
+    long (*find_value)(void *h, const char *v, size_t vl, unsigned plan, unsigned flags, bkv_find_stats *st);
     /* --secondary_index composite, the index users build by hand: the row
      * and its index entry (bench_index_key, empty value) in one write
      * batch, the entry of the row's old value (read first) deleted; and the

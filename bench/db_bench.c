@@ -136,9 +136,15 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     /* An engine without a value index can only scan: findvalue is then
      * the full scan, run as often as findvalue_scan. */
     int indexed = c->secondary_index && s->eng->find_indexed; /* the composite index answers findvalue */
-    int scan_search = strcmp(name, "findvalue_scan") == 0 ||
-                      (strcmp(name, "findvalue") == 0 && !s->eng->find_value && !indexed);
-    if (strcmp(name, "findvalue") == 0 || scan_search) ops = scan_search ? c->scan_searches : c->searches;
+    /* findvalue_first: each search stops at its first result; findvalue_and:
+     * each is the AND of the value with itself (both terms' index answers,
+     * intersected, then the same partitions: the dearest two-term AND). */
+    unsigned find_flags = strcmp(name, "findvalue_first") == 0 ? BENCH_FIND_FIRST
+                          : strcmp(name, "findvalue_and") == 0 ? BENCH_FIND_AND_SELF
+                                                               : 0;
+    int find = strcmp(name, "findvalue") == 0 || find_flags;
+    int scan_search = strcmp(name, "findvalue_scan") == 0 || (find && !s->eng->find_value && !indexed);
+    if (find || scan_search) ops = scan_search ? c->scan_searches : c->searches;
     /* This thread's share: every nthreads-th key for fills, an equal part
      * of the operations otherwise. */
     uint64_t share = ops / (uint64_t)s->nthreads + ((uint64_t)s->tid < ops % (uint64_t)s->nthreads);
@@ -223,7 +229,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             if (r < 0) return -1;
             found += (uint64_t)r;
         }
-    } else if (strcmp(name, "findvalue") == 0 || scan_search) {
+    } else if (find || scan_search) {
         /* The value of a random key: unique values have one match. */
         ops = share;
         for (uint64_t i = 0; i < ops; i++) {
@@ -232,7 +238,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             double t0 = bench_now_ns();
             long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
                      : indexed   ? s->eng->find_indexed(s->h, v, (size_t)c->value_size)
-                                 : s->eng->find_value(s->h, v, (size_t)c->value_size, c->find_plan, &st);
+                                 : s->eng->find_value(s->h, v, (size_t)c->value_size, c->find_plan, find_flags, &st);
             record(s, t0);
             if (r < 0) return -1;
             found += r > 0;
@@ -330,7 +336,9 @@ static void usage(FILE *out) {
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
-            "            without one, run --scan_searches times) findvalue_scan (the full scan on any engine)\n"
+            "            without one, run --scan_searches times) findvalue_first (the same searches, each\n"
+            "            stopped at its first result) findvalue_and (each the AND of the value with itself)\n"
+            "            findvalue_scan (the full scan on any engine)\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
@@ -502,7 +510,9 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             break;
         }
         ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
-        int indexed_search = strcmp(name, "findvalue") == 0 && s.eng->find_value && !c.secondary_index;
+        int indexed_search = (strcmp(name, "findvalue") == 0 || strcmp(name, "findvalue_first") == 0 ||
+                              strcmp(name, "findvalue_and") == 0) &&
+                             s.eng->find_value && !c.secondary_index;
         qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
         double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
         double micros = ops ? secs * 1e6 / (double)ops : 0;

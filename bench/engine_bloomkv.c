@@ -170,12 +170,16 @@ static long bkv_bench_scan_value(void *h, const char *v, size_t vl) {
     return rc ? -1 : matches;
 }
 
-static long bkv_bench_find_value(void *h, const char *v, size_t vl, unsigned plan, bkv_find_stats *st) {
+static long bkv_bench_find_value(void *h, const char *v, size_t vl, unsigned plan, unsigned flags,
+                                 bkv_find_stats *st) {
     bkv_find_options fo;
     bkv_find_options_init(&fo);
     fo.plan = plan;
+    fo.limit = flags & BENCH_FIND_FIRST ? 1 : 0;
+    const void *terms[2] = {v, v};
+    size_t lens[2] = {vl, vl};
     bkv_find_iter *it;
-    int rc = bkv_find_iter_create(h, NULL, (const void *const *)&v, &vl, 1, &fo, &it);
+    int rc = bkv_find_iter_create(h, NULL, terms, lens, flags & BENCH_FIND_AND_SELF ? 2 : 1, &fo, &it);
     if (rc == BKV_INVALID) fprintf(stderr, "bench: findvalue needs --value_index\n");
     if (rc) return -1;
     long matches = 0;

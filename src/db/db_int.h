@@ -187,6 +187,9 @@ void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_sta
 /* The same with db->mu already held. */
 void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs);
 void bkv_read_state_release(bkv_read_state *rs);
+/* An iterator reading at rs, which it takes over (released with the
+ * iterator, or at once when creation fails). */
+int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs, bkv_iter **out);
 /* The open table for f through the table cache (release the entry with
  * bkv_cache_release(db->table_cache, ...)). */
 int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e);

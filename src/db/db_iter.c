@@ -260,21 +260,19 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     return BKV_OK;
 }
 
-int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
-    if (!db || !out) return BKV_INVALID;
-    *out = NULL;
-    bkv_err e = {{0}};
-    bkv_read_options local;
-    if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
+int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs, bkv_iter **out) {
     bkv_iter *it = calloc(1, sizeof *it);
-    if (!it) return BKV_NOMEM;
+    if (!it) {
+        bkv_read_state_release(rs);
+        return BKV_NOMEM;
+    }
     it->db = db;
     if (ro) it->ro = *ro;
     else bkv_read_options_init(&it->ro);
     bkv_buf_init(&it->saved_key);
     bkv_buf_init(&it->saved_value);
     bkv_buf_init(&it->prefix);
-    bkv_read_state_acquire(db, &it->ro, &it->rs);
+    it->rs = *rs;
     int rc = build_children(it, NULL, 0);
     if (rc) {
         bkv_iter_destroy(it);
@@ -282,6 +280,17 @@ int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     }
     *out = it;
     return BKV_OK;
+}
+
+int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
+    if (!db || !out) return BKV_INVALID;
+    *out = NULL;
+    bkv_err e = {{0}};
+    bkv_read_options local;
+    if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
+    bkv_read_state rs;
+    bkv_read_state_acquire(db, ro, &rs);
+    return bkv_iter_create_at(db, ro, &rs, out);
 }
 
 void bkv_iter_destroy(bkv_iter *it) {

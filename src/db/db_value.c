@@ -248,15 +248,48 @@ static int holds_query(const bkv_db *db, const uint8_t *val, size_t vlen, const 
     return q->mode == BKV_FIND_ANY ? m.found != 0 : m.found == all;
 }
 
+typedef struct key_ref {
+    const uint8_t *p;
+    uint32_t len;
+} key_ref;
+
+static int cmp_key_ref(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    return bkv_user_key_compare(x->p, x->len, y->p, y->len);
+}
+
+/* The candidate keys of one source (a scanned partition, or the
+ * memtables), sorted; the search takes them front to back. */
+typedef struct cand_list {
+    bkv_buf bytes; /* u32 length + key, each */
+    key_ref *refs;
+    size_t n, pos;
+} cand_list;
+
+/* A candidate partition and the user keys its entries lie within. */
+typedef struct leaf_span {
+    bkv_vleaf_ref leaf;
+    size_t lo_off, hi_off;   /* into finder.bounds, until sorted */
+    const uint8_t *lo, *hi;
+    size_t lo_len, hi_len;
+} leaf_span;
+
 typedef struct finder {
     bkv_db *db;
     const query *q;
     uint64_t snapshot;
     bkv_find_stats *st;
-    bkv_vleaf_ref *leaves;      /* candidate partitions */
+    bkv_vleaf_ref *leaves;      /* the index's answer: candidate partitions */
     size_t nleaves, cap_leaves;
-    bkv_buf keys;               /* candidate keys: u32 length + bytes each */
-    size_t nkeys;
+    leaf_span *spans;           /* ... in the order of their least keys; [next_span, nspans) not read yet */
+    size_t nspans, next_span;
+    bkv_buf bounds;             /* the spans' key bytes */
+    bkv_buf filling;            /* the source being read: u32 length + key, each */
+    size_t nfilling;
+    uint64_t found;             /* candidate keys found so far (with repeats) */
+    cand_list **heap;           /* the sources read that have keys left, least key on top */
+    size_t nheap, cap_heap;
+    uint64_t planned;           /* entries in the candidate partitions */
     int matched;                /* the partition being scanned held the term */
     int continue_on_error;
     unsigned plan;              /* BKV_FIND_PLAN_* */
@@ -286,10 +319,20 @@ static int skip_unreadable(finder *fd, int rc, const bkv_err *e) {
 
 /* What the index plan is on course to cost, projected from the share of
  * the candidate partitions read so far. */
-static uint64_t projected_index_cost(const finder *fd, uint64_t planned) {
-    uint64_t done = fd->st->entries_scanned, spent = done + VALIDATE_COST * (uint64_t)fd->nkeys;
-    if (!done || done >= planned) return spent;
-    return (uint64_t)((double)spent * (double)planned / (double)done);
+static uint64_t projected_index_cost(const finder *fd) {
+    uint64_t done = fd->st->entries_scanned, spent = done + VALIDATE_COST * fd->found;
+    if (!done || done >= fd->planned) return spent;
+    return (uint64_t)((double)spent * (double)fd->planned / (double)done);
+}
+
+/* Once a thirty-second of the candidate partitions is read (so a few
+ * cannot mislead), the rate of candidates projects what the index plan
+ * will cost; when that exceeds one pass over the snapshot, the pass takes
+ * over. Checked after every partition read. */
+static int index_plan_lost(finder *fd) {
+    if (fd->st->entries_scanned * 32 < fd->planned) return 0;
+    fd->st->index_cost = projected_index_cost(fd);
+    return fd->plan == BKV_FIND_PLAN_AUTO && fd->st->index_cost > fd->st->scan_cost;
 }
 
 static int add_leaf(void *arg, const bkv_vleaf_ref *leaf) {
@@ -317,9 +360,105 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     if (pk.seq > fd->snapshot) return 0;
     uint8_t len[4];
     bkv_put_u32(len, (uint32_t)(ilen - BKV_IKEY_TRAILER));
-    if (bkv_buf_append(&fd->keys, len, 4) || bkv_buf_append(&fd->keys, ikey, ilen - BKV_IKEY_TRAILER)) return BKV_NOMEM;
-    fd->nkeys++;
+    if (bkv_buf_append(&fd->filling, len, 4) || bkv_buf_append(&fd->filling, ikey, ilen - BKV_IKEY_TRAILER))
+        return BKV_NOMEM;
+    fd->nfilling++;
+    fd->found++;
     return 0;
+}
+
+/* ---- the sources read, merged in key order by a binary heap ---- */
+
+static const key_ref *list_key(const cand_list *l) { return &l->refs[l->pos]; }
+
+static int list_before(const cand_list *a, const cand_list *b) { return cmp_key_ref(list_key(a), list_key(b)) < 0; }
+
+static void heap_sift_down(cand_list **h, size_t n, size_t i) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && list_before(h[c + 1], h[c])) c++;
+        if (!list_before(h[c], h[i])) return;
+        cand_list *t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
+static void free_list(cand_list *l) {
+    if (!l) return;
+    bkv_buf_free(&l->bytes);
+    free(l->refs);
+    free(l);
+}
+
+/* Makes the keys found since the last call one sorted source. */
+static int push_filled(finder *fd) {
+    size_t n = fd->nfilling;
+    fd->nfilling = 0;
+    if (n == 0) {
+        bkv_buf_clear(&fd->filling);
+        return BKV_OK;
+    }
+    if (fd->nheap == fd->cap_heap) {
+        size_t cap = fd->cap_heap ? fd->cap_heap * 2 : 16;
+        cand_list **g = realloc(fd->heap, cap * sizeof *g);
+        if (!g) return BKV_NOMEM;
+        fd->heap = g;
+        fd->cap_heap = cap;
+    }
+    cand_list *l = calloc(1, sizeof *l);
+    if (!l || !(l->refs = malloc(n * sizeof *l->refs))) {
+        free(l);
+        return BKV_NOMEM;
+    }
+    l->bytes = fd->filling;
+    bkv_buf_init(&fd->filling);
+    const uint8_t *p = l->bytes.data;
+    for (size_t i = 0; i < n; i++) {
+        l->refs[i] = (key_ref){p + 4, bkv_get_u32(p)};
+        p += 4 + l->refs[i].len;
+    }
+    qsort(l->refs, n, sizeof *l->refs, cmp_key_ref); /* a partition's are in order already: the memtables' are not */
+    l->n = n;
+    size_t i = fd->nheap++;
+    fd->heap[i] = l;
+    while (i > 0 && list_before(fd->heap[i], fd->heap[(i - 1) / 2])) {
+        cand_list *t = fd->heap[i];
+        fd->heap[i] = fd->heap[(i - 1) / 2];
+        fd->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    return BKV_OK;
+}
+
+/* Moves the least key into out and steps past it. REQUIRES: nheap > 0. */
+static int pop_least(finder *fd, bkv_buf *out) {
+    cand_list *l = fd->heap[0];
+    const key_ref *k = list_key(l);
+    if (bkv_buf_set(out, k->p, k->len)) return BKV_NOMEM;
+    if (++l->pos == l->n) {
+        fd->heap[0] = fd->heap[--fd->nheap];
+        free_list(l);
+    }
+    heap_sift_down(fd->heap, fd->nheap, 0);
+    return BKV_OK;
+}
+
+static void free_index_plan(finder *fd) {
+    for (size_t i = 0; i < fd->nheap; i++) free_list(fd->heap[i]);
+    free(fd->heap);
+    fd->heap = NULL;
+    fd->nheap = fd->cap_heap = 0;
+    free(fd->spans);
+    fd->spans = NULL;
+    fd->nspans = fd->next_span = 0;
+    free(fd->leaves);
+    fd->leaves = NULL;
+    fd->nleaves = fd->cap_leaves = 0;
+    bkv_buf_free(&fd->bounds);
+    bkv_buf_free(&fd->filling);
 }
 
 static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number) {
@@ -346,17 +485,15 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read
     return rc;
 }
 
-typedef struct key_ref {
-    const uint8_t *p;
-    uint32_t len;
-} key_ref;
-
-static int cmp_key_ref(const void *a, const void *b) {
-    const key_ref *x = a, *y = b;
-    return bkv_user_key_compare(x->p, x->len, y->p, y->len);
+/* Reads the next candidate partition into a source of its own. */
+static int open_next_span(finder *fd, const bkv_read_options *ro, const bkv_read_state *rs, bkv_err *e) {
+    int rc = scan_partition(fd, ro, rs, &fd->spans[fd->next_span++].leaf, e);
+    if (rc && skip_unreadable(fd, rc, e)) rc = 0; /* the keys it gave before the damage are still candidates */
+    if (!rc && push_filled(fd)) rc = bkv_fail(e, BKV_NOMEM, "out of memory collecting candidates");
+    return rc;
 }
 
-#define FULL_SCAN 1 /* collect's answer when a scan of the whole snapshot is cheaper */
+#define FULL_SCAN 1 /* the planner's answer when a scan of the whole snapshot is cheaper */
 
 static uint64_t snapshot_entries(const bkv_read_state *rs) {
     uint64_t n = bkv_memtable_entries(rs->mem);
@@ -366,20 +503,6 @@ static uint64_t snapshot_entries(const bkv_read_state *rs) {
     return n;
 }
 
-/* Entries in the candidate partitions: P each (a whole table when the
- * leaf is one, or when P is 0). */
-static uint64_t partition_entries(const finder *fd, const bkv_read_state *rs) {
-    uint64_t n = 0, p = fd->db->vparams.partition_entries;
-    for (size_t i = 0; i < fd->nleaves; i++) {
-        const bkv_file_meta *f = find_file(rs->version, fd->leaves[i].file);
-        if (!f) continue;
-        n += p && fd->leaves[i].last_block != UINT32_MAX && p < f->entries ? p : f->entries;
-    }
-    return n;
-}
-
-/* Collects the candidate keys of every source, in key order and each once;
- * or answers FULL_SCAN. */
 static int cmp_leaf(const void *a, const void *b) {
     const bkv_vleaf_ref *x = a, *y = b;
     if (x->file != y->file) return x->file < y->file ? -1 : 1;
@@ -433,8 +556,66 @@ static int search_index(finder *fd, const uint64_t *hashes) {
     return 0;
 }
 
-static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, const uint64_t *hashes,
-                   key_ref **out, size_t *nout, bkv_err *e) {
+static int cmp_span(const void *a, const void *b) {
+    const leaf_span *x = a, *y = b;
+    return bkv_user_key_compare(x->lo, x->lo_len, y->lo, y->lo_len);
+}
+
+static int keep_bound(finder *fd, const uint8_t *k, size_t n, size_t *off) {
+    *off = fd->bounds.len;
+    return bkv_buf_append(&fd->bounds, k, n);
+}
+
+/* Orders the candidate partitions by the least key each may hold, so the
+ * search reads one only when the merge reaches it: what is held at once
+ * is the candidates of the partitions overlapping one key (about one per
+ * sorted run), never all the results. A partition wholly at or before
+ * the resume key (after, when given) is left out. Also counts planned. */
+static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *after, bkv_err *e) {
+    if (fd->nleaves && !(fd->spans = malloc(fd->nleaves * sizeof *fd->spans)))
+        return bkv_fail(e, BKV_NOMEM, "out of memory ordering partitions");
+    uint64_t p = fd->db->vparams.partition_entries;
+    for (size_t i = 0; i < fd->nleaves; i++) {
+        const bkv_vleaf_ref *lf = &fd->leaves[i];
+        const bkv_file_meta *f = find_file(rs->version, lf->file);
+        if (!f) continue;
+        bkv_cache_entry *entry;
+        int rc = bkv_db_get_table(fd->db, f, &entry, e);
+        if (rc && skip_unreadable(fd, rc, e)) continue;
+        if (rc) return rc;
+        const uint8_t *lo, *hi;
+        size_t lo_len, hi_len;
+        rc = bkv_table_blocks_key_range(bkv_cache_value(entry), lf->first_block, lf->last_block, &lo, &lo_len, &hi,
+                                        &hi_len, e);
+        if (!rc && !lo) { /* the table's first block: its least key */
+            lo = f->smallest;
+            lo_len = f->smallest_len - BKV_IKEY_TRAILER;
+        }
+        leaf_span sp = {.leaf = *lf, .lo_len = lo_len, .hi_len = hi_len};
+        int keep = !rc && hi && !(after && bkv_user_key_compare(hi, hi_len, after->data, after->len) <= 0);
+        if (keep && (keep_bound(fd, lo, lo_len, &sp.lo_off) || keep_bound(fd, hi, hi_len, &sp.hi_off)))
+            rc = bkv_fail(e, BKV_NOMEM, "out of memory ordering partitions");
+        bkv_cache_release(fd->db->table_cache, entry);
+        if (rc && skip_unreadable(fd, rc, e)) continue;
+        if (rc) return rc;
+        if (!keep) continue;
+        fd->spans[fd->nspans++] = sp;
+        fd->planned += p && lf->last_block != UINT32_MAX && p < f->entries ? p : f->entries;
+    }
+    for (size_t i = 0; i < fd->nspans; i++) {
+        fd->spans[i].lo = fd->bounds.data + fd->spans[i].lo_off;
+        fd->spans[i].hi = fd->bounds.data + fd->spans[i].hi_off;
+    }
+    if (fd->nspans > 1) qsort(fd->spans, fd->nspans, sizeof *fd->spans, cmp_span);
+    return BKV_OK;
+}
+
+/* Plans a search at the read state it takes into rs: finds the candidate
+ * partitions and the memtables' candidates, reads the first thirty-second
+ * of the partitions to learn the rate of candidates, and answers BKV_OK
+ * (the index plan, to go on in next_candidate) or FULL_SCAN. */
+static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, const uint64_t *hashes,
+                       const bkv_buf *after, bkv_err *e) {
     bkv_db *db = fd->db;
     /* The lock first: the version picked under it has all its tables in
      * the index until the probe is done. */
@@ -454,56 +635,31 @@ static int collect(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, c
 
     /* A memtable names the entries holding a term; every entry holding
      * all of them holds the first. */
-    uint64_t before = fd->nkeys;
     size_t lookups = fd->q->mode == BKV_FIND_ALL ? 1 : fd->q->n;
     for (size_t t = 0; !rc && t < lookups; t++)
         for (int i = -1; !rc && i < rs->nimm; i++)
             rc = bkv_memtable_find_term(i < 0 ? rs->mem : rs->imm[i], hashes[t], consider, fd);
-    if (rc) return bkv_fail(e, rc, "out of memory collecting candidates");
-    fd->st->memtable_candidates += fd->nkeys - before;
-    /* The plan. Every candidate costs a point read to validate, which the
-     * index cannot foresee: it learns the rate from the partitions it
-     * reads, and once the whole plan is on course to cost more than one
-     * pass over the snapshot (judged after a thirty-second of it, so a few
-     * partitions cannot mislead), it stops and makes that pass instead. */
-    uint64_t planned = partition_entries(fd, rs);
+    fd->st->memtable_candidates = fd->found;
+    if (rc || push_filled(fd)) return bkv_fail(e, BKV_NOMEM, "out of memory collecting candidates");
+    if ((rc = order_spans(fd, rs, after, e))) return rc;
+    /* Every candidate costs a point read to validate, which the index
+     * cannot foresee: the plan learns the rate from the partitions read. */
     fd->st->scan_cost = SCAN_ENTRY_COST * snapshot_entries(rs);
-    fd->st->index_cost = planned + VALIDATE_COST * (uint64_t)fd->nkeys;
+    fd->st->index_cost = fd->planned + VALIDATE_COST * fd->found;
     if (fd->plan == BKV_FIND_PLAN_SCAN) return FULL_SCAN;
-    int may_switch = fd->plan == BKV_FIND_PLAN_AUTO;
-    for (size_t i = 0; !rc && i < fd->nleaves; i++) {
-        rc = scan_partition(fd, ro, rs, &fd->leaves[i], e);
-        if (rc && skip_unreadable(fd, rc, e)) rc = 0;
-        if (rc || fd->st->entries_scanned * 32 < planned) continue;
-        fd->st->index_cost = projected_index_cost(fd, planned);
-        if (may_switch && fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
-    }
-    if (rc) return rc;
-    fd->st->index_cost = projected_index_cost(fd, planned);
-    if (may_switch && fd->st->index_cost > fd->st->scan_cost) return FULL_SCAN;
-
-    key_ref *refs = malloc((fd->nkeys ? fd->nkeys : 1) * sizeof *refs);
-    if (!refs) return bkv_fail(e, BKV_NOMEM, "out of memory sorting candidates");
-    const uint8_t *p = fd->keys.data;
-    for (size_t i = 0; i < fd->nkeys; i++) {
-        refs[i] = (key_ref){p + 4, bkv_get_u32(p)};
-        p += 4 + refs[i].len;
-    }
-    qsort(refs, fd->nkeys, sizeof *refs, cmp_key_ref);
-    size_t n = 0;
-    for (size_t i = 0; i < fd->nkeys; i++)
-        if (n == 0 || cmp_key_ref(&refs[n - 1], &refs[i]) != 0) refs[n++] = refs[i];
-    *out = refs;
-    *nout = n;
-    return BKV_OK;
+    if (fd->plan != BKV_FIND_PLAN_AUTO) return BKV_OK;
+    while (fd->next_span < fd->nspans && fd->st->entries_scanned * 32 < fd->planned)
+        if ((rc = open_next_span(fd, ro, rs, e))) return rc;
+    return index_plan_lost(fd) ? FULL_SCAN : BKV_OK;
 }
 
 #define MAX_QUERY_TERMS 64
 
-/* A search in progress. The index plan collects its candidate keys up
- * front (from the candidate partitions, sorted, each once) and validates
- * them one next() at a time at the read state it holds; the scan plan
- * walks an iterator over the whole snapshot and checks each entry. */
+/* A search in progress. The index plan merges the candidate keys of the
+ * partitions it reads, in key order, reading each partition only when
+ * the merge reaches its least key, and validates one candidate per next()
+ * at the read state it holds; the scan plan walks an iterator over the
+ * whole snapshot at that same state and checks each entry. */
 struct bkv_find_iter {
     bkv_db *db;
     bkv_read_options ro;
@@ -514,14 +670,13 @@ struct bkv_find_iter {
     size_t lens[MAX_QUERY_TERMS];
     uint64_t limit;               /* 0: none */
     int keys_only;
-    bkv_buf after;                /* results are keys > after (when have_after) */
-    int have_after;
+    bkv_buf last;                 /* every key up to it is decided (when have_last): the resume key at first */
+    int have_last;
+    bkv_buf cand;                 /* the candidate being validated */
     bkv_find_stats st;
     finder fd;
     bkv_read_state rs;
-    int have_rs;
-    key_ref *keys;                /* the index plan's candidates, in key order */
-    size_t nkeys, pos;
+    int have_rs;                  /* rs is held (the scan's iterator takes it over) */
     bkv_iter *scan;               /* the scan plan's iterator (NULL until the first next) */
     bkv_buf key, val;
     int valid;
@@ -549,18 +704,6 @@ static int set_result(bkv_find_iter *it, const void *k, size_t kl, const void *v
     it->returned++;
     it->st.results++;
     return BKV_OK;
-}
-
-/* The first candidate after the resume key (the candidates are sorted). */
-static size_t first_after(const bkv_find_iter *it) {
-    if (!it->have_after) return 0;
-    size_t lo = 0, hi = it->nkeys;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (bkv_user_key_compare(it->keys[mid].p, it->keys[mid].len, it->after.data, it->after.len) <= 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
 }
 
 int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens,
@@ -610,13 +753,17 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     it->q = (query){it->terms, it->lens, n, fo_local.mode};
     it->limit = fo_local.limit;
     it->keys_only = fo_local.keys_only;
-    bkv_buf_init(&it->after);
+    bkv_buf_init(&it->last);
+    bkv_buf_init(&it->cand);
     bkv_buf_init(&it->key);
     bkv_buf_init(&it->val);
-    bkv_buf_init(&it->fd.keys);
+    it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .continue_on_error = fo_local.continue_on_error,
+                      .plan = fo_local.plan};
+    bkv_buf_init(&it->fd.bounds);
+    bkv_buf_init(&it->fd.filling);
     if (fo_local.after) {
-        it->have_after = 1;
-        if (bkv_buf_set(&it->after, fo_local.after, fo_local.after_len)) {
+        it->have_last = 1;
+        if (bkv_buf_set(&it->last, fo_local.after, fo_local.after_len)) {
             bkv_find_iter_destroy(it);
             return BKV_NOMEM;
         }
@@ -624,20 +771,12 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     BKV_COUNT(db, value_searches, 1);
     uint64_t hashes[MAX_QUERY_TERMS];
     for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, it->terms[i], it->lens[i]);
-    it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .keys = it->fd.keys,
-                      .continue_on_error = fo_local.continue_on_error, .plan = fo_local.plan};
-    int rc = collect(&it->fd, it->rop, &it->rs, hashes, &it->keys, &it->nkeys, &it->err);
     it->have_rs = 1;
+    int rc = plan_search(&it->fd, it->rop, &it->rs, hashes, it->have_last ? &it->last : NULL, &it->err);
     if (rc == FULL_SCAN) {
-        /* The scan reads at its own state; the index plan's is let go. */
-        bkv_read_state_release(&it->rs);
-        it->have_rs = 0;
+        free_index_plan(&it->fd);
         it->st.plan_scan = 1;
-        it->st.entries_scanned = 0;
         rc = BKV_OK;
-    } else if (rc == BKV_OK) {
-        it->st.candidates = it->nkeys;
-        it->pos = first_after(it);
     }
     if (rc) {
         int status = bkv_db_error(db, rc, &it->err);
@@ -648,16 +787,19 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     return BKV_OK;
 }
 
+/* The scan plan: an iterator at the search's read state, from the first
+ * key not yet decided. */
 static int next_scanned(bkv_find_iter *it) {
     if (!it->scan) {
-        int rc = bkv_iter_create(it->db, it->rop, &it->scan);
-        if (rc) return fail_iter(it, bkv_fail(&it->err, rc, "%s", bkv_errmsg(it->db)));
-        if (it->have_after) {
-            bkv_iter_seek(it->scan, it->after.data, it->after.len);
+        it->have_rs = 0; /* taken over by the iterator, even when it cannot be made */
+        int rc = bkv_iter_create_at(it->db, it->rop, &it->rs, &it->scan);
+        if (rc) return fail_iter(it, bkv_fail(&it->err, rc, "out of memory creating the scan's iterator"));
+        if (it->have_last) {
+            bkv_iter_seek(it->scan, it->last.data, it->last.len);
             size_t kl;
             const void *k;
             if (bkv_iter_valid(it->scan) && (k = bkv_iter_key(it->scan, &kl)) &&
-                bkv_user_key_compare(k, kl, it->after.data, it->after.len) == 0)
+                bkv_user_key_compare(k, kl, it->last.data, it->last.len) == 0)
                 bkv_iter_next(it->scan);
         } else {
             bkv_iter_seek_to_first(it->scan);
@@ -677,18 +819,39 @@ static int next_scanned(bkv_find_iter *it) {
 }
 
 static int next_candidate(bkv_find_iter *it) {
-    while (it->pos < it->nkeys) {
-        const key_ref *k = &it->keys[it->pos++];
+    finder *fd = &it->fd;
+    for (;;) {
+        /* A partition that may hold a key up to the least one found is
+         * read before that key is taken: results come in key order. */
+        while (fd->next_span < fd->nspans) {
+            const leaf_span *sp = &fd->spans[fd->next_span];
+            if (fd->nheap && cmp_key_ref(&(key_ref){sp->lo, (uint32_t)sp->lo_len}, list_key(fd->heap[0])) > 0) break;
+            int rc = open_next_span(fd, it->rop, &it->rs, &it->err);
+            if (rc) return fail_iter(it, rc);
+            if (index_plan_lost(fd)) {
+                /* Every key up to the last one taken is decided; the scan goes on after it. */
+                free_index_plan(fd);
+                it->st.plan_scan = 1;
+                return next_scanned(it);
+            }
+        }
+        if (fd->nheap == 0) return BKV_NOTFOUND;
+        if (pop_least(fd, &it->cand)) return fail_iter(it, bkv_fail(&it->err, BKV_NOMEM, "out of memory"));
+        const uint8_t *k = it->cand.data;
+        size_t kl = it->cand.len;
+        if (it->have_last && bkv_user_key_compare(k, kl, it->last.data, it->last.len) <= 0) continue;
+        if (bkv_buf_set(&it->last, k, kl)) return fail_iter(it, bkv_fail(&it->err, BKV_NOMEM, "out of memory"));
+        it->have_last = 1;
+        it->st.candidates++;
         void *v;
         size_t vn;
-        int rc = bkv_db_get_at(it->db, it->rop, &it->rs, k->p, k->len, &v, &vn, &it->err);
-        if (rc == BKV_NOTFOUND || (rc && skip_unreadable(&it->fd, rc, &it->err))) continue;
+        int rc = bkv_db_get_at(it->db, it->rop, &it->rs, k, kl, &v, &vn, &it->err);
+        if (rc == BKV_NOTFOUND || (rc && skip_unreadable(fd, rc, &it->err))) continue;
         if (rc) return fail_iter(it, rc);
-        rc = holds_query(it->db, v, vn, &it->q) ? set_result(it, k->p, k->len, v, vn) : BKV_NOTFOUND;
+        rc = holds_query(it->db, v, vn, &it->q) ? set_result(it, k, kl, v, vn) : BKV_NOTFOUND;
         free(v);
         if (rc != BKV_NOTFOUND) return rc;
     }
-    return BKV_NOTFOUND;
 }
 
 int bkv_find_iter_next(bkv_find_iter *it) {
@@ -732,10 +895,9 @@ void bkv_find_iter_destroy(bkv_find_iter *it) {
     if (!it) return;
     bkv_iter_destroy(it->scan);
     if (it->have_rs) bkv_read_state_release(&it->rs);
-    free(it->keys);
-    free(it->fd.leaves);
-    bkv_buf_free(&it->fd.keys);
-    bkv_buf_free(&it->after);
+    free_index_plan(&it->fd);
+    bkv_buf_free(&it->last);
+    bkv_buf_free(&it->cand);
     bkv_buf_free(&it->key);
     bkv_buf_free(&it->val);
     free(it->term_bytes);

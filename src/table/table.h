@@ -149,6 +149,13 @@ uint64_t bkv_table_file_size(const bkv_table *t);
  * when the table has none, or the error (naming file and offset). */
 int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
 
+/* The user keys of data blocks first..last (last clamped) lie in
+ * [*lo, *hi]: *lo is the last key of block first - 1 (NULL for the first
+ * block), *hi the last key of block last (NULL for a table without
+ * blocks). The bytes live as long as the table. */
+int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, const uint8_t **lo, size_t *lo_len,
+                               const uint8_t **hi, size_t *hi_len, bkv_err *e);
+
 /* Calls fn on every entry of data blocks first..last (ordinals, inclusive;
  * last is clamped to the table's last block). Stops early, returning fn's
  * value, when fn returns non-zero. */

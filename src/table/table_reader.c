@@ -651,6 +651,38 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
     return off;
 }
 
+/* The user key of index entry i: the last key of data block i. */
+static int index_user_key_at(const bkv_table *t, uint32_t i, const uint8_t **k, size_t *klen, bkv_err *e) {
+    const bkv_block *ix = &t->index;
+    if (i < ix->num_restarts) {
+        uint32_t off = bkv_get_u32(ix->restarts + 4 * (size_t)i);
+        const uint8_t *p = ix->data + off, *end = ix->data + ix->len;
+        uint32_t shared, unshared, vlen;
+        if (off < ix->len && (p = bkv_get_varint32(p, end, &shared)) && (p = bkv_get_varint32(p, end, &unshared)) &&
+            (p = bkv_get_varint32(p, end, &vlen)) && shared == 0 && unshared >= BKV_IKEY_TRAILER &&
+            (size_t)(end - p) >= unshared) {
+            *k = p;
+            *klen = unshared - BKV_IKEY_TRAILER;
+            return BKV_OK;
+        }
+    }
+    return bkv_fail(e, BKV_CORRUPTION, "%s: index has no well-formed entry for data block %u", t->name, i);
+}
+
+int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, const uint8_t **lo, size_t *lo_len,
+                               const uint8_t **hi, size_t *hi_len, bkv_err *e) {
+    int rc = load_index(t, e);
+    if (rc) return rc;
+    *lo = *hi = NULL;
+    *lo_len = *hi_len = 0;
+    uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks
+                                                                        : t->index.num_restarts;
+    if (nblocks == 0) return BKV_OK;
+    if (last >= nblocks) last = (uint32_t)(nblocks - 1);
+    if (first > 0 && (rc = index_user_key_at(t, first - 1, lo, lo_len, e))) return rc;
+    return index_user_key_at(t, last, hi, hi_len, e);
+}
+
 int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e) {
     int rc = load_index(t, e);

@@ -537,21 +537,19 @@ static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bk
 static int search_sliced(const bkv_vindex *vi, const bkv_vf_probe *pr, bkv_vindex_hit_fn fn, void *arg,
                          bkv_find_stats *st) {
     size_t W = vi->row_words;
-    if (W == 0) return 0;
-    uint64_t stack[64], *acc = W <= 64 ? stack : malloc(W * 8);
-    if (!acc) return search_all(vi, 0, pr, fn, arg, st); /* out of memory: every leaf is a maybe */
-    memcpy(acc, vi->rows + (size_t)pr->pos[0] * W, W * 8);
+    if (W == 0 || pr->k == 0) return 0;
+    /* One pass over the k rows side by side, a word of each at a time:
+     * the k streams are fetched in parallel and nothing is copied. */
+    const uint64_t *rows[BKV_VF_MAX_K];
+    for (uint32_t i = 0; i < pr->k; i++) rows[i] = vi->rows + (size_t)pr->pos[i] * W;
     st->nodes_probed += pr->k;
-    for (uint32_t i = 1; i < pr->k; i++) {
-        const uint64_t *row = vi->rows + (size_t)pr->pos[i] * W;
-        for (size_t w = 0; w < W; w++) acc[w] &= row[w];
-    }
     st->leaves_probed += vi->nleaves;
     int rc = 0;
-    for (size_t w = 0; w < W && !rc; w++)
-        for (uint64_t x = acc[w] & vi->col_used[w]; x && !rc; x &= x - 1)
-            rc = hit(vi->col_leaf[w * 64 + (size_t)__builtin_ctzll(x)], fn, arg, st);
-    if (acc != stack) free(acc);
+    for (size_t w = 0; w < W && !rc; w++) {
+        uint64_t x = vi->col_used[w];
+        for (uint32_t i = 0; i < pr->k && x; i++) x &= rows[i][w];
+        for (; x && !rc; x &= x - 1) rc = hit(vi->col_leaf[w * 64 + (size_t)__builtin_ctzll(x)], fn, arg, st);
+    }
     return rc;
 }
 

@@ -218,8 +218,10 @@ static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, co
     assert_int_equal(st.results, (uint64_t)want);
     check_pages(db, &ro, qterms, lens, nterms, mode, &f, ctx);
     if (nterms == 1) check_forced_plans(db, &ro, qterms, lens, nterms, mode, &f, ctx);
-    /* The scan plan validates nothing by point reads: its entries are the newest versions already. */
-    if (st.plan_scan) assert_true(st.candidates == 0 && st.scan_cost >= st.results);
+    /* The scan validates nothing by point reads (its entries are the newest
+     * versions already): what was validated is the index plan's before the
+     * scan took over. */
+    if (st.plan_scan) assert_true(st.scan_cost >= st.results && st.candidates <= st.memtable_candidates + st.entries_scanned);
     else assert_true(st.candidates >= st.results && st.leaves_positive <= st.leaves_probed + st.leaves);
 }
 
@@ -868,7 +870,8 @@ static void test_plan_follows_selectivity(void **s) {
         }
         bkv_find_stats ist;
         bkv_find_iter_stats(it, &ist);
-        assert_int_equal(ist.plan_scan, 1);
+        /* The last page's partitions hold few results: the index reads them. */
+        assert_int_equal(ist.plan_scan, in_page == 3000);
         bkv_find_iter_destroy(it);
         if (in_page < 3000) break;
         fo.after = last;

@@ -8,7 +8,7 @@ B="$1"
 pass=0 fail=0
 for engine in bloomkv leveldb rocksdb; do
     out=$("$B" bench --engine "$engine" --num 20000 --reads 5000 \
-        --benchmarks fillrandom,readrandom,readmissing,readseq,multireadrandom,findvalue,findvalue_scan \
+        --benchmarks fillrandom,readrandom,readmissing,readseq,multireadrandom,findvalue,findvalue_first,findvalue_and,findvalue_scan \
         --value_index hierarchy --searches 200 --scan_searches 2 --json 2>/dev/null)
     status=$?
     if [ $status -eq 2 ] && [ "$engine" != bloomkv ]; then
@@ -31,8 +31,12 @@ for engine in bloomkv leveldb rocksdb; do
     if [ "$engine" = bloomkv ]; then
         check "findvalue found" "$(field findvalue found)" 200
         check "findvalue results" "$(echo "$out" | grep '"benchmark":"findvalue"' | grep -o '"results":[0-9.]*' | cut -d: -f2)" 1.000
+        check "findvalue_first found" "$(field findvalue_first found)" 200
+        check "findvalue_and found" "$(field findvalue_and found)" 200
     else
         check "findvalue (a scan) found" "$(field findvalue found)" 2
+        check "findvalue_first (a scan) found" "$(field findvalue_first found)" 2
+        check "findvalue_and (a scan) found" "$(field findvalue_and found)" 2
     fi
     # The composite-key secondary index users build by hand: every search
     # finds its key through the index, on every engine.

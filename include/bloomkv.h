@@ -362,11 +362,14 @@ BKV_EXPORT int bkv_value_index_build(bkv_db *db, uint64_t *rewritten);
 
 BKV_EXPORT void bkv_find_options_init(bkv_find_options *fo);
 /* Plans the search for n terms (1..64) at the read snapshot (ro's, or the
- * latest): the index's candidate partitions are read at once, or, when one
- * pass over the snapshot is cheaper, nothing yet (bkv_find_stats). *out is
- * set on success; destroy it with bkv_find_iter_destroy before the
- * database closes. The terms are copied; ro's snapshot must outlive the
- * iterator. */
+ * latest), which the iterator holds until destroyed: the index names the
+ * candidate partitions, and create reads the first thirty-second of them
+ * to learn the rate of candidates; next reads the others as the key order
+ * reaches them, and the plan turns to one pass over the snapshot whenever
+ * that becomes cheaper (bkv_find_stats). Memory does not grow with the
+ * results. *out is set on success; destroy it with bkv_find_iter_destroy
+ * before the database closes. The terms are copied; ro's snapshot must
+ * outlive the iterator. */
 BKV_EXPORT int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *const *terms,
                                     const size_t *tlens, size_t n, const bkv_find_options *fo,
                                     bkv_find_iter **out);

@@ -147,10 +147,11 @@ static int by_value(const void *a, const void *b) {
  * cells it is (0, 1 or 2), and xorh the XOR of their keys: a cell left
  * with one key names the key and its position at once. (One byte of deg
  * apart from xorh beats a 16-byte cell holding both: the counting pass
- * reads less.) Scratch: deg and xorh of the array's length,
- * stack_key/stack_pos of n, queue of the larger of the two. */
-static int peel(bkv_filter *f, const uint64_t *keys, size_t n, uint8_t *deg, uint64_t *xorh, uint64_t *stack_key,
-                uint8_t *stack_pos, uint64_t *queue) {
+ * reads less.) keys are only read by the counting pass, so the order of
+ * peeling is written over them. Scratch: deg and xorh of the array's
+ * length, pos of n, queue of the array's length. */
+static int peel(bkv_filter *f, uint64_t *keys, size_t n, uint8_t *deg, uint64_t *xorh, uint8_t *pos_of,
+                uint32_t *queue) {
     uint64_t len = f->num_bits;
     memset(deg, 0, len);
     memset(xorh, 0, len * sizeof *xorh);
@@ -162,22 +163,23 @@ static int peel(bkv_filter *f, const uint64_t *keys, size_t n, uint8_t *deg, uin
             xorh[c.h[j]] ^= keys[i];
         }
     }
+    uint64_t *stack_key = keys;
     size_t qn = 0, sn = 0;
     for (uint64_t i = 0; i < len; i++)
-        if (deg[i] >> 2 == 1) queue[qn++] = i;
+        if (deg[i] >> 2 == 1) queue[qn++] = (uint32_t)i;
     while (qn > 0) {
-        uint64_t cell = queue[--qn];
+        uint32_t cell = queue[--qn];
         if (deg[cell] >> 2 != 1) continue;
         uint64_t x = xorh[cell];
         unsigned pos = deg[cell] & 3;
         stack_key[sn] = x;
-        stack_pos[sn++] = (uint8_t)pos;
+        pos_of[sn++] = (uint8_t)pos;
         cells c = cells_of(f, x);
         for (unsigned j = 0; j < 3; j++) {
             uint64_t o = c.h[j];
             deg[o] = (uint8_t)((deg[o] - 4) ^ j);
             xorh[o] ^= x;
-            if (j != pos && deg[o] >> 2 == 1) queue[qn++] = o;
+            if (j != pos && deg[o] >> 2 == 1) queue[qn++] = (uint32_t)o;
         }
     }
     if (sn != n) return 0;
@@ -185,7 +187,7 @@ static int peel(bkv_filter *f, const uint64_t *keys, size_t n, uint8_t *deg, uin
     uint32_t mask = (uint32_t)((1u << f->k) - 1);
     while (sn-- > 0) {
         uint64_t x = stack_key[sn];
-        unsigned pos = stack_pos[sn];
+        unsigned pos = pos_of[sn];
         cells c = cells_of(f, x);
         uint32_t v = (uint32_t)fp_of(x) & mask;
         for (unsigned j = 0; j < 3; j++)
@@ -195,35 +197,56 @@ static int peel(bkv_filter *f, const uint64_t *keys, size_t n, uint8_t *deg, uin
     return 1;
 }
 
+/* The keys remixed with seed into keys[]: for a fuse filter bucketed by
+ * their top bits (a key's first cell grows with them), so the counting
+ * and peeling passes walk the cell arrays front to back instead of at
+ * random, as the binary fuse paper's construction does. 2^10 buckets: the
+ * scatter's write streams stay in the first-level cache (2^16 measured
+ * slower), and a bucket's cells span a few KB at any n. */
+#define FUSE_SORT_BITS 10
+static void remix_keys(const bkv_filter *f, const bkv_hash *in, size_t m, uint32_t seed, uint64_t *keys) {
+    if (!is_fuse(f) || m < 4096) {
+        for (size_t i = 0; i < m; i++) keys[i] = bkv_filter_remix(in[i], seed);
+        return;
+    }
+    size_t count[(1u << FUSE_SORT_BITS) + 1] = {0};
+    for (size_t i = 0; i < m; i++) count[(bkv_filter_remix(in[i], seed) >> (64 - FUSE_SORT_BITS)) + 1]++;
+    for (size_t b = 0; b < (1u << FUSE_SORT_BITS); b++) count[b + 1] += count[b];
+    for (size_t i = 0; i < m; i++) {
+        uint64_t x = bkv_filter_remix(in[i], seed);
+        keys[count[x >> (64 - FUSE_SORT_BITS)]++] = x;
+    }
+}
+
 static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigned bits) {
     f->k = bits;
     if (is_fuse(f)) size_fuse(f, n);
     else size_xor(f, n);
     uint64_t len = f->num_bits;
+    if (len > UINT32_MAX) return BKV_INVALID; /* cells are numbered in 32 bits while building */
     f->payload_len = (size_t)(len * bits / 8);
     int rc = bkv_filter_alloc_payload(f);
     if (rc) return rc;
     size_t nn = n ? n : 1, ln = len ? len : 1;
-    uint64_t *keys = malloc(nn * sizeof *keys), *uniq = malloc(nn * sizeof *uniq);
+    uint64_t *keys = malloc(nn * sizeof *keys), *uniq = NULL;
     uint8_t *deg = malloc(ln), *spos = malloc(nn);
-    uint64_t *xorh = malloc(ln * sizeof *xorh), *queue = malloc((ln > nn ? ln : nn) * sizeof *queue);
-    uint64_t *sk = malloc(nn * sizeof *sk);
-    rc = keys && uniq && deg && spos && xorh && queue && sk ? BKV_FULL : BKV_NOMEM;
+    uint64_t *xorh = malloc(ln * sizeof *xorh);
+    uint32_t *queue = malloc(ln * sizeof *queue);
+    rc = keys && deg && spos && xorh && queue ? BKV_FULL : BKV_NOMEM;
     /* Duplicates are removed from the input hashes once, the first time
      * peeling fails, and for good: equal hashes stay equal under any seed. */
     const bkv_hash *in = h;
     size_t m = n;
     for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
-        for (size_t i = 0; i < m; i++) keys[i] = bkv_filter_remix(in[i], seed);
-        /* A key's first cell grows with its top bits: sorted, counting and
-         * peeling walk the cell arrays front to back instead of at random,
-         * as the binary fuse paper's construction does (141 -> 89 ns/key at
-         * 10 M keys, fuse8). Xor cells do not follow the top bits. */
-        if (is_fuse(f)) bkv_sort_by_top_bits(keys, m, queue);
-        if (peel(f, keys, m, deg, xorh, sk, spos, queue)) {
+        remix_keys(f, in, m, seed, keys);
+        if (peel(f, keys, m, deg, xorh, spos, queue)) {
             f->filter_seed = seed;
             rc = BKV_OK;
         } else if (in == h) {
+            if (!(uniq = malloc(nn * sizeof *uniq))) {
+                rc = BKV_NOMEM;
+                break;
+            }
             memcpy(uniq, h, n * sizeof *uniq);
             qsort(uniq, n, sizeof *uniq, by_value);
             size_t u = 0;
@@ -234,7 +257,7 @@ static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigne
             seed--; /* the same seed again, without duplicates */
         }
     }
-    free(keys), free(uniq), free(deg), free(spos), free(xorh), free(queue), free(sk);
+    free(keys), free(uniq), free(deg), free(spos), free(xorh), free(queue);
     return rc;
 }
 

@@ -822,6 +822,73 @@ static void test_early_stop(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+/* A search streams at the read state it was made at: partitions read
+ * after create, and candidates validated then, answer as of create, even
+ * when the keys are rewritten, flushed and compacted meanwhile. Both
+ * plans, over several tables and the memtable. */
+static void test_search_outlives_changes(void **s) {
+    (void)s;
+    for (unsigned plan = BKV_FIND_PLAN_INDEX; plan <= BKV_FIND_PLAN_SCAN; plan++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/outlives%u", dir, plan);
+        bkv_options o;
+        bkv_options_init(&o);
+        o.value_index = BKV_VALUE_INDEX_BITSLICED;
+        o.value_partition_entries = 64;
+        o.write_buffer_size = 64 << 10;
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        for (int i = 0; i < 4000; i++) {
+            char k[16];
+            snprintf(k, sizeof k, "k%05d", i);
+            const char *v = i % 4 == 0 ? "wanted" : "other";
+            assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+            if (i == 3000) assert_int_equal(bkv_flush(db), BKV_OK); /* the last thousand stay in the memtable */
+        }
+        bkv_find_options fo;
+        bkv_find_options_init(&fo);
+        fo.plan = plan;
+        const void *term[1] = {"wanted"};
+        size_t len = 6;
+        bkv_find_iter *it;
+        assert_int_equal(bkv_find_iter_create(db, NULL, term, &len, 1, &fo, &it), BKV_OK);
+        int got = 0;
+        for (; got < 100; got++) assert_int_equal(bkv_find_iter_next(it), BKV_OK);
+        /* Every wanted key is rewritten or deleted, new ones appear among them. */
+        for (int i = 0; i < 4000; i++) {
+            char k[16];
+            snprintf(k, sizeof k, "k%05d", i);
+            if (i % 4 == 0 && i % 8) assert_int_equal(bkv_delete(db, NULL, k, strlen(k)), BKV_OK);
+            else if (i % 4 == 0) assert_int_equal(bkv_put(db, NULL, k, strlen(k), "gone", 4), BKV_OK);
+            else if (i % 4 == 1) assert_int_equal(bkv_put(db, NULL, k, strlen(k), "wanted", 6), BKV_OK);
+        }
+        assert_int_equal(bkv_compact(db), BKV_OK);
+        int rc;
+        char last[16] = "";
+        while ((rc = bkv_find_iter_next(it)) == BKV_OK) {
+            size_t kl, vl;
+            const char *k = bkv_find_iter_key(it, &kl);
+            const char *v = bkv_find_iter_value(it, &vl);
+            char want[16];
+            snprintf(want, sizeof want, "k%05d", 4 * got);
+            if (kl != strlen(want) || memcmp(k, want, kl) != 0 || vl != 6 || memcmp(v, "wanted", 6) != 0)
+                fail_msg("plan %u: result %d is %.*s, expected %s", plan, got, (int)kl, k, want);
+            memcpy(last, k, kl);
+            last[kl] = 0;
+            got++;
+        }
+        assert_int_equal(rc, BKV_NOTFOUND);
+        assert_int_equal(got, 1000);
+        assert_string_equal(last, "k03996");
+        bkv_find_iter_destroy(it);
+        /* A new search sees the new state. */
+        int n = 0;
+        assert_int_equal(bkv_find_value(db, NULL, "wanted", 6, count_result, &n, NULL), BKV_OK);
+        assert_int_equal(n, 1000);
+        assert_int_equal(bkv_close(db), BKV_OK);
+    }
+}
+
 /* The plan follows selectivity: a value every key holds is found by one
  * pass over the data, a unique one through the index; both exactly. */
 static void test_plan_follows_selectivity(void **s) {
@@ -1066,7 +1133,7 @@ static void test_builtin_extractors(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan_follows_selectivity),
+        cmocka_unit_test(test_plan_follows_selectivity), cmocka_unit_test(test_search_outlives_changes),
         cmocka_unit_test(test_oracle_flat),       cmocka_unit_test(test_oracle_hierarchy),
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_builtin),

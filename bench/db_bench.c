@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,45 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
+/* NAMEwhilewriting: NAME (readrandom for "read") measured while one more
+ * thread overwrites random keys with their own values as fast as it can
+ * (db_bench's readwhilewriting): what reads and searches cost while
+ * flushes, compactions and index updates go on. */
+#define WHILE_WRITING "whilewriting"
+
+typedef struct bg_writer {
+    run_state s;
+    atomic_int stop;
+    uint64_t puts;
+    int failed;
+    pthread_t thread;
+} bg_writer;
+
+static void *bg_writer_main(void *arg) {
+    bg_writer *w = arg;
+    const bench_cfg *c = w->s.cfg;
+    char key[64];
+    while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        uint64_t i = next_rand(&w->s.rng) % c->num;
+        size_t kl = make_key(key, c->key_size, i, 0);
+        if (w->s.eng->put(w->s.h, key, kl, value_for(&w->s, i, w->s.vbuf), (size_t)c->value_size, 0)) {
+            w->failed = 1;
+            break;
+        }
+        w->puts++;
+    }
+    return NULL;
+}
+
+/* The benchmark a name runs: NAME of NAMEwhilewriting (writing says so). */
+static const char *base_benchmark(const char *name, char *buf, size_t cap, int *writing) {
+    size_t n = strlen(name), w = strlen(WHILE_WRITING);
+    *writing = n > w && strcmp(name + n - w, WHILE_WRITING) == 0;
+    if (!*writing) return name;
+    snprintf(buf, cap, "%.*s", (int)(n - w), name);
+    return strcmp(buf, "read") == 0 ? "readrandom" : buf;
+}
+
 /* Runs a benchmark on cfg->threads threads, each with its own random
  * stream and latency slice; merges their counts and latencies into s. */
 static long run_threads(run_state *s, const char *name, uint64_t *found, uint64_t max_ops) {
@@ -338,7 +378,8 @@ static void usage(FILE *out) {
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
             "            without one, run --scan_searches times) findvalue_first (the same searches, each\n"
             "            stopped at its first result) findvalue_and (each the AND of the value with itself)\n"
-            "            findvalue_scan (the full scan on any engine)\n"
+            "            findvalue_scan (the full scan on any engine); NAMEwhilewriting runs NAME (readrandom for\n"
+            "            read) while one more thread overwrites random keys as fast as it can\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
@@ -500,18 +541,44 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
         uint64_t found = 0, blocks0 = 0, blocks1 = 0, filter_bytes = 0;
         int have_blocks = s.eng->counter && s.eng->counter(s.h, "blocks-read", &blocks0) == 0;
+        char base_buf[64];
+        int writing;
+        const char *base = base_benchmark(name, base_buf, sizeof base_buf, &writing);
+        bg_writer *writer = NULL;
+        if (writing) {
+            if (!(writer = calloc(1, sizeof *writer)) || !(writer->s.vbuf = malloc((size_t)c.value_size))) {
+                free(writer);
+                status = 3;
+                break;
+            }
+            writer->s = (run_state){.cfg = &c, .eng = s.eng, .h = s.h, .values = s.values, .pool = s.pool,
+                                    .rng = c.seed ^ 0x77726974ULL, .vbuf = writer->s.vbuf};
+            pthread_create(&writer->thread, NULL, bg_writer_main, writer);
+        }
         double t0 = bench_now_ns();
-        long ops = run_threads(&s, name, &found, max_ops);
+        long ops = run_threads(&s, base, &found, max_ops);
         end_progress(&s);
         double secs = (bench_now_ns() - t0) / 1e9;
+        double writer_rate = 0;
+        if (writer) {
+            atomic_store(&writer->stop, 1);
+            pthread_join(writer->thread, NULL);
+            writer_rate = (double)writer->puts / (secs > 0 ? secs : 1);
+            if (writer->failed && ops >= 0) {
+                fprintf(stderr, "bench: the writer of %s failed\n", name);
+                ops = -3;
+            }
+            free(writer->s.vbuf);
+            free(writer);
+        }
         if (ops < 0) {
             if (ops == -1) fprintf(stderr, "bench: %s failed\n", name);
             status = ops == -2 ? 2 : 3;
             break;
         }
         ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
-        int indexed_search = (strcmp(name, "findvalue") == 0 || strcmp(name, "findvalue_first") == 0 ||
-                              strcmp(name, "findvalue_and") == 0) &&
+        int indexed_search = (strcmp(base, "findvalue") == 0 || strcmp(base, "findvalue_first") == 0 ||
+                              strcmp(base, "findvalue_and") == 0) &&
                              s.eng->find_value && !c.secondary_index;
         qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
         double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
@@ -534,6 +601,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             if (have_blocks)
                 printf(",\"blocks_read_per_op\":%.4f,\"filter_memory_bytes\":%llu", blocks_per_op,
                        (unsigned long long)filter_bytes);
+            if (writing) printf(",\"writer_ops_per_sec\":%.1f", writer_rate);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
                 printf(",\"find\":{\"leaves\":%.1f,\"nodes_probed\":%.2f,\"nodes_positive\":%.2f,"
@@ -548,6 +616,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             printf("}\n");
         } else {
             printf("%-15s : %10.3f micros/op %9.0f ops/sec;", name, micros, ops / (secs > 0 ? secs : 1));
+            if (writing) printf(" (a writer beside: %.0f puts/sec)", writer_rate);
             if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
             if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom") ||
                 !strncmp(name, "findvalue", 9))

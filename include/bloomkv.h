@@ -515,7 +515,8 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
  *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
  *       value-searches, value-index-updates, value-index-nodes-recomputed,
- *       value-index-update-micros, value-filters-unusable
+ *       value-index-update-micros, value-index-locked-micros (the part of
+ *       index updates searches had to wait for), value-filters-unusable
  *   "bloomkv.counters"               every counter, one "name value" line each
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.value-terms"            the recorded terms extractor ("words/1", "prefix:3/1"; "" if none

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,10 +33,12 @@ typedef struct test_found {
 } test_found;
 
 static inline int test_on_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)klen, (void)val, (void)vlen;
+    (void)val, (void)vlen;
     test_found *f = arg;
     f->n++;
-    f->key = atoi((const char *)key + 3);
+    char k[32] = ""; /* key is not NUL-terminated: key000321 -> 321 */
+    if (klen > 3 && klen < sizeof k) memcpy(k, (const char *)key + 3, klen - 3);
+    f->key = atoi(k);
     return 0;
 }
 

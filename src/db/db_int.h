@@ -48,7 +48,7 @@ typedef struct bkv_db_counters {
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
-        value_index_update_micros, value_filters_unusable;
+        value_index_update_micros, value_index_locked_micros, value_filters_unusable;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -128,14 +128,16 @@ struct bkv_db {
     bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
 
     /* The value index (db_value.c); vindex is NULL when there is none. It
-     * covers every table of current (see bkv_db_value_index_add);
-     * vindex_lock is never taken for writing with mu held, and a search
-     * takes it for reading before mu. */
+     * covers every table of current (see bkv_db_value_index_add). An
+     * update (flush or compaction) holds vindex_update_mu throughout, and
+     * the index takes vindex_lock for writing only to publish (never with
+     * mu held); a search takes it for reading before mu. */
     int has_vrec;                  /* the database has a value index */
     bkv_value_index_rec vrec;      /* its parameters (manifest tag 6) */
     bkv_vf_params vparams;
     bkv_vindex *vindex;
     pthread_rwlock_t vindex_lock;
+    pthread_mutex_t vindex_update_mu;
     void *terms_arg;               /* a built-in terms extractor's argument (db_value.c), or NULL */
 };
 

@@ -329,6 +329,7 @@ static void free_db(bkv_db *db) {
     bkv_vindex_free(db->vindex);
     free(db->terms_arg);
     pthread_rwlock_destroy(&db->vindex_lock);
+    pthread_mutex_destroy(&db->vindex_update_mu);
     pthread_mutex_destroy(&db->grace_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
@@ -368,6 +369,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     db->opts = *opts;
     pthread_mutex_init(&db->mu, NULL);
     pthread_rwlock_init(&db->vindex_lock, NULL);
+    pthread_mutex_init(&db->vindex_update_mu, NULL);
     pthread_mutex_init(&db->grace_mu, NULL);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);

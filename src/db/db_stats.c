@@ -38,6 +38,7 @@ static const counter_name db_counters[] = {
     DB_COUNTER("value-index-updates", value_index_updates),
     DB_COUNTER("value-index-nodes-recomputed", value_index_nodes_recomputed),
     DB_COUNTER("value-index-update-micros", value_index_update_micros),
+    DB_COUNTER("value-index-locked-micros", value_index_locked_micros),
     DB_COUNTER("value-filters-unusable", value_filters_unusable),
 };
 

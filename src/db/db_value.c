@@ -166,6 +166,7 @@ int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
     if (!db->has_vrec) return BKV_OK;
     if (!(db->vindex = bkv_vindex_new((int)db->vrec.shape, &db->vparams, (int)db->vrec.order)))
         return bkv_fail(e, BKV_NOMEM, "out of memory creating the value index");
+    bkv_vindex_set_publish_lock(db->vindex, &db->vindex_lock);
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < db->current->nfiles[l]; i++) index_table(db, db->current->files[l][i], 1);
     bkv_vindex_commit(db->vindex);
@@ -185,7 +186,8 @@ static uint64_t now_micros(void) {
 }
 
 /* Index updates never hold db->mu (a bit-sliced update of a large table
- * takes milliseconds, and writers need the mutex): a new table enters the
+ * takes milliseconds, and writers need the mutex), nor the index's lock
+ * but to publish (searches would wait behind them): a new table enters the
  * index before the version holding it is installed, and an old one leaves
  * only after a version without it is. So the index always covers every
  * table of the current version (it may also name a few that are not, which
@@ -193,18 +195,19 @@ static uint64_t now_micros(void) {
  * before it picks its version until it has probed sees all of them. */
 static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int remove_added) {
     uint64_t t0 = now_micros();
-    pthread_rwlock_wrlock(&db->vindex_lock);
+    pthread_mutex_lock(&db->vindex_update_mu);
     for (size_t i = 0; add && i < edit->nadded; i++)
         if (!bkv_vindex_has_table(db->vindex, edit->added[i].meta->number)) index_table(db, edit->added[i].meta, 1);
     for (size_t i = 0; !add && !remove_added && i < edit->ndeleted; i++)
         if (!edit_adds(edit, edit->deleted[i].number)) bkv_vindex_remove_table(db->vindex, edit->deleted[i].number);
     for (size_t i = 0; remove_added && i < edit->nadded; i++)
         bkv_vindex_remove_table(db->vindex, edit->added[i].meta->number);
-    uint64_t n = bkv_vindex_commit(db->vindex);
-    pthread_rwlock_unlock(&db->vindex_lock);
+    uint64_t n = bkv_vindex_commit(db->vindex), locked = bkv_vindex_take_locked_micros(db->vindex);
+    pthread_mutex_unlock(&db->vindex_update_mu);
     BKV_COUNT(db, value_index_updates, 1);
     BKV_COUNT(db, value_index_nodes_recomputed, n);
     BKV_COUNT(db, value_index_update_micros, now_micros() - t0);
+    BKV_COUNT(db, value_index_locked_micros, locked);
 }
 
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit) {

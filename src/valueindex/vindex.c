@@ -1,8 +1,10 @@
 #include "valueindex/vindex.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct bnode bnode;
 
@@ -40,13 +42,57 @@ struct bkv_vindex {
     /* hierarchy */
     bnode *root;
     uint64_t ninner;
+    uint64_t recomputed; /* inner nodes recomputed since the last commit */
     /* bit-sliced: row r (filter bit r) holds one bit per column at
-     * rows[r * row_words ...]; columns are recycled through col_used. */
-    uint64_t *rows;
+     * rows[r * row_words ...]. A column is taken (col_taken: the updater's
+     * own bookkeeping) while its bits are written, and only then made live
+     * (col_live, col_leaf: what a search reads, changed under the publish
+     * lock); a removed column stops being live first and is cleared and
+     * given back after. So the slow part of an update, writing or clearing
+     * a table's columns across every row, holds no lock a search waits
+     * for. */
+    _Atomic uint64_t *rows;
     size_t row_words;
     vleaf **col_leaf;
-    uint64_t *col_used;
+    uint64_t *col_live;
+    uint64_t *col_taken;
+    /* Taken for writing around every change a search could see (NULL: no
+     * concurrent searches, as in tests). */
+    pthread_rwlock_t *publish;
+    uint64_t locked_since, locked_ns; /* the updater's: time it held publish */
 };
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void publish_begin(bkv_vindex *vi) {
+    if (!vi->publish) return;
+    pthread_rwlock_wrlock(vi->publish);
+    vi->locked_since = now_ns();
+}
+
+static void publish_end(bkv_vindex *vi) {
+    if (!vi->publish) return;
+    vi->locked_ns += now_ns() - vi->locked_since;
+    pthread_rwlock_unlock(vi->publish);
+}
+
+uint64_t bkv_vindex_take_locked_micros(bkv_vindex *vi) {
+    uint64_t us = vi->locked_ns / 1000;
+    vi->locked_ns -= us * 1000;
+    return us;
+}
+
+void bkv_vindex_set_publish_lock(bkv_vindex *vi, pthread_rwlock_t *lock) { vi->publish = lock; }
+
+/* Row words are read by searches while the one updater writes columns
+ * they do not look at (yet, or any more): relaxed atomics, plain loads and
+ * stores here, make that sharing defined. */
+static inline uint64_t row_get(const _Atomic uint64_t *w) { return atomic_load_explicit(w, memory_order_relaxed); }
+static inline void row_set(_Atomic uint64_t *w, uint64_t v) { atomic_store_explicit(w, v, memory_order_relaxed); }
 
 const char *bkv_vindex_shape_name(int shape) {
     switch (shape) {
@@ -249,32 +295,48 @@ static uint64_t recompute(bkv_vindex *vi, bnode *n, int all) {
  * costs them too. */
 static int bs_grow(bkv_vindex *vi) {
     size_t ow = vi->row_words, nw = ow + (ow / 4 ? ow / 4 : 1), m = vi->p.m_bits;
-    uint64_t *rows = bkv_vf_alloc_bits(m * nw);
-    vleaf **cols = realloc(vi->col_leaf, nw * 64 * sizeof *cols);
-    uint64_t *used = calloc(nw, sizeof *used);
-    if (cols) vi->col_leaf = cols;
-    if (!rows || !cols || !used) {
-        free(rows);
-        free(used);
+    /* Built beside the old matrix, which searches go on reading, and
+     * swapped in under the publish lock. */
+    _Atomic uint64_t *rows = (_Atomic uint64_t *)bkv_vf_alloc_bits(m * nw);
+    vleaf **cols = calloc(nw * 64, sizeof *cols);
+    uint64_t *live = calloc(nw, sizeof *live), *taken = calloc(nw, sizeof *taken);
+    if (!rows || !cols || !live || !taken) {
+        free((void *)rows);
+        free(cols);
+        free(live);
+        free(taken);
         return BKV_NOMEM;
     }
-    for (size_t r = 0; r < m && ow; r++) memcpy(rows + r * nw, vi->rows + r * ow, ow * 8);
-    memset(cols + ow * 64, 0, (nw - ow) * 64 * sizeof *cols);
-    if (ow) memcpy(used, vi->col_used, ow * 8);
-    free(vi->rows);
-    free(vi->col_used);
+    for (size_t r = 0; r < m && ow; r++)
+        for (size_t w = 0; w < ow; w++) row_set(&rows[r * nw + w], row_get(&vi->rows[r * ow + w]));
+    if (ow) {
+        memcpy(cols, vi->col_leaf, ow * 64 * sizeof *cols);
+        memcpy(live, vi->col_live, ow * 8);
+        memcpy(taken, vi->col_taken, ow * 8);
+    }
+    _Atomic uint64_t *old_rows = vi->rows;
+    vleaf **old_cols = vi->col_leaf;
+    uint64_t *old_live = vi->col_live;
+    publish_begin(vi);
     vi->rows = rows;
-    vi->col_used = used;
+    vi->col_leaf = cols;
+    vi->col_live = live;
     vi->row_words = nw;
+    publish_end(vi);
+    free((void *)old_rows);
+    free(old_cols);
+    free(old_live);
+    free(vi->col_taken);
+    vi->col_taken = taken;
     return BKV_OK;
 }
 
-static int bs_alloc_col(bkv_vindex *vi, uint32_t *col) {
+static int bs_take_col(bkv_vindex *vi, uint32_t *col) {
     for (;;) {
         for (size_t w = 0; w < vi->row_words; w++)
-            if (~vi->col_used[w]) {
-                int b = __builtin_ctzll(~vi->col_used[w]);
-                vi->col_used[w] |= UINT64_C(1) << b;
+            if (~vi->col_taken[w]) {
+                int b = __builtin_ctzll(~vi->col_taken[w]);
+                vi->col_taken[w] |= UINT64_C(1) << b;
                 *col = (uint32_t)(w * 64 + (size_t)b);
                 return BKV_OK;
             }
@@ -305,28 +367,39 @@ static void bs_write(bkv_vindex *vi, vleaf *leaves, const uint64_t *const *bits,
             if (!any) continue;
             /* Rows are a row's width apart: every word is a miss, so ask
              * for all 64 before writing any. */
-            for (size_t b = 0; b < 64; b++) __builtin_prefetch(&vi->rows[(chunk * 64 + b) * W + w], 1);
-            for (size_t b = 0; b < 64; b++) vi->rows[(chunk * 64 + b) * W + w] |= out[b];
+            for (size_t b = 0; b < 64; b++) __builtin_prefetch((const void *)&vi->rows[(chunk * 64 + b) * W + w], 1);
+            for (size_t b = 0; b < 64; b++) {
+                _Atomic uint64_t *word = &vi->rows[(chunk * 64 + b) * W + w];
+                row_set(word, row_get(word) | out[b]);
+            }
         }
         g = end;
     }
 }
 
-static void bs_clear(bkv_vindex *vi, const vtable *t) {
+/* Takes t's columns out of what searches read. REQUIRES: publishing. */
+static void bs_unpublish(bkv_vindex *vi, const vtable *t) {
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint32_t col = t->leaves[i].col;
+        vi->col_leaf[col] = NULL;
+        vi->col_live[col / 64] &= ~(UINT64_C(1) << (col & 63));
+    }
+}
+
+/* Clears t's columns, no longer live, and gives them back. */
+static void bs_release(bkv_vindex *vi, const vtable *t) {
     size_t W = vi->row_words;
     for (uint32_t g = 0; g < t->n;) {
         size_t w = t->leaves[g].col / 64;
         uint64_t mask = 0;
         uint32_t end = g;
-        for (; end < t->n && t->leaves[end].col / 64 == w; end++) {
-            mask |= UINT64_C(1) << (t->leaves[end].col & 63);
-            vi->col_leaf[t->leaves[end].col] = NULL;
-        }
+        for (; end < t->n && t->leaves[end].col / 64 == w; end++) mask |= UINT64_C(1) << (t->leaves[end].col & 63);
         for (size_t r = 0; r < vi->p.m_bits; r++) {
-            if (r + 32 < vi->p.m_bits) __builtin_prefetch(&vi->rows[(r + 32) * W + w], 1);
-            vi->rows[r * W + w] &= ~mask;
+            if (r + 32 < vi->p.m_bits) __builtin_prefetch((const void *)&vi->rows[(r + 32) * W + w], 1);
+            _Atomic uint64_t *word = &vi->rows[r * W + w];
+            row_set(word, row_get(word) & ~mask);
         }
-        vi->col_used[w] &= ~mask;
+        vi->col_taken[w] &= ~mask;
         g = end;
     }
 }
@@ -350,6 +423,42 @@ int bkv_vindex_has_table(const bkv_vindex *vi, uint64_t file) { return find_tabl
 
 int bkv_vindex_broken(const bkv_vindex *vi) { return vi->broken; }
 
+/* Builds t's leaves without touching what searches read: a copy of each
+ * partition's bits (flat, hierarchy), or columns taken and written
+ * (bit-sliced, not yet live). */
+static int stage_leaves(bkv_vindex *vi, vtable *t, const bkv_vf_set *vf) {
+    uint32_t n = t->n;
+    /* Bit-sliced: t->n counts the columns taken, for a failure to give back. */
+    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) t->n = 0;
+    const uint64_t **src = calloc(n, sizeof *src);
+    uint64_t *ones = vf ? NULL : bkv_vf_alloc_bits(vi->words);
+    if (!src || (!vf && !ones)) {
+        free(src);
+        free(ones);
+        return BKV_NOMEM;
+    }
+    if (ones) memset(ones, 0xff, vi->words * 8);
+    for (uint32_t i = 0; i < n; i++) {
+        vleaf *lf = &t->leaves[i];
+        lf->ref = vf ? (bkv_vleaf_ref){t->file, i, vf->parts[i].first_block, vf->parts[i].last_block}
+                     : (bkv_vleaf_ref){t->file, 0, 0, UINT32_MAX};
+        src[i] = vf ? bkv_vf_part_bits(vf, i) : ones;
+    }
+    int rc = BKV_OK;
+    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) {
+        while (t->n < n && !(rc = bs_take_col(vi, &t->leaves[t->n].col))) t->n++;
+        if (!rc) bs_write(vi, t->leaves, src, n);
+    } else {
+        for (uint32_t i = 0; i < n && !rc; i++) {
+            if (!(t->leaves[i].bits = bkv_vf_alloc_bits(vi->words))) rc = BKV_NOMEM;
+            else memcpy(t->leaves[i].bits, src[i], vi->words * 8);
+        }
+    }
+    free(src);
+    free(ones);
+    return rc;
+}
+
 int bkv_vindex_add_table(bkv_vindex *vi, uint64_t file, const bkv_vf_set *vf) {
     int rc = BKV_OK;
     if (vf && (vf->params.m_bits != vi->p.m_bits || vf->params.k != vi->p.k || vf->params.seed != vi->p.seed)) {
@@ -357,65 +466,47 @@ int bkv_vindex_add_table(bkv_vindex *vi, uint64_t file, const bkv_vf_set *vf) {
         rc = BKV_INVALID;
     }
     if (vf && vf->nparts == 0) return rc; /* an empty table: nothing to find */
-    if (vi->ntables == vi->cap_tables) {
-        size_t cap = vi->cap_tables ? vi->cap_tables * 2 : 16;
-        vtable **g = realloc(vi->tables, cap * sizeof *g);
-        if (!g) goto oom;
-        vi->tables = g;
-        vi->cap_tables = cap;
-    }
     vtable *t = calloc(1, sizeof *t);
     uint32_t n = vf ? vf->nparts : 1;
     if (!t || !(t->leaves = calloc(n, sizeof *t->leaves))) {
         free(t);
-        goto oom;
-    }
-    t->file = file;
-    t->n = n;
-    const uint64_t **src = calloc(n, sizeof *src);
-    uint64_t *ones = vf ? NULL : bkv_vf_alloc_bits(vi->words);
-    if (!src || (!vf && !ones)) {
-        free(src);
-        free(ones);
-        table_free(t);
-        goto oom;
-    }
-    if (ones) memset(ones, 0xff, vi->words * 8);
-    for (uint32_t i = 0; i < n; i++) {
-        vleaf *lf = &t->leaves[i];
-        lf->ref = vf ? (bkv_vleaf_ref){file, i, vf->parts[i].first_block, vf->parts[i].last_block}
-                     : (bkv_vleaf_ref){file, 0, 0, UINT32_MAX};
-        src[i] = vf ? bkv_vf_part_bits(vf, i) : ones;
-    }
-    int failed = 0;
-    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) {
-        for (uint32_t i = 0; i < n && !failed; i++) {
-            failed = bs_alloc_col(vi, &t->leaves[i].col) != BKV_OK;
-            if (!failed) vi->col_leaf[t->leaves[i].col] = &t->leaves[i];
-        }
-        if (!failed) bs_write(vi, t->leaves, src, n);
-        else {
-            t->n = 0; /* columns taken so far stay marked used: harmless */
-            table_free(t);
-        }
+        t = NULL;
     } else {
-        for (uint32_t i = 0; i < n && !failed; i++) {
-            if (!(t->leaves[i].bits = bkv_vf_alloc_bits(vi->words))) failed = 1;
-            else memcpy(t->leaves[i].bits, src[i], vi->words * 8);
-        }
-        if (failed) table_free(t);
+        t->file = file;
+        t->n = n;
     }
-    free(src);
-    free(ones);
-    if (failed) goto oom;
-    vi->tables[vi->ntables++] = t;
-    vi->nleaves += n;
-    if (vi->shape == BKV_VALUE_INDEX_HIERARCHY)
-        for (uint32_t i = 0; i < n; i++)
-            if (tree_append(vi, &t->leaves[i])) vi->broken = 1;
-    return rc;
-oom:
-    vi->broken = 1; /* the table's partitions would be missing: never answer "no" again */
+    int staged = t && stage_leaves(vi, t, vf) == BKV_OK;
+    publish_begin(vi);
+    int added = 0;
+    if (staged && vi->ntables == vi->cap_tables) {
+        size_t cap = vi->cap_tables ? vi->cap_tables * 2 : 16;
+        vtable **g = realloc(vi->tables, cap * sizeof *g);
+        if (g) vi->tables = g, vi->cap_tables = cap;
+    }
+    if (staged && vi->ntables < vi->cap_tables) {
+        vi->tables[vi->ntables++] = t;
+        vi->nleaves += n;
+        if (vi->shape == BKV_VALUE_INDEX_BITSLICED) {
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t col = t->leaves[i].col;
+                vi->col_leaf[col] = &t->leaves[i];
+                vi->col_live[col / 64] |= UINT64_C(1) << (col & 63);
+            }
+        } else if (vi->shape == BKV_VALUE_INDEX_HIERARCHY) {
+            for (uint32_t i = 0; i < n; i++)
+                if (tree_append(vi, &t->leaves[i])) vi->broken = 1;
+            /* A node must hold the OR of its children whenever a search
+             * can see it. */
+            vi->recomputed += recompute(vi, vi->root, 0);
+        }
+        added = 1;
+    } else {
+        vi->broken = 1; /* the table's partitions would be missing: never answer "no" again */
+    }
+    publish_end(vi);
+    if (added) return rc;
+    if (t && vi->shape == BKV_VALUE_INDEX_BITSLICED) bs_release(vi, t);
+    table_free(t);
     return BKV_NOMEM;
 }
 
@@ -423,21 +514,34 @@ void bkv_vindex_remove_table(bkv_vindex *vi, uint64_t file) {
     ssize_t at = find_table(vi, file);
     if (at < 0) return;
     vtable *t = vi->tables[at];
-    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) bs_clear(vi, t);
-    if (vi->shape == BKV_VALUE_INDEX_HIERARCHY)
+    publish_begin(vi);
+    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) bs_unpublish(vi, t);
+    if (vi->shape == BKV_VALUE_INDEX_HIERARCHY) {
         for (uint32_t i = 0; i < t->n; i++)
             if (t->leaves[i].parent) tree_remove(vi, &t->leaves[i]);
+        /* Rebalancing moves children between nodes: recomputed before a
+         * search can see a node missing a child's bits. */
+        if (vi->root) vi->recomputed += recompute(vi, vi->root, 0);
+    }
     vi->nleaves -= t->n;
     vi->tables[at] = vi->tables[--vi->ntables];
+    publish_end(vi);
+    if (vi->shape == BKV_VALUE_INDEX_BITSLICED) bs_release(vi, t);
     table_free(t);
 }
 
 uint64_t bkv_vindex_commit(bkv_vindex *vi) {
-    return vi->shape == BKV_VALUE_INDEX_HIERARCHY && vi->root ? recompute(vi, vi->root, 0) : 0;
+    uint64_t n = vi->recomputed;
+    vi->recomputed = 0;
+    return n;
 }
 
 uint64_t bkv_vindex_rebuild(bkv_vindex *vi) {
-    return vi->shape == BKV_VALUE_INDEX_HIERARCHY && vi->root ? recompute(vi, vi->root, 1) : 0;
+    if (vi->shape != BKV_VALUE_INDEX_HIERARCHY || !vi->root) return 0;
+    publish_begin(vi);
+    uint64_t n = recompute(vi, vi->root, 1);
+    publish_end(vi);
+    return n;
 }
 
 void bkv_vindex_free(bkv_vindex *vi) {
@@ -445,9 +549,10 @@ void bkv_vindex_free(bkv_vindex *vi) {
     tree_free(vi, vi->root);
     for (size_t i = 0; i < vi->ntables; i++) table_free(vi->tables[i]);
     free(vi->tables);
-    free(vi->rows);
+    free((void *)vi->rows);
     free(vi->col_leaf);
-    free(vi->col_used);
+    free(vi->col_live);
+    free(vi->col_taken);
     free(vi);
 }
 
@@ -546,14 +651,14 @@ static int search_sliced(const bkv_vindex *vi, const bkv_vf_probe *pr, bkv_vinde
     if (W == 0 || pr->k == 0) return 0;
     /* One pass over the k rows side by side, a word of each at a time:
      * the k streams are fetched in parallel and nothing is copied. */
-    const uint64_t *rows[BKV_VF_MAX_K];
+    const _Atomic uint64_t *rows[BKV_VF_MAX_K];
     for (uint32_t i = 0; i < pr->k; i++) rows[i] = vi->rows + (size_t)pr->pos[i] * W;
     st->nodes_probed += pr->k;
     st->leaves_probed += vi->nleaves;
     int rc = 0;
     for (size_t w = 0; w < W && !rc; w++) {
-        uint64_t x = vi->col_used[w];
-        for (uint32_t i = 0; i < pr->k && x; i++) x &= rows[i][w];
+        uint64_t x = vi->col_live[w];
+        for (uint32_t i = 0; i < pr->k && x; i++) x &= row_get(&rows[i][w]);
         for (; x && !rc; x &= x - 1) rc = hit(vi->col_leaf[w * 64 + (size_t)__builtin_ctzll(x)], fn, arg, st);
     }
     return rc;

@@ -20,6 +20,7 @@
 #ifndef BKV_VALUEINDEX_VINDEX_H
 #define BKV_VALUEINDEX_VINDEX_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,17 @@ typedef struct bkv_vleaf_ref {
 bkv_vindex *bkv_vindex_new(int shape, const bkv_vf_params *params, int order);
 void bkv_vindex_free(bkv_vindex *vi);
 
+/* Updates (add, remove, commit) may run while searches do, one updater at
+ * a time (the caller serializes them): with a publish lock set, an update
+ * takes it for writing only around the changes a search could see, and a
+ * search holds it for reading. The bit-sliced shape does its slow part
+ * (writing or clearing a table's columns across every row, growing the
+ * matrix) outside the lock; the hierarchy recomputes its nodes inside
+ * it. */
+void bkv_vindex_set_publish_lock(bkv_vindex *vi, pthread_rwlock_t *lock);
+/* Microseconds the publish lock was held for writing since the last call. */
+uint64_t bkv_vindex_take_locked_micros(bkv_vindex *vi);
+
 /* Adds the partitions of table file (copying the bits). vf NULL: the
  * table has no usable value filters, and one leaf that always answers
  * "maybe" stands for the whole table. BKV_INVALID when vf's m, k or seed
@@ -50,15 +62,16 @@ int bkv_vindex_has_table(const bkv_vindex *vi, uint64_t file);
 /* 1 after an update ran out of memory: some tables may be missing, so a
  * search must not trust the index (the caller then scans every table). */
 int bkv_vindex_broken(const bkv_vindex *vi);
-/* Recomputes the inner nodes above leaves changed since the last commit;
- * returns how many were recomputed. */
+/* How many inner nodes were recomputed since the last call (each add or
+ * remove recomputes those above the leaves it changed before a search can
+ * see them). */
 uint64_t bkv_vindex_commit(bkv_vindex *vi);
 /* Recomputes every inner node (what the paper does after each merge);
  * returns how many. */
 uint64_t bkv_vindex_rebuild(bkv_vindex *vi);
 
 /* Calls fn for every leaf that may hold the term; fn returns non-zero to
- * stop. Adds to st's index counters. REQUIRES: committed. */
+ * stop. Adds to st's index counters. */
 typedef int (*bkv_vindex_hit_fn)(void *arg, const bkv_vleaf_ref *leaf);
 int bkv_vindex_search(const bkv_vindex *vi, const bkv_vf_probe *probe, bkv_vindex_hit_fn fn, void *arg,
                       bkv_find_stats *st);

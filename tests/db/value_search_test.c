@@ -531,9 +531,11 @@ static void test_damaged_value_filters(void **s) {
 }
 
 static int mark_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)klen, (void)vlen;
+    (void)vlen;
     uint8_t *seen = arg;
-    int i = atoi((const char *)key + 1);
+    char digits[16] = ""; /* key is not NUL-terminated: k01234 -> 1234 */
+    if (klen > 1 && klen < sizeof digits) memcpy(digits, (const char *)key + 1, klen - 1);
+    int i = atoi(digits);
     assert_memory_equal(val, "v7", 2);
     seen[i]++;
     return 0;

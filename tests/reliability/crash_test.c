@@ -121,7 +121,9 @@ static void verify(const char *path, int style, int acked) {
     for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) {
         size_t kl;
         const char *k = bkv_iter_key(it, &kl);
-        int key = atoi(k + 3);
+        char digits[16] = ""; /* the key is not NUL-terminated */
+        if (kl > 3 && kl < sizeof digits) memcpy(digits, k + 3, kl - 3);
+        int key = atoi(digits);
         assert_true(key > prev);
         prev = key;
         int idx = last[key];

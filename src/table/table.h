@@ -152,7 +152,8 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
 /* The user keys of data blocks first..last (last clamped) lie in
  * [*lo, *hi]: *lo is the last key of block first - 1 (NULL for the first
  * block), *hi the last key of block last (NULL for a table without
- * blocks). The bytes live as long as the table. */
+ * blocks, or for a range past its last block). The bytes live as long
+ * as the table. */
 int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, const uint8_t **lo, size_t *lo_len,
                                const uint8_t **hi, size_t *hi_len, bkv_err *e);
 

@@ -464,17 +464,32 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
 
 /* Data block i's handle: the index has a restart point at every entry, so
  * entry i starts at restart i. */
-static int index_handle_at(const bkv_table *t, uint32_t i, bkv_handle *h, bkv_err *e) {
+/* Index entry i (stored whole: a restart point at every entry): the last
+ * internal key of data block i and its handle's bytes. */
+static int index_entry_at(const bkv_table *t, uint32_t i, const uint8_t **key, size_t *klen, const uint8_t **val,
+                          size_t *vlen, bkv_err *e) {
     const bkv_block *ix = &t->index;
     if (i < ix->num_restarts) {
         uint32_t off = bkv_get_u32(ix->restarts + 4 * (size_t)i);
         const uint8_t *p = ix->data + off, *end = ix->data + ix->len;
-        uint32_t shared, unshared, vlen;
+        uint32_t shared, unshared, vl;
         if (off < ix->len && (p = bkv_get_varint32(p, end, &shared)) && (p = bkv_get_varint32(p, end, &unshared)) &&
-            (p = bkv_get_varint32(p, end, &vlen)) && shared == 0 && (size_t)(end - p) >= (size_t)unshared + vlen)
-            return decode_handle(t, p + unshared, vlen, h, e);
+            (p = bkv_get_varint32(p, end, &vl)) && shared == 0 && (size_t)(end - p) >= (size_t)unshared + vl) {
+            *key = p;
+            *klen = unshared;
+            *val = p + unshared;
+            *vlen = vl;
+            return BKV_OK;
+        }
     }
     return bkv_fail(e, BKV_CORRUPTION, "%s: index has no well-formed entry for data block %u", t->name, i);
+}
+
+static int index_handle_at(const bkv_table *t, uint32_t i, bkv_handle *h, bkv_err *e) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    int rc = index_entry_at(t, i, &k, &kl, &v, &vl, e);
+    return rc ? rc : decode_handle(t, v, vl, h, e);
 }
 
 static void release_block(bkv_table *t, block_ref *b) {
@@ -653,20 +668,13 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
 
 /* The user key of index entry i: the last key of data block i. */
 static int index_user_key_at(const bkv_table *t, uint32_t i, const uint8_t **k, size_t *klen, bkv_err *e) {
-    const bkv_block *ix = &t->index;
-    if (i < ix->num_restarts) {
-        uint32_t off = bkv_get_u32(ix->restarts + 4 * (size_t)i);
-        const uint8_t *p = ix->data + off, *end = ix->data + ix->len;
-        uint32_t shared, unshared, vlen;
-        if (off < ix->len && (p = bkv_get_varint32(p, end, &shared)) && (p = bkv_get_varint32(p, end, &unshared)) &&
-            (p = bkv_get_varint32(p, end, &vlen)) && shared == 0 && unshared >= BKV_IKEY_TRAILER &&
-            (size_t)(end - p) >= unshared) {
-            *k = p;
-            *klen = unshared - BKV_IKEY_TRAILER;
-            return BKV_OK;
-        }
-    }
-    return bkv_fail(e, BKV_CORRUPTION, "%s: index has no well-formed entry for data block %u", t->name, i);
+    const uint8_t *v;
+    size_t vl;
+    int rc = index_entry_at(t, i, k, klen, &v, &vl, e);
+    if (!rc && *klen < BKV_IKEY_TRAILER)
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: index entry %u holds a malformed key", t->name, i);
+    if (!rc) *klen -= BKV_IKEY_TRAILER;
+    return rc;
 }
 
 int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, const uint8_t **lo, size_t *lo_len,
@@ -677,8 +685,8 @@ int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, cons
     *lo_len = *hi_len = 0;
     uint64_t nblocks = t->props.num_data_blocks < t->index.num_restarts ? t->props.num_data_blocks
                                                                         : t->index.num_restarts;
-    if (nblocks == 0) return BKV_OK;
     if (last >= nblocks) last = (uint32_t)(nblocks - 1);
+    if (nblocks == 0 || first > last) return BKV_OK; /* no blocks: no keys */
     if (first > 0 && (rc = index_user_key_at(t, first - 1, lo, lo_len, e))) return rc;
     return index_user_key_at(t, last, hi, hi_len, e);
 }

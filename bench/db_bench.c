@@ -546,13 +546,14 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         const char *base = base_benchmark(name, base_buf, sizeof base_buf, &writing);
         bg_writer *writer = NULL;
         if (writing) {
-            if (!(writer = calloc(1, sizeof *writer)) || !(writer->s.vbuf = malloc((size_t)c.value_size))) {
-                free(writer);
+            char *vbuf = malloc((size_t)c.value_size);
+            if (!vbuf || !(writer = calloc(1, sizeof *writer))) {
+                free(vbuf);
                 status = 3;
                 break;
             }
             writer->s = (run_state){.cfg = &c, .eng = s.eng, .h = s.h, .values = s.values, .pool = s.pool,
-                                    .rng = c.seed ^ 0x77726974ULL, .vbuf = writer->s.vbuf};
+                                    .rng = c.seed ^ 0x77726974ULL, .vbuf = vbuf};
             pthread_create(&writer->thread, NULL, bg_writer_main, writer);
         }
         double t0 = bench_now_ns();

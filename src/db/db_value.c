@@ -272,6 +272,7 @@ typedef struct cand_list {
 /* A candidate partition and the user keys its entries lie within. */
 typedef struct leaf_span {
     bkv_vleaf_ref leaf;
+    const bkv_file_meta *file; /* its table, in the version the search holds */
     size_t lo_off, hi_off;   /* into finder.bounds, until sorted */
     const uint8_t *lo, *hi;
     size_t lo_len, hi_len;
@@ -471,12 +472,10 @@ static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number
     return NULL;
 }
 
-static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read_state *rs, const bkv_vleaf_ref *lf,
-                          bkv_err *e) {
-    const bkv_file_meta *f = find_file(rs->version, lf->file);
-    if (!f) return BKV_OK; /* indexed ahead of its version, or after it left: not part of this read */
+static int scan_partition(finder *fd, const bkv_read_options *ro, const leaf_span *sp, bkv_err *e) {
+    const bkv_vleaf_ref *lf = &sp->leaf;
     bkv_cache_entry *entry;
-    int rc = bkv_db_get_table(fd->db, f, &entry, e);
+    int rc = bkv_db_get_table(fd->db, sp->file, &entry, e);
     if (rc) return rc;
     fd->matched = 0;
     rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? bkv_db_read_flags(ro) : 0,
@@ -489,8 +488,8 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const bkv_read
 }
 
 /* Reads the next candidate partition into a source of its own. */
-static int open_next_span(finder *fd, const bkv_read_options *ro, const bkv_read_state *rs, bkv_err *e) {
-    int rc = scan_partition(fd, ro, rs, &fd->spans[fd->next_span++].leaf, e);
+static int open_next_span(finder *fd, const bkv_read_options *ro, bkv_err *e) {
+    int rc = scan_partition(fd, ro, &fd->spans[fd->next_span++], e);
     if (rc && skip_unreadable(fd, rc, e)) rc = 0; /* the keys it gave before the damage are still candidates */
     if (!rc && push_filled(fd)) rc = bkv_fail(e, BKV_NOMEM, "out of memory collecting candidates");
     return rc;
@@ -581,7 +580,7 @@ static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *afte
     for (size_t i = 0; i < fd->nleaves; i++) {
         const bkv_vleaf_ref *lf = &fd->leaves[i];
         const bkv_file_meta *f = find_file(rs->version, lf->file);
-        if (!f) continue;
+        if (!f) continue; /* indexed ahead of its version, or after it left: not part of this read */
         bkv_cache_entry *entry;
         int rc = bkv_db_get_table(fd->db, f, &entry, e);
         if (rc && skip_unreadable(fd, rc, e)) continue;
@@ -594,7 +593,7 @@ static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *afte
             lo = f->smallest;
             lo_len = f->smallest_len - BKV_IKEY_TRAILER;
         }
-        leaf_span sp = {.leaf = *lf, .lo_len = lo_len, .hi_len = hi_len};
+        leaf_span sp = {.leaf = *lf, .file = f, .lo_len = lo_len, .hi_len = hi_len};
         int keep = !rc && hi && !(after && bkv_user_key_compare(hi, hi_len, after->data, after->len) <= 0);
         if (keep && (keep_bound(fd, lo, lo_len, &sp.lo_off) || keep_bound(fd, hi, hi_len, &sp.hi_off)))
             rc = bkv_fail(e, BKV_NOMEM, "out of memory ordering partitions");
@@ -610,6 +609,9 @@ static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *afte
         fd->spans[i].hi = fd->bounds.data + fd->spans[i].hi_off;
     }
     if (fd->nspans > 1) qsort(fd->spans, fd->nspans, sizeof *fd->spans, cmp_span);
+    free(fd->leaves); /* the spans hold what is left of the index's answer */
+    fd->leaves = NULL;
+    fd->nleaves = fd->cap_leaves = 0;
     return BKV_OK;
 }
 
@@ -652,7 +654,7 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
     if (fd->plan == BKV_FIND_PLAN_SCAN) return FULL_SCAN;
     if (fd->plan != BKV_FIND_PLAN_AUTO) return BKV_OK;
     while (fd->next_span < fd->nspans && fd->st->entries_scanned * 32 < fd->planned)
-        if ((rc = open_next_span(fd, ro, rs, e))) return rc;
+        if ((rc = open_next_span(fd, ro, e))) return rc;
     return index_plan_lost(fd) ? FULL_SCAN : BKV_OK;
 }
 
@@ -829,7 +831,7 @@ static int next_candidate(bkv_find_iter *it) {
         while (fd->next_span < fd->nspans) {
             const leaf_span *sp = &fd->spans[fd->next_span];
             if (fd->nheap && cmp_key_ref(&(key_ref){sp->lo, (uint32_t)sp->lo_len}, list_key(fd->heap[0])) > 0) break;
-            int rc = open_next_span(fd, it->rop, &it->rs, &it->err);
+            int rc = open_next_span(fd, it->rop, &it->err);
             if (rc) return fail_iter(it, rc);
             if (index_plan_lost(fd)) {
                 /* Every key up to the last one taken is decided; the scan goes on after it. */

@@ -74,6 +74,9 @@ enum {
     BKV_VALUE_INDEX_BITSLICED = 3  /* filters stored transposed: k row reads test them all */
 };
 
+/* bkv_options.value_partition_entries by default. */
+#define BKV_DEFAULT_VALUE_PARTITION 128
+
 #define BKV_MAX_LEVELS 7
 
 typedef struct bkv_db bkv_db;
@@ -154,14 +157,20 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * value_partition_entries entries, indexed in memory by the chosen
      * shape. m, k, P and the terms extractor are fixed when the index is
      * created and recorded in the manifest: a later open with different
-     * ones fails with BKV_INVALID. Opening with value_index NONE keeps the
-     * index a database has (an extractor must still be passed). */
+     * ones fails with BKV_INVALID, except that m and k left automatic (0)
+     * and P left at its default take the recorded ones (so an index made
+     * under older defaults, m = 16384 and P = 512, opens with today's).
+     * Opening with value_index NONE keeps the index a database has (an
+     * extractor must still be passed). */
     int      value_index;               /* BKV_VALUE_INDEX_*; default NONE */
-    uint32_t value_filter_bits;         /* m: bits per partition filter, a multiple of 64; default 16384 */
+    uint32_t value_filter_bits;         /* m: bits per partition filter, a multiple of 64; default 0:
+                                           32 x P rounded up to a multiple of 64 (16384 when P = 0) */
     int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ln 2 x m / P, at most 6
                                            (4 when P = 0) */
-    uint32_t value_partition_entries;   /* P; default 512 (32 bits per value); 0: one filter per table
-                                           (the paper's layout) */
+    uint32_t value_partition_entries;   /* P; default 128 (BKV_DEFAULT_VALUE_PARTITION); 0: one filter
+                                           per table (the paper's layout). Smaller P scans fewer entries
+                                           per match (a value many keys hold costs P entries per key) and
+                                           probes more partitions (a search probes every one) */
     int      value_index_order;         /* d of the hierarchy (fan-out d..2d), >= 2; default 4 */
     bkv_terms_fn value_terms;           /* default NULL: a value's one term is the whole value */
     void    *value_terms_arg;
@@ -516,7 +525,9 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
  *       value-searches, value-index-updates, value-index-nodes-recomputed,
  *       value-index-update-micros, value-index-locked-micros (the part of
- *       index updates searches had to wait for), value-filters-unusable
+ *       index updates searches had to wait for), value-filters-unusable,
+ *       value-candidates-proven (search results taken from the partition
+ *       that named them, no newer source holding their key)
  *   "bloomkv.counters"               every counter, one "name value" line each
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.value-terms"            the recorded terms extractor ("words/1", "prefix:3/1"; "" if none

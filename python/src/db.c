@@ -916,7 +916,7 @@ PyTypeObject bkvpy_db_type = {
               "compression=None, write_buffer_size=None, max_write_buffer_number=3, block_size=None, "
               "block_cache_size=None, max_open_files=1000, memtable_filter=True, compaction_style='leveled', "
               "max_background_jobs=2, target_file_size=None, wal_recovery='absolute', file_mode=0o644, "
-              "optimize_filters_for_hits=False, value_index=None, value_partition_entries=512, terms=None, "
+              "optimize_filters_for_hits=False, value_index=None, value_partition_entries=128, terms=None, "
               "terms_name=None, partition_filters=False, filter_memory_budget=None)\n\nAn open bloomkv database. Keys and values are bytes. Safe to share between "
               "threads; every call that may wait for a disk or a lock releases the GIL.\n\n"
               "value_index: None, 'flat', 'hierarchy' or 'bitsliced' enables find_value. terms: a callable "

@@ -48,7 +48,7 @@ typedef struct bkv_db_counters {
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
-        value_index_update_micros, value_index_locked_micros, value_filters_unusable;
+        value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -200,6 +200,14 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
  * malloc'd *val, BKV_NOTFOUND, or an error described in e. */
 int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                   void **val, size_t *vlen, bkv_err *e);
+
+/* bkv_db_get_at over the sources newer than table stop_file only (file
+ * numbers start at 1; 0 reads them all): BKV_DB_REACHED when none of them
+ * holds a version of the key the snapshot sees, so that the newest one is
+ * in stop_file or older. */
+#define BKV_DB_REACHED 100 /* beside BKV_OK and BKV_NOTFOUND */
+int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e);
 
 /* Value index (db_value.c). setup fixes the parameters (after the manifest
  * is read, before any table is written); open builds the index over the

@@ -178,8 +178,8 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     return bkv_db_error(db, rc, &e);
 }
 
-int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
-                  void **val, size_t *vlen, bkv_err *e) {
+int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e) {
     BKV_COUNT(db, gets, 1);
     bkv_hash h = bkv_hash_bytes(key, klen);
     BKV_COUNT(db, key_hashes, 1);
@@ -188,14 +188,21 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
     const bkv_tree_version *v = rs->version;
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
+        if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (in_range(f, key, klen) && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e))
             return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
         const bkv_file_meta *f = level_candidate(v, l, key, klen);
+        if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (f && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     return BKV_NOTFOUND;
+}
+
+int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                  void **val, size_t *vlen, bkv_err *e) {
+    return bkv_db_get_before(db, ro, rs, key, klen, 0, val, vlen, e);
 }
 
 int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,

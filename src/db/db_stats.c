@@ -40,6 +40,7 @@ static const counter_name db_counters[] = {
     DB_COUNTER("value-index-update-micros", value_index_update_micros),
     DB_COUNTER("value-index-locked-micros", value_index_locked_micros),
     DB_COUNTER("value-filters-unusable", value_filters_unusable),
+    DB_COUNTER("value-candidates-proven", value_candidates_proven),
 };
 
 #define TABLE_COUNTER(n, f) {n, offsetof(bkv_table_stats, f)}

@@ -48,11 +48,23 @@ static uint32_t auto_hashes(uint32_t m, uint32_t p) {
     return k < 1 ? 1 : k > MAX_AUTO_HASHES ? MAX_AUTO_HASHES : (uint32_t)(k + 0.5);
 }
 
+/* 32 bits per value of a full partition: a false-positive rate of 2.5e-5
+ * per partition at k = 6 (see auto_hashes); the paper's one filter per
+ * table gets 16,384 bits. */
+#define AUTO_BITS_PER_VALUE 32
+#define ONE_FILTER_PER_TABLE_BITS 16384
+static uint32_t auto_bits(uint32_t p) {
+    if (p == 0) return ONE_FILTER_PER_TABLE_BITS;
+    uint64_t m = ((uint64_t)p * AUTO_BITS_PER_VALUE + 63) / 64 * 64;
+    return m > (UINT32_C(1) << 31) ? UINT32_C(1) << 31 : (uint32_t)m;
+}
+
 int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params *out) {
     if (o->value_index == BKV_VALUE_INDEX_NONE) return 0;
-    *out = (bkv_vf_params){.m_bits = o->value_filter_bits,
+    uint32_t m = o->value_filter_bits ? o->value_filter_bits : auto_bits(o->value_partition_entries);
+    *out = (bkv_vf_params){.m_bits = m,
                            .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes
-                                                       : auto_hashes(o->value_filter_bits, o->value_partition_entries),
+                                                       : auto_hashes(m, o->value_partition_entries),
                            .seed = value_seed(terms_name),
                            .partition_entries = o->value_partition_entries};
     return 1;
@@ -97,10 +109,15 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
                             "value_terms and value_terms_name \"%s\")",
                             db->path, r->terms_name, name, r->terms_name);
         if (o->value_index != BKV_VALUE_INDEX_NONE) {
-            if (o->value_filter_bits != r->m_bits || o->value_partition_entries != r->partition_entries ||
+            /* m and k left automatic and P at its default take what the
+             * index has, so an index made under other defaults still opens. */
+            int p_given = o->value_filter_bits || o->value_partition_entries != BKV_DEFAULT_VALUE_PARTITION;
+            if ((o->value_filter_bits && o->value_filter_bits != r->m_bits) ||
+                (p_given && o->value_partition_entries != r->partition_entries) ||
                 (o->value_filter_hashes && (uint64_t)o->value_filter_hashes != r->k))
                 return bkv_fail(e, BKV_INVALID,
-                                "%s: the value index was built with m=%llu, k=%llu, P=%llu; opened with m=%u, k=%d, P=%u",
+                                "%s: the value index was built with m=%llu, k=%llu, P=%llu; opened with m=%u, k=%d, P=%u "
+                                "(0: automatic)",
                                 db->path, (unsigned long long)r->m_bits, (unsigned long long)r->k,
                                 (unsigned long long)r->partition_entries, o->value_filter_bits, o->value_filter_hashes,
                                 o->value_partition_entries);
@@ -242,7 +259,22 @@ static void match_term(void *ctx, const void *t, size_t len) {
             m->found |= UINT64_C(1) << i;
 }
 
+static uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Whole values are compared first by their first and last eight bytes,
+ * inline: a search compares every entry of the partitions it reads, and
+ * values that differ mostly differ at one end. */
+static int same_value(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n < 8) return n == 0 || memcmp(a, b, n) == 0;
+    return load_u64(a) == load_u64(b) && load_u64(a + n - 8) == load_u64(b + n - 8) && memcmp(a, b, n) == 0;
+}
+
 static int holds_query(const bkv_db *db, const uint8_t *val, size_t vlen, const query *q) {
+    if (!db->opts.value_terms && q->n == 1) return vlen == q->lens[0] && same_value(val, q->terms[0], vlen);
     term_match m = {q, 0};
     /* Without an extractor a value's one term is the value itself. */
     if (!db->opts.value_terms) match_term(&m, val, vlen);
@@ -254,6 +286,9 @@ static int holds_query(const bkv_db *db, const uint8_t *val, size_t vlen, const 
 typedef struct key_ref {
     const uint8_t *p;
     uint32_t len;
+    uint32_t vlen;
+    const uint8_t *val; /* with newest_here: the entry's value */
+    int newest_here;    /* the entry is its key's newest version in its table that the snapshot sees */
 } key_ref;
 
 static int cmp_key_ref(const void *a, const void *b) {
@@ -264,9 +299,10 @@ static int cmp_key_ref(const void *a, const void *b) {
 /* The candidate keys of one source (a scanned partition, or the
  * memtables), sorted; the search takes them front to back. */
 typedef struct cand_list {
-    bkv_buf bytes; /* u32 length + key, each */
+    bkv_buf bytes; /* a candidate record each (see consider) */
     key_ref *refs;
     size_t n, pos;
+    uint64_t file; /* the table of a partition's candidates; 0: the memtables' */
 } cand_list;
 
 /* A candidate partition and the user keys its entries lie within. */
@@ -288,8 +324,10 @@ typedef struct finder {
     leaf_span *spans;           /* ... in the order of their least keys; [next_span, nspans) not read yet */
     size_t nspans, next_span;
     bkv_buf bounds;             /* the spans' key bytes */
-    bkv_buf filling;            /* the source being read: u32 length + key, each */
+    bkv_buf filling;            /* the candidates of the source being read (see consider) */
     size_t nfilling;
+    uint64_t unique_file;       /* the table being read, when it holds one version of each key; else 0 */
+    int keys_only;
     uint64_t found;             /* candidate keys found so far (with repeats) */
     cand_list **heap;           /* the sources read that have keys left, least key on top */
     size_t nheap, cap_heap;
@@ -352,6 +390,24 @@ static int add_leaf(void *arg, const bkv_vleaf_ref *leaf) {
     return 0;
 }
 
+/* A candidate record in finder.filling: u32 key length, key, u8
+ * newest_here, u32 value length, value (kept only when newest_here, for
+ * the result). */
+static int append_candidate(finder *fd, const uint8_t *key, size_t klen, int newest_here, const uint8_t *val,
+                            size_t vlen) {
+    uint8_t head[4], mid[5];
+    if (!newest_here || fd->keys_only) vlen = 0;
+    bkv_put_u32(head, (uint32_t)klen);
+    mid[0] = (uint8_t)newest_here;
+    bkv_put_u32(mid + 1, (uint32_t)vlen);
+    if (bkv_buf_append(&fd->filling, head, 4) || bkv_buf_append(&fd->filling, key, klen) ||
+        bkv_buf_append(&fd->filling, mid, 5) || bkv_buf_append(&fd->filling, val, vlen))
+        return BKV_NOMEM;
+    fd->nfilling++;
+    fd->found++;
+    return 0;
+}
+
 /* An entry of a memtable or table: its key is a candidate when this
  * version holds the term and the snapshot can see it. */
 static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
@@ -362,13 +418,7 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     if (pk.type != BKV_TYPE_VALUE || !holds_query(fd->db, val, vlen, fd->q)) return 0;
     fd->matched = 1;
     if (pk.seq > fd->snapshot) return 0;
-    uint8_t len[4];
-    bkv_put_u32(len, (uint32_t)(ilen - BKV_IKEY_TRAILER));
-    if (bkv_buf_append(&fd->filling, len, 4) || bkv_buf_append(&fd->filling, ikey, ilen - BKV_IKEY_TRAILER))
-        return BKV_NOMEM;
-    fd->nfilling++;
-    fd->found++;
-    return 0;
+    return append_candidate(fd, ikey, ilen - BKV_IKEY_TRAILER, fd->unique_file != 0, val, vlen);
 }
 
 /* ---- the sources read, merged in key order by a binary heap ---- */
@@ -421,9 +471,16 @@ static int push_filled(finder *fd) {
     bkv_buf_init(&fd->filling);
     const uint8_t *p = l->bytes.data;
     for (size_t i = 0; i < n; i++) {
-        l->refs[i] = (key_ref){p + 4, bkv_get_u32(p)};
-        p += 4 + l->refs[i].len;
+        key_ref *r = &l->refs[i];
+        r->len = bkv_get_u32(p);
+        r->p = p + 4;
+        p += 4 + r->len;
+        r->newest_here = p[0];
+        r->vlen = bkv_get_u32(p + 1);
+        r->val = p + 5;
+        p += 5 + r->vlen;
     }
+    l->file = fd->unique_file;
     qsort(l->refs, n, sizeof *l->refs, cmp_key_ref); /* a partition's are in order already: the memtables' are not */
     l->n = n;
     size_t i = fd->nheap++;
@@ -437,11 +494,15 @@ static int push_filled(finder *fd) {
     return BKV_OK;
 }
 
-/* Moves the least key into out and steps past it. REQUIRES: nheap > 0. */
-static int pop_least(finder *fd, bkv_buf *out) {
+/* Moves the least key into out and steps past it. When the key's table
+ * holds no newer version of it, *file is that table and val holds the
+ * value found there (unless keys_only); else *file is 0. REQUIRES: nheap > 0. */
+static int pop_least(finder *fd, bkv_buf *out, bkv_buf *val, uint64_t *file) {
     cand_list *l = fd->heap[0];
     const key_ref *k = list_key(l);
     if (bkv_buf_set(out, k->p, k->len)) return BKV_NOMEM;
+    *file = k->newest_here ? l->file : 0;
+    if (*file && bkv_buf_set(val, k->val, k->vlen)) return BKV_NOMEM;
     if (++l->pos == l->n) {
         fd->heap[0] = fd->heap[--fd->nheap];
         free_list(l);
@@ -478,10 +539,15 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const leaf_spa
     int rc = bkv_db_get_table(fd->db, sp->file, &entry, e);
     if (rc) return rc;
     fd->matched = 0;
+    /* Where each key has one version, the one a partition shows is the
+     * table's newest (tables before num.keys was recorded show 0). */
+    const bkv_table_props *props = bkv_table_properties(bkv_cache_value(entry));
+    fd->unique_file = props->num_keys && props->num_keys == props->num_entries ? sp->file->number : 0;
     rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? bkv_db_read_flags(ro) : 0,
                                bkv_db_tstats(fd->db), consider, fd, e);
     bkv_cache_release(fd->db->table_cache, entry);
     if (rc == BKV_NOMEM) bkv_fail(e, rc, "out of memory collecting candidates");
+    if (rc) fd->unique_file = 0;
     fd->st->partitions_scanned++;
     fd->st->partitions_matched += (uint64_t)fd->matched;
     return rc;
@@ -492,6 +558,7 @@ static int open_next_span(finder *fd, const bkv_read_options *ro, bkv_err *e) {
     int rc = scan_partition(fd, ro, &fd->spans[fd->next_span++], e);
     if (rc && skip_unreadable(fd, rc, e)) rc = 0; /* the keys it gave before the damage are still candidates */
     if (!rc && push_filled(fd)) rc = bkv_fail(e, BKV_NOMEM, "out of memory collecting candidates");
+    fd->unique_file = 0;
     return rc;
 }
 
@@ -677,7 +744,7 @@ struct bkv_find_iter {
     int keys_only;
     bkv_buf last;                 /* every key up to it is decided (when have_last): the resume key at first */
     int have_last;
-    bkv_buf cand;                 /* the candidate being validated */
+    bkv_buf cand, cand_val;       /* the candidate being validated, and its value when its table's newest */
     bkv_find_stats st;
     finder fd;
     bkv_read_state rs;
@@ -760,10 +827,11 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     it->keys_only = fo_local.keys_only;
     bkv_buf_init(&it->last);
     bkv_buf_init(&it->cand);
+    bkv_buf_init(&it->cand_val);
     bkv_buf_init(&it->key);
     bkv_buf_init(&it->val);
     it->fd = (finder){.db = db, .q = &it->q, .st = &it->st, .continue_on_error = fo_local.continue_on_error,
-                      .plan = fo_local.plan};
+                      .plan = fo_local.plan, .keys_only = fo_local.keys_only};
     bkv_buf_init(&it->fd.bounds);
     bkv_buf_init(&it->fd.filling);
     if (fo_local.after) {
@@ -830,7 +898,8 @@ static int next_candidate(bkv_find_iter *it) {
          * read before that key is taken: results come in key order. */
         while (fd->next_span < fd->nspans) {
             const leaf_span *sp = &fd->spans[fd->next_span];
-            if (fd->nheap && cmp_key_ref(&(key_ref){sp->lo, (uint32_t)sp->lo_len}, list_key(fd->heap[0])) > 0) break;
+            const key_ref *least = fd->nheap ? list_key(fd->heap[0]) : NULL;
+            if (least && bkv_user_key_compare(sp->lo, sp->lo_len, least->p, least->len) > 0) break;
             int rc = open_next_span(fd, it->rop, &it->err);
             if (rc) return fail_iter(it, rc);
             if (index_plan_lost(fd)) {
@@ -841,7 +910,9 @@ static int next_candidate(bkv_find_iter *it) {
             }
         }
         if (fd->nheap == 0) return BKV_NOTFOUND;
-        if (pop_least(fd, &it->cand)) return fail_iter(it, bkv_fail(&it->err, BKV_NOMEM, "out of memory"));
+        uint64_t file;
+        if (pop_least(fd, &it->cand, &it->cand_val, &file))
+            return fail_iter(it, bkv_fail(&it->err, BKV_NOMEM, "out of memory"));
         const uint8_t *k = it->cand.data;
         size_t kl = it->cand.len;
         if (it->have_last && bkv_user_key_compare(k, kl, it->last.data, it->last.len) <= 0) continue;
@@ -850,7 +921,14 @@ static int next_candidate(bkv_find_iter *it) {
         it->st.candidates++;
         void *v;
         size_t vn;
-        int rc = bkv_db_get_at(it->db, it->rop, &it->rs, k, kl, &v, &vn, &it->err);
+        /* A candidate that is the newest version in its table needs only
+         * the newer sources asked: when none holds the key, the value
+         * found in the partition is the answer, without reading it again. */
+        int rc = bkv_db_get_before(it->db, it->rop, &it->rs, k, kl, file, &v, &vn, &it->err);
+        if (rc == BKV_DB_REACHED) {
+            BKV_COUNT(it->db, value_candidates_proven, 1);
+            return set_result(it, k, kl, it->cand_val.data, it->cand_val.len);
+        }
         if (rc == BKV_NOTFOUND || (rc && skip_unreadable(fd, rc, &it->err))) continue;
         if (rc) return fail_iter(it, rc);
         rc = holds_query(it->db, v, vn, &it->q) ? set_result(it, k, kl, v, vn) : BKV_NOTFOUND;
@@ -903,6 +981,7 @@ void bkv_find_iter_destroy(bkv_find_iter *it) {
     free_index_plan(&it->fd);
     bkv_buf_free(&it->last);
     bkv_buf_free(&it->cand);
+    bkv_buf_free(&it->cand_val);
     bkv_buf_free(&it->key);
     bkv_buf_free(&it->val);
     free(it->term_bytes);

@@ -41,8 +41,8 @@ void bkv_options_init(bkv_options *o) {
     o->tiered_size_ratio = 20;
     o->tiered_max_size_amplification = 200;
     o->max_background_jobs = 2;
-    o->value_filter_bits = 16384;
-    o->value_partition_entries = 512;
+    o->value_filter_bits = 0;
+    o->value_partition_entries = BKV_DEFAULT_VALUE_PARTITION;
     o->value_index_order = 4;
     o->wal_mmap = 1;
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
@@ -92,8 +92,9 @@ static int check_value_options(const bkv_options *o, bkv_err *e) {
     if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return BKV_OK;
     REQUIRE(o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED,
             "value_index = %d, must be one of BKV_VALUE_INDEX_* (0..3)", o->value_index);
-    REQUIRE(o->value_filter_bits >= 64 && o->value_filter_bits % 64 == 0 && o->value_filter_bits <= (UINT32_C(1) << 31),
-            "value_filter_bits = %u, must be a multiple of 64 in 64..2^31", o->value_filter_bits);
+    REQUIRE(o->value_filter_bits == 0 || (o->value_filter_bits >= 64 && o->value_filter_bits % 64 == 0 &&
+                                          o->value_filter_bits <= (UINT32_C(1) << 31)),
+            "value_filter_bits = %u, must be 0 (automatic) or a multiple of 64 in 64..2^31", o->value_filter_bits);
     REQUIRE(o->value_filter_hashes >= 0 && o->value_filter_hashes <= BKV_VF_MAX_K,
             "value_filter_hashes = %d, must be 0 (automatic) or 1..%d", o->value_filter_hashes, BKV_VF_MAX_K);
     REQUIRE(o->value_index_order >= 2 && o->value_index_order <= 1024, "value_index_order = %d, must be 2..1024",

@@ -54,6 +54,7 @@ typedef struct bkv_table_options {
 
 typedef struct bkv_table_props {
     uint64_t num_entries, num_deletions, num_data_blocks;
+    uint64_t num_keys;                    /* distinct user keys; 0: not recorded (tables before it was) */
     uint64_t raw_key_bytes, raw_value_bytes, data_bytes;
     uint64_t index_bytes, filter_bytes;   /* filter_bytes: every partition's, when partitioned */
     uint64_t filter_partitions;           /* 0: the filter is not partitioned */

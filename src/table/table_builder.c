@@ -162,6 +162,7 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     size_t ulen = ilen - BKV_IKEY_TRAILER;
     int new_user_key = b->last_ikey.len == 0 ||
         bkv_user_key_compare(b->last_ikey.data, b->last_ikey.len - BKV_IKEY_TRAILER, ikey, ulen) != 0;
+    b->props.num_keys += (uint64_t)new_user_key;
     if (new_user_key && b->opts.filter_type != 0) {
         int rc = add_hash(b, bkv_hash_bytes(ikey, ulen), e);
         size_t plen = b->opts.prefix_extractor ? b->opts.prefix_extractor(ikey, ulen) : SIZE_MAX;
@@ -319,6 +320,7 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
               put_prop(&props, "num.data.blocks", b->props.num_data_blocks) ||
               put_prop(&props, "num.deletions", b->props.num_deletions) ||
               put_prop(&props, "num.entries", b->props.num_entries) ||
+              put_prop(&props, "num.keys", b->props.num_keys) ||
               put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes) ||
               put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes) ||
               (b->opts.value_filter && (put_prop(&props, "value.filter.offset", b->props.value_filter_offset) ||

@@ -114,6 +114,7 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"num.data.blocks", offsetof(bkv_table_props, num_data_blocks)},
         {"num.deletions", offsetof(bkv_table_props, num_deletions)},
         {"num.entries", offsetof(bkv_table_props, num_entries)},
+        {"num.keys", offsetof(bkv_table_props, num_keys)},
         {"raw.key.bytes", offsetof(bkv_table_props, raw_key_bytes)},
         {"raw.value.bytes", offsetof(bkv_table_props, raw_value_bytes)},
         {"creation.time", offsetof(bkv_table_props, creation_time)},

@@ -96,18 +96,26 @@ static int holds(const char *val, const char *term, int terms) {
     return 0;
 }
 
+/* FNV-1a: results are checked by their values' hashes. */
+static uint64_t value_hash(const void *v, size_t n) {
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)v)[i]) * 0x100000001b3u;
+    return h;
+}
+
 typedef struct found {
     char keys[NKEYS][16];
+    uint64_t vhash[NKEYS];
     int n;
     int order_ok;
 } found;
 
 static int on_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
-    (void)val, (void)vlen;
     found *f = arg;
     assert_true(klen < 16 && f->n < NKEYS);
     memcpy(f->keys[f->n], key, klen);
     f->keys[f->n][klen] = 0;
+    f->vhash[f->n] = value_hash(val, vlen);
     if (f->n > 0 && strcmp(f->keys[f->n - 1], f->keys[f->n]) >= 0) f->order_ok = 0;
     f->n++;
     return 0;
@@ -212,6 +220,8 @@ static void check_query(bkv_db *db, const bkv_snapshot *snap, const state *s, co
         if (want >= f.n || strcmp(f.keys[want], key) != 0)
             fail_msg("%s: %s (%zu terms, %s): expected key %s at result %d (got %d results)", ctx, qterms[0], nterms,
                      mode == BKV_FIND_ALL ? "all" : "any", key, want, f.n);
+        if (f.vhash[want] != value_hash(s->val[i], strlen(s->val[i])))
+            fail_msg("%s: %s: key %s returned with another value than its visible one", ctx, qterms[0], key);
         want++;
     }
     if (want != f.n) fail_msg("%s: %s (%zu terms): %d results, expected %d", ctx, qterms[0], nterms, f.n, want);
@@ -753,6 +763,43 @@ static void test_parameters_fixed(void **s) {
     assert_non_null(strstr(vi, "m=4096"));
     bkv_free(vi);
     assert_int_equal(bkv_close(db), BKV_OK);
+    /* An index made under the old defaults (m = 16384, P = 512) opens with
+     * today's (m automatic, P = 128) and keeps its own; P or m given and
+     * different is refused. */
+    snprintf(path, sizeof path, "%s/olddefaults", dir);
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_filter_bits = 16384;
+    o.value_partition_entries = 512;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "a", 1, "x", 1), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    assert_int_equal(o.value_filter_bits, 0);
+    assert_int_equal(o.value_partition_entries, BKV_DEFAULT_VALUE_PARTITION);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "m=16384 k=6 P=512"));
+    bkv_free(vi);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "x", 1, count_result, &n, NULL), BKV_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    o.value_partition_entries = 256;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    o.value_partition_entries = BKV_DEFAULT_VALUE_PARTITION;
+    o.value_filter_bits = 4096;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    /* A new index at the defaults: 32 bits per value. */
+    snprintf(path, sizeof path, "%s/newdefaults", dir);
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "m=4096 k=6 P=128"));
+    bkv_free(vi);
+    assert_int_equal(bkv_close(db), BKV_OK);
     /* Without an index, a search is refused. */
     snprintf(path, sizeof path, "%s/noindex", dir);
     assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
@@ -973,6 +1020,84 @@ static const char *find_keys(bkv_db *db, const char *term) {
     return out;
 }
 
+/* "key=value " for each result of the index plan (forced: these
+ * databases are small enough for a scan to be cheaper). */
+static const char *find_pairs(bkv_db *db, const bkv_snapshot *snap, const char *term) {
+    static char out[256];
+    out[0] = 0;
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.snapshot = snap;
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.plan = BKV_FIND_PLAN_INDEX;
+    size_t tlen = strlen(term);
+    bkv_find_iter *it;
+    assert_int_equal(bkv_find_iter_create(db, &ro, (const void *const *)&term, &tlen, 1, &fo, &it), BKV_OK);
+    while (bkv_find_iter_next(it) == BKV_OK) {
+        size_t kl, vl;
+        const char *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        strncat(out, k, kl);
+        strcat(out, "=");
+        strncat(out, v, vl);
+        strcat(out, " ");
+    }
+    assert_int_equal(bkv_find_iter_status(it), BKV_OK);
+    bkv_find_iter_destroy(it);
+    return out;
+}
+
+/* A result is taken from the partition that named it when its table
+ * holds one version of each key and no newer source holds the key; else
+ * it is read again. Snapshots keep a key's versions, which then fill
+ * several partitions of one table: each snapshot must get the version it
+ * sees, and a newer table or memtable must hide an older match. */
+static void test_versions_across_partitions(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/versions", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.block_size = 64;
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_filter_bits = 256;
+    o.value_partition_entries = 4;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "k0", 2, "x", 1), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "k2", 2, "x", 1), BKV_OK);
+    enum { NV = 12 };
+    const bkv_snapshot *snaps[NV];
+    for (int i = 0; i < NV; i++) {
+        if (i % 3 == 2) assert_int_equal(bkv_delete(db, NULL, "k1", 2), BKV_OK);
+        else assert_int_equal(bkv_put(db, NULL, "k1", 2, i % 3 ? "y" : "x", 1), BKV_OK);
+        snaps[i] = bkv_snapshot_create(db);
+    }
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    /* A table holding several versions of a key has every result read again. */
+    uint64_t proven = test_counter(db, "value-candidates-proven");
+    for (int i = 0; i < NV; i++)
+        assert_string_equal(find_pairs(db, snaps[i], "x"), i % 3 == 0 ? "k0=x k1=x k2=x " : "k0=x k2=x ");
+    assert_int_equal(test_counter(db, "value-candidates-proven"), proven);
+    for (int i = 0; i < NV; i++) bkv_snapshot_release(db, snaps[i]);
+    assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
+    assert_string_equal(find_pairs(db, NULL, "x"), "k0=x k2=x ");
+    assert_int_equal(test_counter(db, "value-candidates-proven"), proven + 2);
+    /* A newer table, then a memtable, over the match. */
+    assert_int_equal(bkv_put(db, NULL, "k1", 2, "x", 1), BKV_OK);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_string_equal(find_pairs(db, NULL, "x"), "k0=x k1=x k2=x ");
+    assert_int_equal(test_counter(db, "value-candidates-proven"), proven + 5);
+    assert_int_equal(bkv_put(db, NULL, "k1", 2, "y", 1), BKV_OK);
+    assert_string_equal(find_pairs(db, NULL, "x"), "k0=x k2=x ");
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_string_equal(find_pairs(db, NULL, "x"), "k0=x k2=x ");
+    assert_string_equal(find_pairs(db, NULL, "y"), "k1=y ");
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_string_equal(find_pairs(db, NULL, "x"), "k0=x k2=x ");
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 /* Built-in extractors are recorded: a later open needs no terms options
  * (as the bloomkv tool's), another extractor or version is refused naming
  * both, and each finds what it promises. Changing the shape is explicit. */
@@ -1136,6 +1261,7 @@ static void test_builtin_extractors(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_follows_selectivity), cmocka_unit_test(test_search_outlives_changes),
+        cmocka_unit_test(test_versions_across_partitions),
         cmocka_unit_test(test_oracle_flat),       cmocka_unit_test(test_oracle_hierarchy),
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_builtin),

@@ -110,6 +110,7 @@ static void point_reads_all_compressions(void **state) {
         const bkv_table_props *p = bkv_table_properties(t);
         assert_true(p->num_entries == 5000 + 50 + 1000);
         assert_true(p->num_deletions == 1000);
+        assert_true(p->num_keys == 5000); /* versions of one key count once */
         assert_true(p->num_data_blocks > 10);
         assert_non_null(p->smallest);
         assert_int_equal(p->smallest_len, 11 + 8);

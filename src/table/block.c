@@ -140,6 +140,15 @@ static void seek_restart(bkv_block_iter *it, uint32_t i) {
     it->next = restart_offset(it->blk, i);
 }
 
+void bkv_block_iter_seek_restart(bkv_block_iter *it, uint32_t i) {
+    if (i >= it->blk->num_restarts) {
+        it->valid = 0;
+        return;
+    }
+    seek_restart(it, i);
+    decode_next(it);
+}
+
 void bkv_block_iter_first(bkv_block_iter *it) {
     seek_restart(it, 0);
     decode_next(it);

@@ -69,6 +69,9 @@ int64_t bkv_block_iter_restart_ordinal(const bkv_block_iter *it);
 typedef int (*bkv_key_cmp)(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 void bkv_block_iter_seek(bkv_block_iter *it, const uint8_t *target, size_t tlen, bkv_key_cmp cmp);
 void bkv_block_iter_last(bkv_block_iter *it);
+/* The entry at restart point i (invalid past the last): in a block with a
+ * restart at every entry, entry i. */
+void bkv_block_iter_seek_restart(bkv_block_iter *it, uint32_t i);
 /* The entry before the current one (invalid before the first). Costs a
  * scan from the previous restart point. */
 void bkv_block_iter_prev(bkv_block_iter *it);

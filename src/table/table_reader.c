@@ -31,6 +31,13 @@ struct bkv_table {
      * place from the map. Table files are never rewritten, so a block read
      * in place again gets no second pass (as a block in the block cache). */
     atomic_uchar *verified;  /* per data block: its checksum was verified */
+    /* Per index entry: eight bytes of its user key after the prefix every
+     * key of the table shares, big-endian, so that a search compares
+     * integers in one small array and reads whole keys only where those
+     * bytes tie. NULL when the index could not be read whole. */
+    uint64_t *fences;
+    size_t fence_prefix;      /* the shared prefix: the first fence_prefix bytes of fence_key */
+    const uint8_t *fence_key;
     uint8_t *filter_data;
     size_t filter_len;
     bkv_filter *filter;   /* NULL: no filter, a damaged one ("maybe") or partitions */
@@ -247,6 +254,7 @@ void bkv_table_close(bkv_table *t) {
     free(t->parts);
     free(t->part_state);
     free(t->index_data);
+    free(t->fences);
     free(t->verified);
     pthread_mutex_destroy(&t->index_mu);
     free(t->name);
@@ -565,6 +573,83 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
 
 /* Reads the index (once; a failed read is tried again by the next caller),
  * checksummed and parsed. */
+static uint64_t fence_of(const uint8_t *k, size_t klen, size_t prefix) {
+    uint64_t f = 0;
+    for (size_t i = 0; i < 8; i++) f = f << 8 | (prefix + i < klen ? k[prefix + i] : 0);
+    return f;
+}
+
+/* Builds t->fences from the index; leaves it NULL (searches then read the
+ * index as before) when an entry does not parse or memory is short. */
+static void build_fences(bkv_table *t) {
+    uint32_t n = t->index.num_restarts;
+    const uint8_t *first, *last, *v;
+    size_t flen, llen, vl;
+    if (n == 0 || index_entry_at(t, 0, &first, &flen, &v, &vl, NULL) ||
+        index_entry_at(t, n - 1, &last, &llen, &v, &vl, NULL) || flen < BKV_IKEY_TRAILER || llen < BKV_IKEY_TRAILER)
+        return;
+    flen -= BKV_IKEY_TRAILER;
+    llen -= BKV_IKEY_TRAILER;
+    size_t prefix = 0;
+    while (prefix < flen && prefix < llen && first[prefix] == last[prefix]) prefix++;
+    uint64_t *fences = malloc((size_t)n * sizeof *fences);
+    if (!fences) return;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *k;
+        size_t kl;
+        if (index_entry_at(t, i, &k, &kl, &v, &vl, NULL) || kl < BKV_IKEY_TRAILER) {
+            free(fences);
+            return;
+        }
+        fences[i] = fence_of(k, kl - BKV_IKEY_TRAILER, prefix);
+    }
+    t->fences = fences;
+    t->fence_prefix = prefix;
+    t->fence_key = first;
+}
+
+/* Positions ii (over t->index) at the first entry whose key >= target, as
+ * bkv_block_iter_seek does, through the fences when the table has them:
+ * entries whose fence is below the target's are before it, above it after
+ * it, and only equal ones need their keys compared. */
+static void index_seek(const bkv_table *t, bkv_block_iter *ii, const uint8_t *target, size_t tlen) {
+    if (!t->fences || tlen < BKV_IKEY_TRAILER) {
+        bkv_block_iter_seek(ii, target, tlen, ikey_cmp);
+        return;
+    }
+    uint32_t n = t->index.num_restarts, lo = 0, hi = n;
+    /* A target shorter than the shared prefix but equal to it so far gets
+     * fence 0, at or before every entry. */
+    size_t ulen = tlen - BKV_IKEY_TRAILER, p = t->fence_prefix;
+    int c = memcmp(target, t->fence_key, ulen < p ? ulen : p);
+    if (c < 0) {
+        hi = 0;
+    } else if (c > 0) {
+        lo = n;
+    } else {
+        uint64_t f = fence_of(target, ulen, p);
+        while (lo < hi) { /* the first fence >= f */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (t->fences[mid] < f) lo = mid + 1;
+            else hi = mid;
+        }
+        hi = lo;
+        while (hi < n && t->fences[hi] == f) hi++;
+        while (lo < hi) { /* among the ties, the first key >= target */
+            uint32_t mid = lo + (hi - lo) / 2;
+            const uint8_t *k, *v;
+            size_t kl, vl;
+            if (index_entry_at(t, mid, &k, &kl, &v, &vl, NULL)) {
+                bkv_block_iter_seek(ii, target, tlen, ikey_cmp); /* let the iterator report the damage */
+                return;
+            }
+            if (ikey_cmp(k, kl, target, tlen) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+    }
+    bkv_block_iter_seek_restart(ii, lo);
+}
+
 static int load_index(bkv_table *t, bkv_err *e) {
     if (atomic_load_explicit(&t->index_ready, memory_order_acquire)) return BKV_OK;
     pthread_mutex_lock(&t->index_mu);
@@ -587,6 +672,7 @@ static int load_index(bkv_table *t, bkv_err *e) {
             t->index_data = NULL;
         } else {
             t->index = index;
+            build_fences(t);
             atomic_store_explicit(&t->index_ready, 1, memory_order_release);
         }
     }
@@ -608,7 +694,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
 
     bkv_block_iter ii;
     bkv_block_iter_init(&ii, &t->index);
-    bkv_block_iter_seek(&ii, lookup, ilen, ikey_cmp);
+    index_seek(t, &ii, lookup, ilen);
     if (ii.oom || ii.corrupt) {
         rc = ii.oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory reading the index", t->name)
                     : bkv_fail(e, BKV_CORRUPTION, "%s: malformed index entry", t->name);
@@ -659,7 +745,7 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
     if (load_index(t, NULL)) return 0; /* unknown: nothing is counted from this table */
     bkv_block_iter ii;
     bkv_block_iter_init(&ii, &t->index);
-    bkv_block_iter_seek(&ii, ikey, ilen, ikey_cmp);
+    index_seek(t, &ii, ikey, ilen);
     uint64_t off = t->props.data_bytes; /* past every block: the key is beyond the table */
     bkv_handle h;
     if (ii.valid && decode_handle(t, ii.val, ii.vlen, &h, NULL) == BKV_OK) off = h.offset;
@@ -826,7 +912,7 @@ static void ti_last(bkv_ikey_iter *b) {
 static void ti_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
-    bkv_block_iter_seek(&ti->index_it, k, n, ikey_cmp);
+    index_seek(ti->t, &ti->index_it, k, n);
     if (load_current(ti)) bkv_block_iter_seek(&ti->it, k, n, ikey_cmp);
     settle(ti, 1);
 }

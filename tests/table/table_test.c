@@ -175,6 +175,99 @@ static void point_reads_all_compressions(void **state) {
     }
 }
 
+static int cmp_str(const void *a, const void *b) {
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t xl = strlen(x), yl = strlen(y);
+    int c = memcmp(x, y, xl < yl ? xl : yl);
+    return c ? c : (xl > yl) - (xl < yl);
+}
+
+/* Index searches go through eight bytes of each block's last key after
+ * the prefix every key shares, comparing whole keys only where those tie:
+ * keys of every length around the shared prefix and the eight bytes after
+ * it (shorter keys, keys equal in those bytes and differing later, keys
+ * holding zero bytes there) must seek exactly where a search of whole
+ * keys does, for targets inside, between, before and past them. */
+static void index_seeks_match_whole_keys(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    static char keys[N][40];
+    const char *sorted[N];
+    uint64_t rng = 7;
+    int n = 0;
+    while (n < N) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        uint64_t r = rng >> 20;
+        char *k = keys[n];
+        /* The shared prefix "pre/", then 0..12 more bytes from a small alphabet
+         * (with NUL-free zero-like '0'), often alike in the first eight. */
+        int len = 4 + (int)(r % 13);
+        memcpy(k, "pre/", 4);
+        for (int j = 4; j < len; j++) k[j] = j < 10 && (r >> 8) % 3 ? 'a' : "0ab~"[(r >> (2 * j)) & 3];
+        k[len] = 0;
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++) dup = strcmp(keys[j], k) == 0;
+        if (!dup) sorted[n] = keys[n], n++;
+    }
+    qsort(sorted, N, sizeof *sorted, cmp_str);
+    char path[300];
+    snprintf(path, sizeof path, "%s/fences.sst", dir);
+    bkv_wfile *f;
+    assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+    bkv_table_options o = {.block_size = 64, .restart_interval = 4, .filter_type = BKV_FILTER_BLOCKED_BLOOM,
+                           .bits_per_key = 10};
+    bkv_table_builder *b = bkv_table_builder_new(&o, f, path);
+    for (int i = 0; i < N; i++) {
+        uint8_t ik[48];
+        size_t kl = strlen(sorted[i]);
+        memcpy(ik, sorted[i], kl);
+        bkv_put_u64(ik + kl, bkv_pack_trailer(1, BKV_TYPE_VALUE));
+        assert_int_equal(bkv_table_builder_add(b, ik, kl + 8, (const uint8_t *)"v", 1, NULL), BKV_OK);
+    }
+    assert_int_equal(bkv_table_builder_finish(b, NULL), BKV_OK);
+    bkv_table_builder_free(b);
+    assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    bkv_table *t;
+    bkv_err e;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), path, 1, NULL, NULL, &t, &e), BKV_OK);
+    assert_true(bkv_table_properties(t)->num_data_blocks > 500);
+    bkv_ikey_iter *it;
+    assert_int_equal(bkv_table_iter_new(t, 0, NULL, &it), BKV_OK);
+    static const char *const extra[] = {"", "p", "pre", "pre/", "pre.", "pre0", "pre/~~~~~~~~~~~~~~",
+                                        "pre/aaaaaa", "pre/aaaaaa0", "pre/aaaaaaaaaaaaaaaaaaaaz", "q"};
+    for (int i = 0; i < N + 40 + (int)(sizeof extra / sizeof extra[0]); i++) {
+        char target[48];
+        if (i < N) { /* each key, and each key with a byte added or its last one dropped */
+            snprintf(target, sizeof target, "%s%s", sorted[i], i % 3 == 0 ? "" : i % 3 == 1 ? "0" : "");
+            if (i % 3 == 2 && strlen(target) > 0) target[strlen(target) - 1] = 0;
+        } else if (i < N + 40) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            snprintf(target, sizeof target, "pre/%llx", (unsigned long long)(rng >> 4));
+        } else {
+            snprintf(target, sizeof target, "%s", extra[i - N - 40]);
+        }
+        size_t tl = strlen(target);
+        uint8_t ik[56];
+        memcpy(ik, target, tl);
+        bkv_put_u64(ik + tl, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+        bkv_ikey_iter_seek(it, ik, tl + 8);
+        int want = 0;
+        while (want < N && cmp_str(&(const char *){sorted[want]}, &(const char *){target}) < 0) want++;
+        if (want == N) {
+            assert_false(bkv_ikey_iter_valid(it));
+            continue;
+        }
+        assert_true(bkv_ikey_iter_valid(it));
+        size_t gl;
+        const uint8_t *got = bkv_ikey_iter_key(it, &gl);
+        if (gl - 8 != strlen(sorted[want]) || memcmp(got, sorted[want], gl - 8) != 0)
+            fail_msg("seek(\"%s\") gave \"%.*s\", expected \"%s\"", target, (int)(gl - 8), got, sorted[want]);
+    }
+    assert_int_equal(bkv_ikey_iter_status(it, &e), BKV_OK);
+    bkv_ikey_iter_destroy(it);
+    bkv_table_close(t);
+}
+
 /* Where each partition of a version-2 table lies (from its footer and
  * partition index). */
 static uint32_t partition_handles(const uint8_t *data, size_t len, uint64_t (*h)[2], uint32_t max) {
@@ -491,6 +584,7 @@ int main(void) {
         cmocka_unit_test(verify_all_rereads_every_block),
         cmocka_unit_test(partitioned_filters_know_every_key),
         cmocka_unit_test(damaged_partitions_read_maybe),
+        cmocka_unit_test(index_seeks_match_whole_keys),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -571,8 +571,6 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
     return BKV_OK;
 }
 
-/* Reads the index (once; a failed read is tried again by the next caller),
- * checksummed and parsed. */
 static uint64_t fence_of(const uint8_t *k, size_t klen, size_t prefix) {
     uint64_t f = 0;
     for (size_t i = 0; i < 8; i++) f = f << 8 | (prefix + i < klen ? k[prefix + i] : 0);
@@ -650,6 +648,8 @@ static void index_seek(const bkv_table *t, bkv_block_iter *ii, const uint8_t *ta
     bkv_block_iter_seek_restart(ii, lo);
 }
 
+/* Reads the index (once; a failed read is tried again by the next caller),
+ * checksummed and parsed. */
 static int load_index(bkv_table *t, bkv_err *e) {
     if (atomic_load_explicit(&t->index_ready, memory_order_acquire)) return BKV_OK;
     pthread_mutex_lock(&t->index_mu);

@@ -164,7 +164,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * extractor must still be passed). */
     int      value_index;               /* BKV_VALUE_INDEX_*; default NONE */
     uint32_t value_filter_bits;         /* m: bits per partition filter, a multiple of 64; default 0:
-                                           32 x P rounded up to a multiple of 64 (16384 when P = 0) */
+                                           32 x P rounded up to a multiple of 64, at most 2^21 (16384
+                                           when P = 0) */
     int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ln 2 x m / P, at most 6
                                            (4 when P = 0) */
     uint32_t value_partition_entries;   /* P; default 128 (BKV_DEFAULT_VALUE_PARTITION); 0: one filter

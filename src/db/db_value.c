@@ -50,13 +50,16 @@ static uint32_t auto_hashes(uint32_t m, uint32_t p) {
 
 /* 32 bits per value of a full partition: a false-positive rate of 2.5e-5
  * per partition at k = 6 (see auto_hashes); the paper's one filter per
- * table gets 16,384 bits. */
+ * table gets 16,384 bits. At most 2^21 bits (256 KiB, the paper's filter
+ * per table): a huge P must not make every table carry a filter of
+ * hundreds of megabytes; P above 65,536 gets fewer bits per value. */
 #define AUTO_BITS_PER_VALUE 32
 #define ONE_FILTER_PER_TABLE_BITS 16384
+#define AUTO_MAX_BITS (UINT64_C(1) << 21)
 static uint32_t auto_bits(uint32_t p) {
     if (p == 0) return ONE_FILTER_PER_TABLE_BITS;
     uint64_t m = ((uint64_t)p * AUTO_BITS_PER_VALUE + 63) / 64 * 64;
-    return m > (UINT32_C(1) << 31) ? UINT32_C(1) << 31 : (uint32_t)m;
+    return (uint32_t)(m > AUTO_MAX_BITS ? AUTO_MAX_BITS : m);
 }
 
 int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params *out) {
@@ -287,8 +290,7 @@ typedef struct key_ref {
     const uint8_t *p;
     uint32_t len;
     uint32_t vlen;
-    const uint8_t *val; /* with newest_here: the entry's value */
-    int newest_here;    /* the entry is its key's newest version in its table that the snapshot sees */
+    const uint8_t *val; /* in a list with a file: the entry's value */
 } key_ref;
 
 static int cmp_key_ref(const void *a, const void *b) {
@@ -302,7 +304,8 @@ typedef struct cand_list {
     bkv_buf bytes; /* a candidate record each (see consider) */
     key_ref *refs;
     size_t n, pos;
-    uint64_t file; /* the table of a partition's candidates; 0: the memtables' */
+    uint64_t file; /* the table of a partition's candidates when it holds one version of each key
+                    * (each is then its key's newest there); else 0 */
 } cand_list;
 
 /* A candidate partition and the user keys its entries lie within. */
@@ -390,18 +393,16 @@ static int add_leaf(void *arg, const bkv_vleaf_ref *leaf) {
     return 0;
 }
 
-/* A candidate record in finder.filling: u32 key length, key, u8
- * newest_here, u32 value length, value (kept only when newest_here, for
+/* A candidate record in finder.filling: u32 key length, key, u32 value
+ * length, value (kept only from a table with one version of each key, for
  * the result). */
-static int append_candidate(finder *fd, const uint8_t *key, size_t klen, int newest_here, const uint8_t *val,
-                            size_t vlen) {
-    uint8_t head[4], mid[5];
-    if (!newest_here || fd->keys_only) vlen = 0;
-    bkv_put_u32(head, (uint32_t)klen);
-    mid[0] = (uint8_t)newest_here;
-    bkv_put_u32(mid + 1, (uint32_t)vlen);
-    if (bkv_buf_append(&fd->filling, head, 4) || bkv_buf_append(&fd->filling, key, klen) ||
-        bkv_buf_append(&fd->filling, mid, 5) || bkv_buf_append(&fd->filling, val, vlen))
+static int append_candidate(finder *fd, const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen) {
+    uint8_t klen_bytes[4], vlen_bytes[4];
+    if (!fd->unique_file || fd->keys_only) vlen = 0;
+    bkv_put_u32(klen_bytes, (uint32_t)klen);
+    bkv_put_u32(vlen_bytes, (uint32_t)vlen);
+    if (bkv_buf_append(&fd->filling, klen_bytes, 4) || bkv_buf_append(&fd->filling, key, klen) ||
+        bkv_buf_append(&fd->filling, vlen_bytes, 4) || bkv_buf_append(&fd->filling, val, vlen))
         return BKV_NOMEM;
     fd->nfilling++;
     fd->found++;
@@ -418,7 +419,7 @@ static int consider(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *
     if (pk.type != BKV_TYPE_VALUE || !holds_query(fd->db, val, vlen, fd->q)) return 0;
     fd->matched = 1;
     if (pk.seq > fd->snapshot) return 0;
-    return append_candidate(fd, ikey, ilen - BKV_IKEY_TRAILER, fd->unique_file != 0, val, vlen);
+    return append_candidate(fd, ikey, ilen - BKV_IKEY_TRAILER, val, vlen);
 }
 
 /* ---- the sources read, merged in key order by a binary heap ---- */
@@ -475,10 +476,9 @@ static int push_filled(finder *fd) {
         r->len = bkv_get_u32(p);
         r->p = p + 4;
         p += 4 + r->len;
-        r->newest_here = p[0];
-        r->vlen = bkv_get_u32(p + 1);
-        r->val = p + 5;
-        p += 5 + r->vlen;
+        r->vlen = bkv_get_u32(p);
+        r->val = p + 4;
+        p += 4 + r->vlen;
     }
     l->file = fd->unique_file;
     qsort(l->refs, n, sizeof *l->refs, cmp_key_ref); /* a partition's are in order already: the memtables' are not */
@@ -501,7 +501,7 @@ static int pop_least(finder *fd, bkv_buf *out, bkv_buf *val, uint64_t *file) {
     cand_list *l = fd->heap[0];
     const key_ref *k = list_key(l);
     if (bkv_buf_set(out, k->p, k->len)) return BKV_NOMEM;
-    *file = k->newest_here ? l->file : 0;
+    *file = l->file;
     if (*file && bkv_buf_set(val, k->val, k->vlen)) return BKV_NOMEM;
     if (++l->pos == l->n) {
         fd->heap[0] = fd->heap[--fd->nheap];

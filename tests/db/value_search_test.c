@@ -800,6 +800,14 @@ static void test_parameters_fixed(void **s) {
     assert_non_null(strstr(vi, "m=4096 k=6 P=128"));
     bkv_free(vi);
     assert_int_equal(bkv_close(db), BKV_OK);
+    /* A huge P does not make the automatic m huge. */
+    snprintf(path, sizeof path, "%s/hugep", dir);
+    o.value_partition_entries = UINT32_C(1) << 30;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "m=2097152 "));
+    bkv_free(vi);
+    assert_int_equal(bkv_close(db), BKV_OK);
     /* Without an index, a search is refused. */
     snprintf(path, sizeof path, "%s/noindex", dir);
     assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);

@@ -523,8 +523,10 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       filter-corrupt, memtable-filter-negatives, blocks-read, cache-hits,
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
- *       trivial-moves, compaction-bytes-read, compaction-bytes-written,
- *       value-searches, value-index-updates, value-index-nodes-recomputed,
+ *       trivial-moves, seek-compactions (compactions of a table that
+ *       iterator seeks paid for, where no level was over its size),
+ *       compaction-bytes-read, compaction-bytes-written, value-searches,
+ *       value-index-updates, value-index-nodes-recomputed,
  *       value-index-update-micros, value-index-locked-micros (the part of
  *       index updates searches had to wait for), value-filters-unusable,
  *       value-candidates-proven (search results taken from the partition

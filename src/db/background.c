@@ -137,6 +137,12 @@ void *bkv_db_background(void *arg) {
     return NULL;
 }
 
+void bkv_db_wake_compactions(bkv_db *db) {
+    bkv_db_lock(db);
+    pthread_cond_broadcast(&db->work_cv);
+    bkv_db_unlock(db);
+}
+
 int bkv_compact(bkv_db *db) {
     if (!db) return BKV_INVALID;
     int rc = bkv_flush(db);

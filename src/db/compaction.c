@@ -190,6 +190,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
         rc = bkv_edit_delete_file(&edit, c->level, c->inputs[0][0]->number);
         if (!rc) rc = bkv_edit_add_file(&edit, c->output_level, c->inputs[0][0]);
         if (rc) bkv_fail(&e, rc, "out of memory");
+        else bkv_file_meta_reset_seeks(c->inputs[0][0]);
         BKV_COUNT(db, trivial_moves, 1);
     } else {
         bkv_db_unlock(db);
@@ -226,6 +227,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
             if (!c->trivial_move && outputs_unrecorded) bkv_db_table_obsolete(db, edit.added[i].meta->number);
     } else {
         BKV_COUNT(db, compactions, 1);
+        if (c->for_seeks) BKV_COUNT(db, seek_compactions, 1);
     }
     for (int w = 0; w < 2; w++)
         for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->being_compacted = 0;

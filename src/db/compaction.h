@@ -20,6 +20,7 @@ struct bkv_compaction {
     size_t ngrand;
     int trivial_move;
     int tiered_bottommost;         /* tiered: the oldest run is an input */
+    int for_seeks;                 /* picked for the seeks its table cost, not for size */
     uint64_t smallest_snapshot;
     bkv_tree_version *version;     /* the version inputs were picked from */
     int claimed;                   /* inputs referenced and marked busy (a pick that gives up has not) */

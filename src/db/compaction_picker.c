@@ -9,7 +9,10 @@
  * the file to compact is chosen round robin (after the last key compacted
  * there). A file with no overlap below, and overlapping at most
  * BKV_MAX_GRANDPARENT_OVERLAP target files two levels down, is moved down
- * without rewriting.
+ * without rewriting. When no level is over its target, a table that seeks
+ * have paid for (bkv_tree_version_charge_seeks) is compacted into the
+ * level below, as LevelDB does: with no writes the tree would otherwise
+ * keep its upper runs, which every seek pays a block read for.
  *
  * Tiered: every table is a sorted run in level 0, newest first. Everything
  * is merged when the newer runs together exceed
@@ -197,6 +200,14 @@ static int level0_inputs(const bkv_tree_version *v, bkv_compaction *c) {
     return 0;
 }
 
+/* The level of a table of v, or -1. */
+static int level_of(const bkv_tree_version *v, const bkv_file_meta *f) {
+    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (v->files[l][i] == f) return l;
+    return -1;
+}
+
 /* A table moved down whole keeps its filter: only where the two levels
  * ask for the same one. */
 static int same_filter_policy(const bkv_options *o, int a, int b) {
@@ -218,15 +229,20 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
             best_score = score;
         }
     }
-    if (best < 0) return NULL;
+    /* With no level over its size, a table reads have paid for. */
+    bkv_file_meta *sought = NULL;
+    if (best < 0 && (sought = atomic_load_explicit(&v->seek_compact, memory_order_acquire)) && !sought->being_compacted)
+        best = level_of(v, sought);
+    if (best < 0 || best == BKV_NUM_LEVELS - 1 || (best == 0 && any_busy(v->files[0], v->nfiles[0]))) return NULL;
     bkv_compaction *c = new_compaction(v, best, best + 1);
     if (!c) return NULL;
+    c->for_seeks = sought != NULL;
     if (best == 0) {
         if (level0_inputs(v, c)) goto none;
     } else {
         /* Round robin: the first file past where this level last stopped. */
         const bkv_buf *ptr = &compact_pointer[best];
-        bkv_file_meta *pick = NULL;
+        bkv_file_meta *pick = sought;
         for (size_t i = 0; i < v->nfiles[best] && !pick; i++) {
             bkv_file_meta *f = v->files[best][i];
             if (!f->being_compacted &&
@@ -245,7 +261,7 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 &&
                       gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size &&
                       same_filter_policy(o, c->level, c->output_level);
-    if (best > 0) {
+    if (best > 0 && !sought) {
         /* Out of memory, the pointer is left empty: the next pick starts
          * the level over, which is only a worse choice, not a wrong one. */
         bkv_file_meta *f = c->inputs[0][0];

@@ -48,7 +48,7 @@ typedef struct bkv_db_counters {
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
-        value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven;
+        value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven, seek_compactions;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -294,6 +294,9 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double
                           bkv_err *e);
 /* The background threads' loop (background.c). */
 void *bkv_db_background(void *arg);
+/* Has the background threads look for a compaction now (a read found one
+ * due). Takes db->mu. */
+void bkv_db_wake_compactions(bkv_db *db);
 
 /* A table writer with an explicit env (tests inject faults through it). */
 int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const bkv_env *env,

@@ -31,7 +31,14 @@ bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entrie
     f->number = number;
     f->size = size;
     f->entries = entries;
+    bkv_file_meta_reset_seeks(f);
     return f;
+}
+
+void bkv_file_meta_reset_seeks(bkv_file_meta *f) {
+    uint64_t worth = f->size / BKV_SEEK_BYTES;
+    atomic_store_explicit(&f->allowed_seeks, worth < 100 ? 100 : worth > INT32_MAX / 2 ? INT32_MAX / 2 : (int)worth,
+                          memory_order_relaxed);
 }
 
 void bkv_file_meta_unref(bkv_file_meta *f) {
@@ -225,6 +232,39 @@ int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (v->files[l][i]->number == number) return 1;
     return 0;
+}
+
+static int file_holds(const bkv_file_meta *f, const uint8_t *k, size_t klen) {
+    return bkv_user_key_compare(k, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&
+           bkv_user_key_compare(k, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
+}
+
+int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t klen, int seeks) {
+    bkv_file_meta *newest = NULL;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        /* Level 0's tables overlap (newest first); deeper, one may hold k. */
+        size_t i = 0, end = v->nfiles[l];
+        if (l > 0) {
+            while (i < end) {
+                size_t mid = i + (end - i) / 2;
+                const bkv_file_meta *m = v->files[l][mid];
+                if (bkv_user_key_compare(m->largest, m->largest_len - BKV_IKEY_TRAILER, k, klen) < 0) i = mid + 1;
+                else end = mid;
+            }
+            end = i < v->nfiles[l] ? i + 1 : i;
+        }
+        for (; i < end; i++) {
+            if (!file_holds(v->files[l][i], k, klen)) continue;
+            if (newest) goto charge;
+            newest = v->files[l][i];
+        }
+    }
+    return 0;
+charge:;
+    int left = atomic_load_explicit(&newest->allowed_seeks, memory_order_relaxed);
+    if (left > 0) left = atomic_fetch_sub_explicit(&newest->allowed_seeks, seeks, memory_order_relaxed) - seeks;
+    bkv_file_meta *none = NULL;
+    return left <= 0 && atomic_compare_exchange_strong(&v->seek_compact, &none, newest);
 }
 
 void bkv_tree_version_unref(bkv_tree_version *v) {

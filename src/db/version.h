@@ -47,6 +47,9 @@ typedef struct bkv_file_meta {
      * then holds it). Reads find it without a cache lookup or a lock. */
     _Atomic(struct bkv_cache_entry *) pinned;
     atomic_int *pin_count;    /* the budget it counts against, given back when freed */
+    /* Seeks that may still pay for this table before it is compacted into
+     * the level below for them (bkv_tree_version_charge_seeks). */
+    atomic_int allowed_seeks;
 } bkv_file_meta;
 
 /* The value index parameters a database was created with (manifest tag 6). */
@@ -60,6 +63,9 @@ typedef struct bkv_tree_version {
     atomic_int refs;               /* taken under the db mutex, dropped anywhere */
     bkv_file_meta **files[BKV_NUM_LEVELS];
     size_t nfiles[BKV_NUM_LEVELS];
+    /* A table of this version that reads have paid for more than its
+     * compaction would cost, or NULL; set by readers without the mutex. */
+    _Atomic(bkv_file_meta *) seek_compact;
 } bkv_tree_version;
 
 typedef struct bkv_new_file {
@@ -88,6 +94,8 @@ typedef struct bkv_version_edit {
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen);
 void bkv_file_meta_ref(bkv_file_meta *f);
+/* Gives f its full allowance of seeks again (it moved to another level). */
+void bkv_file_meta_reset_seeks(bkv_file_meta *f);
 void bkv_file_meta_unref(bkv_file_meta *f);
 
 void bkv_edit_init(bkv_version_edit *e);
@@ -107,6 +115,14 @@ void bkv_tree_version_unref(bkv_tree_version *v);
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Whether table number is in v, at any level. */
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);
+/* Charges seeks to the newest table holding user key k when another,
+ * older table below it also may: one sorted run more than needed paid for
+ * them (each costs a block read that a filter cannot save). Once a table
+ * has been charged more seeks than it is worth (size / BKV_SEEK_BYTES,
+ * at least 100, as LevelDB reckons) it becomes v->seek_compact. 1 when
+ * this call set it, so the caller wakes the compactions. */
+#define BKV_SEEK_BYTES 16384
+int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t klen, int seeks);
 /* Encodes the whole of v as one edit (the first record of a manifest). */
 int bkv_tree_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit);
 

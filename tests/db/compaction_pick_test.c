@@ -190,6 +190,62 @@ static void within_target_nothing_is_due(void **state) {
     finish(&fx);
 }
 
+/* Seeks charged to the newest of two tables holding a key make it due once
+ * they pass its allowance (100 seeks for a small table); a key only one
+ * table holds charges nothing. */
+static void seeks_make_a_table_due(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    add(&fx, 1, table(70, 2000, 'c', 'f', 1));
+    add(&fx, 1, table(71, 2000, 'm', 'p', 1));
+    add(&fx, 2, table(72, 50000, 'a', 'z', 0));
+    assert_null(pick(&fx)); /* both levels within their targets */
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"b", 1, 1000), 0); /* level 2 only */
+    assert_null(atomic_load(&fx.v->seek_compact));
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"n", 1, 99), 0);
+    assert_null(atomic_load(&fx.v->seek_compact));
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"o", 1, 1), 1);
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"d", 1, 1000), 0); /* already one due */
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_true(c->for_seeks);
+    assert_int_equal(c->level, 1);
+    assert_int_equal(c->ninputs[0], 1);
+    assert_int_equal(c->inputs[0][0]->number, 71);
+    assert_true(has_input(c, 1, 72));
+    assert_int_equal(fx.pointers[1].len, 0); /* the round robin is not moved */
+    assert_null(pick(&fx)); /* it is busy */
+    done(c);
+    /* A size-driven compaction goes first. */
+    add(&fx, 1, table(73, 9000, 'r', 's', 1));
+    c = pick(&fx);
+    assert_non_null(c);
+    assert_false(c->for_seeks);
+    assert_int_equal(c->inputs[0][0]->number, 70);
+    done(c);
+    finish(&fx);
+}
+
+/* In level 0 the newest of the tables holding the key pays. */
+static void level0_seeks_charge_the_newest(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    add(&fx, 0, table(80, 2000, 'a', 'z', 10));
+    add(&fx, 0, table(81, 2000, 'a', 'k', 20));
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"q", 1, 1000), 0); /* one table */
+    assert_int_equal(bkv_tree_version_charge_seeks(fx.v, (const uint8_t *)"c", 1, 100), 1);
+    assert_int_equal(atomic_load(&fx.v->seek_compact)->number, 81);
+    bkv_compaction *c = pick(&fx);
+    assert_non_null(c);
+    assert_true(c->for_seeks);
+    assert_int_equal(c->level, 0);
+    assert_int_equal(c->ninputs[0], 2); /* with the older table it overlaps */
+    done(c);
+    finish(&fx);
+}
+
 static void tiered_merges_similar_runs(void **state) {
     (void)state;
     fixture fx;
@@ -226,6 +282,8 @@ int main(void) {
         cmocka_unit_test(level0_takes_the_oldest_and_what_overlaps_it),
         cmocka_unit_test(deeper_levels_round_robin),
         cmocka_unit_test(within_target_nothing_is_due),
+        cmocka_unit_test(seeks_make_a_table_due),
+        cmocka_unit_test(level0_seeks_charge_the_newest),
         cmocka_unit_test(tiered_merges_similar_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -332,6 +332,62 @@ static void prefix_iteration_skips_tables(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+/* Two flushed runs holding every key, below the level-0 trigger: nothing
+ * is due by size, but the seeks pay a block read in each, so once they
+ * have paid more than the newer run is worth it is compacted down (the
+ * counter says why), and the keys read as before. */
+static void seeks_compact_the_runs_they_pay_for(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    o.write_buffer_size = 1 << 20;
+    char path[300];
+    snprintf(path, sizeof path, "%s/seek-compact", dir);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NKEYS; i++) {
+            char key[32];
+            key_of(key, i);
+            assert_int_equal(bkv_put(db, NULL, key, strlen(key), round ? "new" : "old", 3), BKV_OK);
+        }
+        assert_int_equal(bkv_flush(db), BKV_OK);
+    }
+    char *files = bkv_property(db, "bloomkv.num-files-at-level0");
+    assert_string_equal(files, "2");
+    free(files);
+    assert_int_equal(test_counter(db, "seek-compactions"), 0);
+    uint64_t rng = 5;
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, NULL, &it), BKV_OK);
+    for (int s = 0; s < 5000; s++) {
+        char key[32];
+        key_of(key, (int)(rng_next(&rng) % NKEYS));
+        bkv_iter_seek(it, key, strlen(key));
+        assert_true(bkv_iter_valid(it));
+        size_t kl, vl;
+        assert_memory_equal(bkv_iter_key(it, &kl), key, strlen(key));
+        assert_memory_equal(bkv_iter_value(it, &vl), "new", 3);
+    }
+    bkv_iter_destroy(it);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_int_equal(test_counter(db, "seek-compactions"), 1);
+    files = bkv_property(db, "bloomkv.num-files-at-level0");
+    assert_string_equal(files, "0");
+    free(files);
+    assert_int_equal(bkv_iter_create(db, NULL, &it), BKV_OK);
+    int n = 0;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it), n++) {
+        size_t kl, vl;
+        char want[32];
+        key_of(want, order[n]);
+        assert_memory_equal(bkv_iter_key(it, &kl), want, strlen(want));
+        assert_memory_equal(bkv_iter_value(it, &vl), "new", 3);
+    }
+    assert_int_equal(n, NKEYS);
+    bkv_iter_destroy(it);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 static int setup(void **state) {
     (void)state;
     test_make_dir(dir, sizeof dir, "iter");
@@ -351,6 +407,7 @@ int main(void) {
         cmocka_unit_test(iterators_and_snapshots_match_model),
         cmocka_unit_test(tiered_iterators_and_snapshots_match_model),
         cmocka_unit_test(prefix_iteration_skips_tables),
+        cmocka_unit_test(seeks_compact_the_runs_they_pay_for),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

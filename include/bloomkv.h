@@ -524,7 +524,8 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
  *       trivial-moves, seek-compactions (compactions of a table that
- *       iterator seeks paid for, where no level was over its size),
+ *       reads paid to look past, once writes had paused and no level was
+ *       over its size),
  *       compaction-bytes-read, compaction-bytes-written, value-searches,
  *       value-index-updates, value-index-nodes-recomputed,
  *       value-index-update-micros, value-index-locked-micros (the part of

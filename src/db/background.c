@@ -137,7 +137,14 @@ void *bkv_db_background(void *arg) {
     return NULL;
 }
 
-void bkv_db_wake_compactions(bkv_db *db) {
+#define WRITE_PAUSE_NANOS 1000000000u
+
+void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks) {
+    BKV_ASSERT_UNLOCKED(db);
+    if (db->opts.compaction_style != BKV_COMPACTION_LEVELED ||
+        bkv_monotonic_nanos() - atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) < WRITE_PAUSE_NANOS ||
+        !bkv_tree_version_charge_seeks(v, key, klen, seeks))
+        return;
     bkv_db_lock(db);
     pthread_cond_broadcast(&db->work_cv);
     bkv_db_unlock(db);

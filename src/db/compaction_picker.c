@@ -9,10 +9,10 @@
  * the file to compact is chosen round robin (after the last key compacted
  * there). A file with no overlap below, and overlapping at most
  * BKV_MAX_GRANDPARENT_OVERLAP target files two levels down, is moved down
- * without rewriting. When no level is over its target, a table that seeks
- * have paid for (bkv_tree_version_charge_seeks) is compacted into the
- * level below, as LevelDB does: with no writes the tree would otherwise
- * keep its upper runs, which every seek pays a block read for.
+ * without rewriting. When no level is over its target, a table that reads
+ * have paid to look past (bkv_tree_version_charge_seeks) is compacted into
+ * the level below, as LevelDB does: with no writes the tree would
+ * otherwise keep its upper runs, which every read pays for.
  *
  * Tiered: every table is a sorted run in level 0, newest first. Everything
  * is merged when the newer runs together exceed

@@ -9,6 +9,7 @@
 
 #include "bloomkv.h"
 #include "db/version.h"
+#include "util/clock.h"
 #include "memtable/memtable.h"
 #include "table/cache.h"
 #include "table/table.h"
@@ -108,6 +109,7 @@ struct bkv_db {
     uint64_t next_file;
     uint64_t last_sequence;        /* assigned to writes */
     atomic_uint_fast64_t visible_sequence; /* inserted into the memtable; what reads see */
+    atomic_uint_fast64_t last_write_nanos; /* when a write group last went in (bkv_db_charge_seeks) */
     uint64_t manifest_number;
     bkv_wfile *manifest;
     bkv_log_writer manifest_log;
@@ -294,9 +296,12 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double
                           bkv_err *e);
 /* The background threads' loop (background.c). */
 void *bkv_db_background(void *arg);
-/* Has the background threads look for a compaction now (a read found one
- * due). Takes db->mu. */
-void bkv_db_wake_compactions(bkv_db *db);
+/* A read's charge of seeks to the tables it paid to pass (see
+ * bkv_tree_version_charge_seeks), waking the compactions when that makes
+ * one due. Leveled only, and only once writes have paused for a second:
+ * a compaction for reads takes background time that writes would need.
+ * Takes db->mu when it wakes them, so the caller must not hold it. */
+void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks);
 
 /* A table writer with an explicit env (tests inject faults through it). */
 int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const bkv_env *env,

@@ -14,7 +14,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -40,7 +39,7 @@ struct bkv_iter {
     bkv_err err;
     /* Read sampling: the seek, and the step of a scan, at which this
      * iterator next tells the version what reading cost it
-     * (charge_sampled_read); random, so that iterators of one seek each
+     * (bkv_db_charge_seeks); random, so that iterators of one seek each
      * still charge their share. */
     uint32_t random;
     int seeks_to_sample;
@@ -62,11 +61,6 @@ static uint32_t next_random(bkv_iter *it) {
     return it->random = x;
 }
 
-static void charge_sampled_read(bkv_iter *it, const uint8_t *ukey, size_t ulen, int seeks) {
-    if (it->db->opts.compaction_style == BKV_COMPACTION_LEVELED &&
-        bkv_tree_version_charge_seeks(it->rs.version, ukey, ulen, seeks))
-        bkv_db_wake_compactions(it->db);
-}
 
 static void drop_children(bkv_iter *it) {
     bkv_ikey_iter_destroy(it->iter);
@@ -302,9 +296,7 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
     bkv_buf_init(&it->saved_value);
     bkv_buf_init(&it->prefix);
     it->rs = *rs;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    it->random = (uint32_t)(((uint64_t)now.tv_nsec ^ (uintptr_t)it) * UINT64_C(0x9E3779B97F4A7C15) >> 32) | 1;
+    it->random = (uint32_t)((bkv_monotonic_nanos() ^ (uintptr_t)it) * UINT64_C(0x9E3779B97F4A7C15) >> 32) | 1;
     it->seeks_to_sample = 1 + (int)(next_random(it) % SEEK_SAMPLING);
     it->steps_to_sample = 1 + (int)(next_random(it) % (2 * STEP_SAMPLING));
     int rc = build_children(it, NULL, 0);
@@ -472,7 +464,7 @@ void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen) {
     seek_internal(it, key, klen, it->rs.snapshot);
     find_next_user_entry(it, 0);
     if (--it->seeks_to_sample == 0) {
-        charge_sampled_read(it, key, klen, SEEK_SAMPLING);
+        bkv_db_charge_seeks(it->db, it->rs.version, key, klen, SEEK_SAMPLING);
         it->seeks_to_sample = 1 + (int)(next_random(it) % (2 * SEEK_SAMPLING - 1));
     }
 }
@@ -482,7 +474,7 @@ static void sample_step(bkv_iter *it) {
     if (--it->steps_to_sample > 0 || !it->valid) return;
     size_t n;
     const void *k = bkv_iter_key(it, &n);
-    charge_sampled_read(it, k, n, 1);
+    bkv_db_charge_seeks(it->db, it->rs.version, k, n, 1);
     it->steps_to_sample = 1 + (int)(next_random(it) % (2 * STEP_SAMPLING));
 }
 

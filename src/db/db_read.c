@@ -178,26 +178,42 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     return bkv_db_error(db, rc, &e);
 }
 
-int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
-                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e) {
-    BKV_COUNT(db, gets, 1);
-    bkv_hash h = bkv_hash_bytes(key, klen);
-    BKV_COUNT(db, key_hashes, 1);
+/* One get in GET_SAMPLING charges the seeks of GET_SAMPLING gets
+ * (bkv_tree_version_charge_seeks) when it asked two tables or more:
+ * LevelDB's rule, a read that had to look past the first table pays for
+ * it. Filters make most such looks free here, but each is still a filter
+ * probe, a cache miss: a tree that stays deep costs every read. */
+#define GET_SAMPLING 16
+
+static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                      bkv_hash h, uint64_t stop_file, int *asked, void **val, size_t *vlen, bkv_err *e) {
     int rc = BKV_NOTFOUND;
-    if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
     const bkv_tree_version *v = rs->version;
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
         if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
-        if (in_range(f, key, klen) && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e))
+        if (in_range(f, key, klen) && (++*asked, table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)))
             return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
         const bkv_file_meta *f = level_candidate(v, l, key, klen);
         if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
-        if (f && table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+        if (f && (++*asked, table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e))) return rc;
     }
     return BKV_NOTFOUND;
+}
+
+int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e) {
+    uint64_t nth = atomic_fetch_add_explicit(&db->stripes[bkv_stripe_index()].c.gets, 1, memory_order_relaxed);
+    bkv_hash h = bkv_hash_bytes(key, klen);
+    BKV_COUNT(db, key_hashes, 1);
+    int rc = BKV_NOTFOUND;
+    if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
+    int asked = 0;
+    rc = tables_get(db, ro, rs, key, klen, h, stop_file, &asked, val, vlen, e);
+    if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file) bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
+    return rc;
 }
 
 int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,

@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <xxhash.h>
 
@@ -199,12 +198,6 @@ static int edit_adds(const bkv_version_edit *edit, uint64_t number) {
     return 0;
 }
 
-static uint64_t now_micros(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Index updates never hold db->mu (a bit-sliced update of a large table
  * takes milliseconds, and writers need the mutex), nor the index's lock
  * but to publish (searches would wait behind them): a new table enters the
@@ -214,7 +207,7 @@ static uint64_t now_micros(void) {
  * a search skips), and a search that holds the index's read lock from
  * before it picks its version until it has probed sees all of them. */
 static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int remove_added) {
-    uint64_t t0 = now_micros();
+    uint64_t t0 = bkv_monotonic_nanos();
     pthread_mutex_lock(&db->vindex_update_mu);
     for (size_t i = 0; add && i < edit->nadded; i++)
         if (!bkv_vindex_has_table(db->vindex, edit->added[i].meta->number)) index_table(db, edit->added[i].meta, 1);
@@ -226,7 +219,7 @@ static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int 
     pthread_mutex_unlock(&db->vindex_update_mu);
     BKV_COUNT(db, value_index_updates, 1);
     BKV_COUNT(db, value_index_nodes_recomputed, n);
-    BKV_COUNT(db, value_index_update_micros, now_micros() - t0);
+    BKV_COUNT(db, value_index_update_micros, (bkv_monotonic_nanos() - t0) / 1000);
     BKV_COUNT(db, value_index_locked_micros, locked);
 }
 

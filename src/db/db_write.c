@@ -139,12 +139,6 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
  * switches, more than a small group takes on this path. */
 #define SPIN_NANOS 4000
 
-static uint64_t now_nanos(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -178,10 +172,10 @@ static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) 
     db->writers_tail = w;
     if (db->writers_head == w) return;
     bkv_db_unlock(db);
-    uint64_t deadline = now_nanos() + SPIN_NANOS;
+    uint64_t deadline = bkv_monotonic_nanos() + SPIN_NANOS;
     for (unsigned i = 1; !atomic_load_explicit(&w->signalled, memory_order_acquire); i++) {
         cpu_relax();
-        if (i % 32 == 0 && now_nanos() > deadline) break;
+        if (i % 32 == 0 && bkv_monotonic_nanos() > deadline) break;
     }
     bkv_db_lock(db);
     while (!w->done && db->writers_head != w) {
@@ -283,6 +277,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             if (log_rc) bkv_db_set_bg_error(db, log_rc, &e);
             else if (rc) bkv_db_set_bg_error(db, rc, &e); /* memtable out of memory: the WAL has it, but reads would not */
             else atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
+            atomic_store_explicit(&db->last_write_nanos, bkv_monotonic_nanos(), memory_order_relaxed);
         }
     }
 

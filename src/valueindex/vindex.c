@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "util/clock.h"
 
 typedef struct bnode bnode;
 
@@ -62,21 +63,15 @@ struct bkv_vindex {
     uint64_t locked_since, locked_ns; /* the updater's: time it held publish */
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void publish_begin(bkv_vindex *vi) {
     if (!vi->publish) return;
     pthread_rwlock_wrlock(vi->publish);
-    vi->locked_since = now_ns();
+    vi->locked_since = bkv_monotonic_nanos();
 }
 
 static void publish_end(bkv_vindex *vi) {
     if (!vi->publish) return;
-    vi->locked_ns += now_ns() - vi->locked_since;
+    vi->locked_ns += bkv_monotonic_nanos() - vi->locked_since;
     pthread_rwlock_unlock(vi->publish);
 }
 

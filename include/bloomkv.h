@@ -215,6 +215,13 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * later index with another extractor never trusts them (docs/format.md,
      * "Value filter block"). Default 0. */
     int    value_index_drop;
+    /* 1: leveled compaction also compacts a table, into the level below,
+     * once reads have paid to look past it more often than it is worth
+     * (size / 16 KiB times, at least 100, as LevelDB; sampled), when
+     * writes have paused for a second and no level is over its size: a
+     * tree that is only read then loses its upper runs. 0: only sizes
+     * make compactions due. Default 1. */
+    int    compact_for_reads;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

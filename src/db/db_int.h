@@ -49,7 +49,8 @@ typedef struct bkv_db_counters {
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
-        value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven, seek_compactions;
+        value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven,
+        seek_compactions;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
@@ -298,9 +299,10 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double
 void *bkv_db_background(void *arg);
 /* A read's charge of seeks to the tables it paid to pass (see
  * bkv_tree_version_charge_seeks), waking the compactions when that makes
- * one due. Leveled only, and only once writes have paused for a second:
- * a compaction for reads takes background time that writes would need.
- * Takes db->mu when it wakes them, so the caller must not hold it. */
+ * one due. Leveled with compact_for_reads only, and once writes have
+ * paused for a second: a compaction for reads takes background time that
+ * writes would need. Takes db->mu when it wakes them, so the caller must
+ * not hold it. */
 void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks);
 
 /* A table writer with an explicit env (tests inject faults through it). */

@@ -61,7 +61,6 @@ static uint32_t next_random(bkv_iter *it) {
     return it->random = x;
 }
 
-
 static void drop_children(bkv_iter *it) {
     bkv_ikey_iter_destroy(it->iter);
     it->iter = NULL;

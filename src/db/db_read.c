@@ -192,13 +192,16 @@ static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
         if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
-        if (in_range(f, key, klen) && (++*asked, table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)))
-            return rc;
+        if (!in_range(f, key, klen)) continue;
+        ++*asked;
+        if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
         const bkv_file_meta *f = level_candidate(v, l, key, klen);
         if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
-        if (f && (++*asked, table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e))) return rc;
+        if (!f) continue;
+        ++*asked;
+        if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     return BKV_NOTFOUND;
 }
@@ -212,7 +215,8 @@ int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
     if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
     int asked = 0;
     rc = tables_get(db, ro, rs, key, klen, h, stop_file, &asked, val, vlen, e);
-    if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file) bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
+    if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file)
+        bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
     return rc;
 }
 
@@ -221,75 +225,128 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
     return bkv_db_get_before(db, ro, rs, key, klen, 0, val, vlen, e);
 }
 
+/* A multi-get's keys, in key order. */
+typedef struct mg_key {
+    const uint8_t *key;
+    size_t len;
+    size_t i; /* its place in the caller's arrays */
+} mg_key;
+
+static int mg_key_cmp(const void *a, const void *b) {
+    const mg_key *x = a, *y = b;
+    return bkv_user_key_compare(x->key, x->len, y->key, y->len);
+}
+
+typedef struct multi_get {
+    bkv_db *db;
+    const bkv_read_options *ro;
+    const bkv_read_state *rs;
+    const void *const *keys;
+    const size_t *klens;
+    void **vals;
+    size_t *vlens;
+    int *statuses;
+    bkv_hash *hashes;
+    uint8_t *pending, *maybe;
+    bkv_hash *batch;
+    size_t *idx;
+} multi_get;
+
+/* Asks table f for the keys idx[0..m): its filter for all of them at once
+ * (probes prefetched), then blocks for the survivors, in key order. */
+static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
+    bkv_db *db = g->db;
+    bkv_err e = {{0}};
+    bkv_cache_entry *entry;
+    int rc = bkv_db_get_table(db, f, &entry, &e);
+    if (rc) {
+        for (size_t j = 0; j < m; j++) g->statuses[g->idx[j]] = bkv_db_error(db, rc, &e), g->pending[g->idx[j]] = 0;
+        return;
+    }
+    for (size_t j = 0; j < m; j++) g->batch[j] = g->hashes[g->idx[j]];
+    bkv_table_may_contain_batch(bkv_cache_value(entry), g->batch, m, g->maybe);
+    BKV_COUNT(db, filter_probes, m);
+    size_t survivors = 0;
+    for (size_t j = 0; j < m; j++) survivors += g->maybe[j];
+    BKV_COUNT(db, filter_negatives, m - survivors);
+    bkv_cache_release(db->table_cache, entry);
+    for (size_t j = 0; j < m; j++) {
+        if (!g->maybe[j]) continue;
+        size_t i = g->idx[j];
+        if (table_get(db, g->ro, f, g->keys[i], g->klens[i], g->hashes[i], 1, g->rs->snapshot, &g->statuses[i],
+                      &g->vals[i], &g->vlens[i], &e)) {
+            g->pending[i] = 0;
+            if (g->statuses[i] < 0) bkv_db_error(db, g->statuses[i], &e);
+        } else {
+            g->statuses[i] = BKV_NOTFOUND;
+        }
+    }
+}
+
 int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,
                   void **vals, size_t *vlens, int *statuses) {
     if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return BKV_INVALID;
     bkv_err ro_err = {{0}};
     bkv_read_options local;
     if (bkv_db_read_options(db, &ro, &local, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
-    bkv_hash *hashes = malloc((n ? n : 1) * sizeof *hashes);
-    uint8_t *pending = malloc(n ? n : 1), *maybe = malloc(n ? n : 1);
-    bkv_hash *batch = malloc((n ? n : 1) * sizeof *batch);
-    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
-    if (!hashes || !pending || !maybe || !batch || !idx) {
-        free(hashes), free(pending), free(maybe), free(batch), free(idx);
+    size_t cap = n ? n : 1;
+    multi_get g = {.db = db, .keys = keys, .klens = klens, .vals = vals, .vlens = vlens, .statuses = statuses};
+    g.hashes = malloc(cap * sizeof *g.hashes);
+    g.pending = malloc(cap);
+    g.maybe = malloc(cap);
+    g.batch = malloc(cap * sizeof *g.batch);
+    g.idx = malloc(cap * sizeof *g.idx);
+    mg_key *sorted = malloc(cap * sizeof *sorted);
+    if (!g.hashes || !g.pending || !g.maybe || !g.batch || !g.idx || !sorted) {
+        free(g.hashes), free(g.pending), free(g.maybe), free(g.batch), free(g.idx), free(sorted);
         return BKV_NOMEM;
     }
     BKV_COUNT(db, gets, n);
     bkv_read_state rs;
     bkv_view_section sec;
     bkv_view_enter(db, ro, &rs, &sec);
+    g.ro = ro;
+    g.rs = &rs;
     /* Phase 1: every key hashed once; memtables answer what they can. */
     for (size_t i = 0; i < n; i++) {
         vals[i] = NULL;
         vlens[i] = 0;
-        hashes[i] = bkv_hash_bytes(keys[i], klens[i]);
-        pending[i] = !memtables_get(db, &rs, keys[i], klens[i], hashes[i], &statuses[i], &vals[i], &vlens[i]);
-        if (pending[i]) statuses[i] = BKV_NOTFOUND;
+        g.hashes[i] = bkv_hash_bytes(keys[i], klens[i]);
+        g.pending[i] = !memtables_get(db, &rs, keys[i], klens[i], g.hashes[i], &statuses[i], &vals[i], &vlens[i]);
+        if (g.pending[i]) statuses[i] = BKV_NOTFOUND;
+        sorted[i] = (mg_key){keys[i], klens[i], i};
     }
     BKV_COUNT(db, key_hashes, n);
-    /* Phase 2: table by table, newest first, probe the filter for all
-     * pending keys in range at once (prefetched), then read blocks only for
-     * the survivors. */
-    bkv_err e = {{0}};
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
-        for (size_t fi = 0; fi < rs.version->nfiles[l]; fi++) {
-            const bkv_file_meta *f = rs.version->files[l][fi];
-            size_t m = 0;
-            for (size_t i = 0; i < n; i++)
-                if (pending[i] && in_range(f, keys[i], klens[i])) {
-                    idx[m] = i;
-                    batch[m++] = hashes[i];
-                }
-            if (!m) continue;
-            bkv_cache_entry *entry;
-            int rc = bkv_db_get_table(db, f, &entry, &e);
-            if (rc) {
-                for (size_t j = 0; j < m; j++) statuses[idx[j]] = bkv_db_error(db, rc, &e), pending[idx[j]] = 0;
+    /* Phase 2: table by table, newest first, the pending keys in its range
+     * asked together. The keys are sorted once, so a deeper level (disjoint
+     * tables in key order) is one walk over its tables and the keys. */
+    qsort(sorted, n, sizeof *sorted, mg_key_cmp);
+    const bkv_tree_version *v = rs.version;
+    for (size_t fi = 0; fi < v->nfiles[0]; fi++) {
+        size_t m = 0;
+        for (size_t j = 0; j < n; j++)
+            if (g.pending[sorted[j].i] && in_range(v->files[0][fi], sorted[j].key, sorted[j].len))
+                g.idx[m++] = sorted[j].i;
+        if (m) mg_ask_table(&g, v->files[0][fi], m);
+    }
+    for (int l = 1; l < BKV_NUM_LEVELS; l++) {
+        size_t fi = 0, nf = v->nfiles[l];
+        for (size_t j = 0; j < n && fi < nf;) {
+            const bkv_file_meta *f = v->files[l][fi];
+            if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, sorted[j].key, sorted[j].len) < 0) {
+                fi++; /* this table ends before the key */
                 continue;
             }
-            bkv_table *t = bkv_cache_value(entry);
-            bkv_table_may_contain_batch(t, batch, m, maybe);
-            BKV_COUNT(db, filter_probes, m);
-            size_t survivors = 0;
-            for (size_t j = 0; j < m; j++) survivors += maybe[j];
-            BKV_COUNT(db, filter_negatives, m - survivors);
-            bkv_cache_release(db->table_cache, entry);
-            for (size_t j = 0; j < m; j++) {
-                if (!maybe[j]) continue;
-                size_t i = idx[j];
-                if (table_get(db, ro, f, keys[i], klens[i], hashes[i], 1, rs.snapshot, &statuses[i], &vals[i],
-                              &vlens[i], &e)) {
-                    pending[i] = 0;
-                    if (statuses[i] < 0) bkv_db_error(db, statuses[i], &e);
-                } else {
-                    statuses[i] = BKV_NOTFOUND;
-                }
-            }
+            size_t m = 0;
+            for (; j < n && bkv_user_key_compare(sorted[j].key, sorted[j].len, f->largest,
+                                                 f->largest_len - BKV_IKEY_TRAILER) <= 0; j++)
+                if (g.pending[sorted[j].i] && in_range(f, sorted[j].key, sorted[j].len)) g.idx[m++] = sorted[j].i;
+            if (m) mg_ask_table(&g, f, m);
+            fi++;
         }
     }
     bkv_view_leave(db, &rs, &sec);
-    free(hashes), free(pending), free(maybe), free(batch), free(idx);
+    free(g.hashes), free(g.pending), free(g.maybe), free(g.batch), free(g.idx), free(sorted);
     return BKV_OK;
 }
 

@@ -38,6 +38,7 @@ static bkv_options small_options(void) {
 /* Level 0 only: every flush stays a table of its own. */
 static void no_compaction(bkv_options *o) {
     o->level0_compaction_trigger = o->level0_slowdown_trigger = o->level0_stop_trigger = 1 << 20;
+    o->compact_for_reads = 0;
 }
 
 
@@ -132,6 +133,42 @@ static void basic_operations_and_reopen(void **state) {
 
 #define MODEL_KEYS 3000
 
+/* multi_get of 64 random keys agrees with the model: keys in no table,
+ * keys before and after every table, and keys asked twice among them. */
+static void check_multi_get(bkv_db *db, char **model, uint64_t *rng) {
+    const void *keys[64];
+    size_t klens[64];
+    char kbuf[64][32];
+    int want_k[64];
+    void *vals[64];
+    size_t vlens[64];
+    int st[64];
+    for (int i = 0; i < 64; i++) {
+        uint64_t r = rng_next(rng);
+        int k = i > 0 && r % 8 == 0 ? want_k[r % (uint64_t)i] : (int)(r % (MODEL_KEYS + 100));
+        want_k[i] = k;
+        if (r % 31 == 0) snprintf(kbuf[i], sizeof kbuf[i], "a%d", k), want_k[i] = -1;
+        else if (r % 37 == 0) snprintf(kbuf[i], sizeof kbuf[i], "zz%d", k), want_k[i] = -1;
+        else snprintf(kbuf[i], sizeof kbuf[i], "key%06d", k);
+        keys[i] = kbuf[i];
+        klens[i] = strlen(kbuf[i]);
+    }
+    assert_int_equal(bkv_multi_get(db, NULL, 64, keys, klens, vals, vlens, st), BKV_OK);
+    for (int i = 0; i < 64; i++) {
+        int k = want_k[i];
+        const char *want = k >= 0 && k < MODEL_KEYS ? model[k] : NULL;
+        if (!want) {
+            assert_int_equal(st[i], BKV_NOTFOUND);
+            assert_null(vals[i]);
+        } else {
+            if (st[i] != BKV_OK) fail_msg("multi_get %s: status %d, model has %s", kbuf[i], st[i], want);
+            assert_int_equal(vlens[i], strlen(want));
+            assert_memory_equal(vals[i], want, vlens[i]);
+            bkv_free(vals[i]);
+        }
+    }
+}
+
 /* Random puts, deletes, batches and gets against an in-memory model, with
  * tiny memtables and periodic reopens. */
 static void run_model(const char *name, bkv_options o, size_t min_tables) {
@@ -179,6 +216,7 @@ static void run_model(const char *name, bkv_options o, size_t min_tables) {
         } else {
             check_value(db, key, model[k]);
         }
+        if (op % 5000 == 4999) check_multi_get(db, model, &rng);
         if (op % 40000 == 39999) {
             assert_int_equal(bkv_close(db), BKV_OK);
             assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
@@ -191,31 +229,7 @@ static void run_model(const char *name, bkv_options o, size_t min_tables) {
         snprintf(key, sizeof key, "key%06d", k);
         check_value(db, key, model[k]);
     }
-    /* multi_get agrees with the model. */
-    const void *keys[64];
-    size_t klens[64];
-    char kbuf[64][32];
-    void *vals[64];
-    size_t vlens[64];
-    int st[64];
-    for (int i = 0; i < 64; i++) {
-        snprintf(kbuf[i], sizeof kbuf[i], "key%06d", i * 37 % (MODEL_KEYS + 100));
-        keys[i] = kbuf[i];
-        klens[i] = strlen(kbuf[i]);
-    }
-    assert_int_equal(bkv_multi_get(db, NULL, 64, keys, klens, vals, vlens, st), BKV_OK);
-    for (int i = 0; i < 64; i++) {
-        int k = i * 37 % (MODEL_KEYS + 100);
-        const char *want = k < MODEL_KEYS ? model[k] : NULL;
-        if (!want) {
-            assert_int_equal(st[i], BKV_NOTFOUND);
-        } else {
-            assert_int_equal(st[i], BKV_OK);
-            assert_int_equal(vlens[i], strlen(want));
-            assert_memory_equal(vals[i], want, vlens[i]);
-            bkv_free(vals[i]);
-        }
-    }
+    check_multi_get(db, model, &rng);
     assert_int_equal(bkv_close(db), BKV_OK);
     for (int k = 0; k < MODEL_KEYS; k++) free(model[k]);
     free(model);

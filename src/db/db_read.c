@@ -264,10 +264,15 @@ static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
         return;
     }
     for (size_t j = 0; j < m; j++) g->batch[j] = g->hashes[g->idx[j]];
-    bkv_table_may_contain_batch(bkv_cache_value(entry), g->batch, m, g->maybe);
+    bkv_table *t = bkv_cache_value(entry);
+    bkv_table_may_contain_batch(t, g->batch, m, g->maybe);
     BKV_COUNT(db, filter_probes, m);
     size_t survivors = 0;
-    for (size_t j = 0; j < m; j++) survivors += g->maybe[j];
+    for (size_t j = 0; j < m; j++)
+        if (g->maybe[j]) {
+            survivors++;
+            bkv_table_prefetch_get(t, g->keys[g->idx[j]], g->klens[g->idx[j]]);
+        }
     BKV_COUNT(db, filter_negatives, m - survivors);
     bkv_cache_release(db->table_cache, entry);
     for (size_t j = 0; j < m; j++) {

@@ -135,6 +135,11 @@ enum {
                                 when first read from the file */
 };
 
+/* Starts loading from memory what a get of key would read first in a
+ * mapped table whose index is loaded (a no-op otherwise), so that the
+ * gets of a batch wait for memory together rather than one after the
+ * other. */
+void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen);
 /* Newest version of key with sequence <= snapshot. Returns BKV_OK and
  * *found = 1 with *type and a malloc'd copy of the value (when type is
  * BKV_TYPE_VALUE), or *found = 0; errors name the file and offset. The

@@ -680,6 +680,33 @@ static int load_index(bkv_table *t, bkv_err *e) {
     return rc;
 }
 
+void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen) {
+    const uint8_t *map = bkv_file_mapped(t->file);
+    uint8_t lookup[256];
+    if (!map || klen + BKV_IKEY_TRAILER > sizeof lookup || !atomic_load_explicit(&t->index_ready, memory_order_acquire))
+        return;
+    if (klen) memcpy(lookup, key, klen);
+    bkv_put_u64(lookup + klen, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+    bkv_block_iter ii;
+    bkv_block_iter_init(&ii, &t->index);
+    index_seek(t, &ii, lookup, klen + BKV_IKEY_TRAILER);
+    bkv_handle h;
+    if (ii.valid && !decode_handle(t, ii.val, ii.vlen, &h, NULL)) {
+        uint64_t size = bkv_file_size(t->file);
+        if (h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER && h.size >= 4) {
+            /* The end of the block (restart count and points, trailer)
+             * is read first, then its first entries. */
+            const uint8_t *p = map + h.offset;
+            __builtin_prefetch(p + h.size - 4);
+            __builtin_prefetch(p + h.size - 4 - 64);
+            __builtin_prefetch(p);
+            int64_t number = bkv_block_iter_restart_ordinal(&ii);
+            if (number >= 0) __builtin_prefetch(&t->verified[number]);
+        }
+    }
+    bkv_block_iter_free(&ii);
+}
+
 int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
                   unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e) {
     *found = 0;

@@ -183,7 +183,7 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
  * LevelDB's rule, a read that had to look past the first table pays for
  * it. Filters make most such looks free here, but each is still a filter
  * probe, a cache miss: a tree that stays deep costs every read. */
-#define GET_SAMPLING 16
+#define GET_SAMPLING 64
 
 static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                       bkv_hash h, uint64_t stop_file, int *asked, void **val, size_t *vlen, bkv_err *e) {

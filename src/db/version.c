@@ -261,10 +261,13 @@ int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t 
     }
     return 0;
 charge:;
+    /* Loads first: once a table is due (or one already is), readers stop
+     * writing the shared lines. */
     int left = atomic_load_explicit(&newest->allowed_seeks, memory_order_relaxed);
     if (left > 0) left = atomic_fetch_sub_explicit(&newest->allowed_seeks, seeks, memory_order_relaxed) - seeks;
     bkv_file_meta *none = NULL;
-    return left <= 0 && atomic_compare_exchange_strong(&v->seek_compact, &none, newest);
+    return left <= 0 && !atomic_load_explicit(&v->seek_compact, memory_order_relaxed) &&
+           atomic_compare_exchange_strong(&v->seek_compact, &none, newest);
 }
 
 void bkv_tree_version_unref(bkv_tree_version *v) {

@@ -527,7 +527,9 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *   "bloomkv.read-amplification"     tables consulted per get
  *   "bloomkv.counter.<name>"         decimal; names: gets, key-hashes,
  *       filter-probes, filter-negatives, filter-false-positives,
- *       filter-corrupt, memtable-filter-negatives, blocks-read, cache-hits,
+ *       filter-corrupt, memtable-filter-negatives, blocks-read (data
+ *       blocks read by gets, iterators and searches; not by compactions,
+ *       see compaction-bytes-read), cache-hits,
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
  *       trivial-moves, seek-compactions (compactions of a table that

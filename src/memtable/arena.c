@@ -2,10 +2,13 @@
 
 #include <stdlib.h>
 
+#include "util/alloc.h"
+
 #define ARENA_BLOCK (256 * 1024)
 
 struct bkv_arena_block {
     bkv_arena_block *next;
+    size_t bytes;
     _Alignas(8) char data[];
 };
 
@@ -21,15 +24,16 @@ void bkv_arena_destroy(bkv_arena *a) {
     bkv_arena_block *b = a->blocks;
     while (b) {
         bkv_arena_block *next = b->next;
-        free(b);
+        bkv_free_pages(b, b->bytes);
         b = next;
     }
     bkv_arena_init(a);
 }
 
 static char *new_block(bkv_arena *a, size_t n) {
-    bkv_arena_block *b = malloc(sizeof *b + n);
+    bkv_arena_block *b = bkv_alloc_pages(sizeof *b + n);
     if (!b) return NULL;
+    b->bytes = sizeof *b + n;
     b->next = a->blocks;
     a->blocks = b;
     a->memory += sizeof *b + n;

@@ -7,10 +7,10 @@
  * after a clean reopen every acknowledged write is there and check finds
  * nothing wrong.
  *
- * The library's calls to malloc, calloc, realloc, strdup and aligned_alloc
- * are redirected here at link time (-Wl,--wrap): the static library's
- * objects are linked into this program, so no hook is compiled into the
- * shipped library. */
+ * The library's calls to malloc, calloc, realloc, strdup, aligned_alloc
+ * and bkv_alloc_pages (the memtable's arena blocks) are redirected here at
+ * link time (-Wl,--wrap): the static library's objects are linked into
+ * this program, so no hook is compiled into the shipped library. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -31,11 +31,13 @@ void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
 char *__real_strdup(const char *s);
 void *__real_aligned_alloc(size_t align, size_t n);
+void *__real_bkv_alloc_pages(size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
 char *__wrap_strdup(const char *s);
 void *__wrap_aligned_alloc(size_t align, size_t n);
+void *__wrap_bkv_alloc_pages(size_t n);
 
 /* Counting starts when armed; allocation number fail_at (and, persistent,
  * every later one) returns NULL. */
@@ -62,6 +64,7 @@ void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __rea
 void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
 char *__wrap_strdup(const char *s) { return should_fail() ? NULL : __real_strdup(s); }
 void *__wrap_aligned_alloc(size_t align, size_t n) { return should_fail() ? NULL : __real_aligned_alloc(align, n); }
+void *__wrap_bkv_alloc_pages(size_t n) { return should_fail() ? NULL : __real_bkv_alloc_pages(n); }
 
 #define NKEYS 97
 #define NSTEPS 360

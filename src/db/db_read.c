@@ -85,11 +85,6 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     return BKV_OK;
 }
 
-static int in_range(const bkv_file_meta *f, const void *key, size_t klen) {
-    return bkv_user_key_compare(key, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&
-           bkv_user_key_compare(key, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
-}
-
 /* Looks a key up in the memtables. 1 if they decide (found or deleted). */
 static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
                          void **val, size_t *vlen) {
@@ -148,20 +143,6 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     return 1;
 }
 
-/* Levels >= 1 hold disjoint files sorted by key: at most one candidate. */
-static const bkv_file_meta *level_candidate(const bkv_tree_version *v, int level, const void *key, size_t klen) {
-    size_t lo = 0, hi = v->nfiles[level];
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const bkv_file_meta *f = v->files[level][mid];
-        if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, key, klen) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo == v->nfiles[level]) return NULL;
-    const bkv_file_meta *f = v->files[level][lo];
-    return in_range(f, key, klen) ? f : NULL;
-}
-
 int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen, void **val, size_t *vlen) {
     if (!db || (!key && klen) || !val || !vlen) return BKV_INVALID;
     *val = NULL;
@@ -192,12 +173,12 @@ static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
         if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
-        if (!in_range(f, key, klen)) continue;
+        if (!bkv_file_meta_holds(f, key, klen)) continue;
         ++*asked;
         if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
-        const bkv_file_meta *f = level_candidate(v, l, key, klen);
+        const bkv_file_meta *f = bkv_tree_version_level_file(v, l, key, klen);
         if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (!f) continue;
         ++*asked;
@@ -330,7 +311,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
     for (size_t fi = 0; fi < v->nfiles[0]; fi++) {
         size_t m = 0;
         for (size_t j = 0; j < n; j++)
-            if (g.pending[sorted[j].i] && in_range(v->files[0][fi], sorted[j].key, sorted[j].len))
+            if (g.pending[sorted[j].i] && bkv_file_meta_holds(v->files[0][fi], sorted[j].key, sorted[j].len))
                 g.idx[m++] = sorted[j].i;
         if (m) mg_ask_table(&g, v->files[0][fi], m);
     }
@@ -345,7 +326,8 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
             size_t m = 0;
             for (; j < n && bkv_user_key_compare(sorted[j].key, sorted[j].len, f->largest,
                                                  f->largest_len - BKV_IKEY_TRAILER) <= 0; j++)
-                if (g.pending[sorted[j].i] && in_range(f, sorted[j].key, sorted[j].len)) g.idx[m++] = sorted[j].i;
+                if (g.pending[sorted[j].i] && bkv_file_meta_holds(f, sorted[j].key, sorted[j].len))
+                    g.idx[m++] = sorted[j].i;
             if (m) mg_ask_table(&g, f, m);
             fi++;
         }

@@ -234,29 +234,16 @@ int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
     return 0;
 }
 
-static int file_holds(const bkv_file_meta *f, const uint8_t *k, size_t klen) {
-    return bkv_user_key_compare(k, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&
-           bkv_user_key_compare(k, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
-}
-
 int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t klen, int seeks) {
     bkv_file_meta *newest = NULL;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         /* Level 0's tables overlap (newest first); deeper, one may hold k. */
-        size_t i = 0, end = v->nfiles[l];
-        if (l > 0) {
-            while (i < end) {
-                size_t mid = i + (end - i) / 2;
-                const bkv_file_meta *m = v->files[l][mid];
-                if (bkv_user_key_compare(m->largest, m->largest_len - BKV_IKEY_TRAILER, k, klen) < 0) i = mid + 1;
-                else end = mid;
-            }
-            end = i < v->nfiles[l] ? i + 1 : i;
-        }
-        for (; i < end; i++) {
-            if (!file_holds(v->files[l][i], k, klen)) continue;
+        size_t n = l == 0 ? v->nfiles[0] : 1;
+        for (size_t i = 0; i < n; i++) {
+            bkv_file_meta *f = l == 0 ? v->files[0][i] : bkv_tree_version_level_file(v, l, k, klen);
+            if (!f || !bkv_file_meta_holds(f, k, klen)) continue;
             if (newest) goto charge;
-            newest = v->files[l][i];
+            newest = f;
         }
     }
     return 0;

@@ -15,6 +15,7 @@
 
 #include "filter/value_filter.h"
 #include "util/buf.h"
+#include "util/ikey.h"
 #include "util/status.h"
 
 #include "bloomkv.h"
@@ -115,6 +116,26 @@ void bkv_tree_version_unref(bkv_tree_version *v);
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Whether table number is in v, at any level. */
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);
+/* Whether f's key range holds user key k. */
+static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, size_t klen) {
+    return bkv_user_key_compare(k, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&
+           bkv_user_key_compare(k, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
+}
+
+/* The table of level >= 1 (disjoint tables in key order) that may hold
+ * user key k, or NULL. */
+static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version *v, int level, const void *k,
+                                                         size_t klen) {
+    size_t lo = 0, hi = v->nfiles[level];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const bkv_file_meta *f = v->files[level][mid];
+        if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, k, klen) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < v->nfiles[level] && bkv_file_meta_holds(v->files[level][lo], k, klen) ? v->files[level][lo] : NULL;
+}
+
 /* Charges seeks to the newest table holding user key k when another,
  * older table below it also may: one sorted run more than needed paid for
  * them (each costs a block read that a filter cannot save). Once a table

@@ -693,12 +693,12 @@ void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen) {
     bkv_handle h;
     if (ii.valid && !decode_handle(t, ii.val, ii.vlen, &h, NULL)) {
         uint64_t size = bkv_file_size(t->file);
-        if (h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER && h.size >= 4) {
+        if (h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER) {
             /* The end of the block (restart count and points, trailer)
              * is read first, then its first entries. */
             const uint8_t *p = map + h.offset;
-            __builtin_prefetch(p + h.size - 4);
-            __builtin_prefetch(p + h.size - 4 - 64);
+            __builtin_prefetch(p + h.size);
+            if (h.size >= 64) __builtin_prefetch(p + h.size - 64);
             __builtin_prefetch(p);
             int64_t number = bkv_block_iter_restart_ordinal(&ii);
             if (number >= 0) __builtin_prefetch(&t->verified[number]);

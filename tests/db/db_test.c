@@ -263,6 +263,51 @@ static void model_with_tiered_compaction(void **state) {
     run_model("tiered", o, 0);
 }
 
+/* Keys of lengths around the 256 bytes multi_get prefetches for, in a
+ * deeper level, a level-0 table and the memtable, read back in one batch
+ * with absent keys as long. */
+static void multi_get_with_long_keys(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/long-keys", dir);
+    bkv_options o = small_options();
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    static const size_t lens[] = {1, 200, 247, 248, 249, 255, 256, 300, 5000};
+    enum { N = sizeof lens / sizeof lens[0] };
+    char *keys[2 * N];
+    for (size_t i = 0; i < 2 * N; i++) {
+        size_t n = lens[i % N];
+        keys[i] = malloc(n);
+        assert_non_null(keys[i]);
+        memset(keys[i], i < N ? 'k' : 'a', n);
+        keys[i][0] = (char)((i < N ? 'A' : 'a') + i % N); /* the second half is never written */
+    }
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(bkv_put(db, NULL, keys[i], lens[i], &keys[i][0], 1), BKV_OK);
+        if (i == N / 2) assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK); /* a deeper level */
+        if (i == N - 2) assert_int_equal(bkv_flush(db), BKV_OK);
+    }
+    const void *k[2 * N];
+    size_t kl[2 * N], vl[2 * N];
+    void *v[2 * N];
+    int st[2 * N];
+    for (size_t i = 0; i < 2 * N; i++) k[i] = keys[i], kl[i] = lens[i % N];
+    assert_int_equal(bkv_multi_get(db, NULL, 2 * N, k, kl, v, vl, st), BKV_OK);
+    for (size_t i = 0; i < 2 * N; i++) {
+        if (i >= N) {
+            assert_int_equal(st[i], BKV_NOTFOUND);
+            continue;
+        }
+        assert_int_equal(st[i], BKV_OK);
+        assert_int_equal(vl[i], 1);
+        assert_memory_equal(v[i], &keys[i][0], 1);
+        bkv_free(v[i]);
+    }
+    for (size_t i = 0; i < 2 * N; i++) free(keys[i]);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 /* One hash per get, however many tables there are. */
 static void one_hash_per_get_with_200_tables(void **state) {
     (void)state;
@@ -407,6 +452,7 @@ int main(void) {
         cmocka_unit_test(model_based_random_operations),
         cmocka_unit_test(model_with_leveled_compaction),
         cmocka_unit_test(model_with_tiered_compaction),
+        cmocka_unit_test(multi_get_with_long_keys),
         cmocka_unit_test(one_hash_per_get_with_200_tables),
         cmocka_unit_test(synced_writes_survive_kill_9),
         cmocka_unit_test(corrupt_table_is_reported_not_misread),

@@ -240,8 +240,9 @@ int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t 
         /* Level 0's tables overlap (newest first); deeper, one may hold k. */
         size_t n = l == 0 ? v->nfiles[0] : 1;
         for (size_t i = 0; i < n; i++) {
+            /* A deeper level's lookup has already tested the range. */
             bkv_file_meta *f = l == 0 ? v->files[0][i] : bkv_tree_version_level_file(v, l, k, klen);
-            if (!f || !bkv_file_meta_holds(f, k, klen)) continue;
+            if (!f || (l == 0 && !bkv_file_meta_holds(f, k, klen))) continue;
             if (newest) goto charge;
             newest = f;
         }

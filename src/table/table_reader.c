@@ -454,12 +454,17 @@ static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_han
     return BKV_OK;
 }
 
+/* The block and its trailer lie within the file. */
+static int block_in_file(const bkv_table *t, bkv_handle h) {
+    uint64_t size = bkv_file_size(t->file);
+    return h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER;
+}
+
 int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
     memset(out, 0, sizeof *out);
     bkv_handle h = {t->props.value_filter_offset, t->props.value_filter_bytes};
     if (h.size == 0) return BKV_NOTFOUND;
-    uint64_t size = bkv_file_size(t->file);
-    if (h.offset > size || size - h.offset < h.size + BKV_BLOCK_TRAILER)
+    if (!block_in_file(t, h))
         return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block at offset %llu runs past the end of the file",
                         t->name, (unsigned long long)h.offset);
     uint8_t *data;
@@ -519,8 +524,7 @@ static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags
     b->own = NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
     if (map) {
-        uint64_t size = bkv_file_size(t->file);
-        if (h.offset > size || size - h.offset < h.size + BKV_BLOCK_TRAILER)
+        if (!block_in_file(t, h))
             return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu runs past the end of the file", t->name,
                             (unsigned long long)h.offset);
         const uint8_t *p = map + h.offset;
@@ -691,18 +695,15 @@ void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen) {
     bkv_block_iter_init(&ii, &t->index);
     index_seek(t, &ii, lookup, klen + BKV_IKEY_TRAILER);
     bkv_handle h;
-    if (ii.valid && !decode_handle(t, ii.val, ii.vlen, &h, NULL)) {
-        uint64_t size = bkv_file_size(t->file);
-        if (h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER) {
-            /* The end of the block (restart count and points, trailer)
-             * is read first, then its first entries. */
-            const uint8_t *p = map + h.offset;
-            __builtin_prefetch(p + h.size);
-            if (h.size >= 64) __builtin_prefetch(p + h.size - 64);
-            __builtin_prefetch(p);
-            int64_t number = bkv_block_iter_restart_ordinal(&ii);
-            if (number >= 0) __builtin_prefetch(&t->verified[number]);
-        }
+    if (ii.valid && !decode_handle(t, ii.val, ii.vlen, &h, NULL) && block_in_file(t, h)) {
+        /* The end of the block (restart count and points, trailer) is
+         * read first, then its first entries. */
+        const uint8_t *p = map + h.offset;
+        __builtin_prefetch(p + h.size);
+        if (h.size >= 64) __builtin_prefetch(p + h.size - 64);
+        __builtin_prefetch(p);
+        int64_t number = bkv_block_iter_restart_ordinal(&ii);
+        if (number >= 0) __builtin_prefetch(&t->verified[number]);
     }
     bkv_block_iter_free(&ii);
 }

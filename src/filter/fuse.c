@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "filter/filter_int.h"
+#include "util/alloc.h"
 #include "util/coding.h"
 #include "util/hash.h"
 
@@ -147,17 +148,39 @@ static int by_value(const void *a, const void *b) {
  * cells it is (0, 1 or 2), and xorh the XOR of their keys: a cell left
  * with one key names the key and its position at once. (One byte of deg
  * apart from xorh beats a 16-byte cell holding both: the counting pass
- * reads less.) keys are only read by the counting pass, so the order of
- * peeling is written over them. Scratch: deg and xorh of the array's
- * length, pos of n, queue of the array's length. */
+ * reads less; and beats an 8-byte cell holding the count and the XOR of
+ * the keys' indices, whose peeling must then load the key itself.) keys
+ * are only read by the counting pass, so the order of peeling is written
+ * over them. Scratch: deg and xorh of the array's length, pos_of of n,
+ * queue of the array's length.
+ *
+ * Each pass works on the keys PEEL_AHEAD positions ahead of the one it
+ * handles, so that their cache misses overlap: an xor filter's cells, and
+ * a binary fuse filter's beyond the second-level cache, are met at random.
+ * That is why the queue of cells left with one key is taken first in,
+ * first out: the cells to be peeled next are known in advance. */
+#define PEEL_AHEAD 16
+
+/* A macro, not a function: GCC judges a function that only prefetches
+ * free of side effects and drops the calls. */
+#define PREFETCH_CELLS(f, x, deg, xorh)                 \
+    do {                                                \
+        cells pc_ = cells_of((f), (x));                 \
+        for (unsigned pj_ = 0; pj_ < 3; pj_++) {        \
+            __builtin_prefetch((deg) + pc_.h[pj_], 1);  \
+            __builtin_prefetch((xorh) + pc_.h[pj_], 1); \
+        }                                               \
+    } while (0)
+
 static int peel(bkv_filter *f, uint64_t *keys, size_t n, uint8_t *deg, uint64_t *xorh, uint8_t *pos_of,
                 uint32_t *queue) {
     uint64_t len = f->num_bits;
     memset(deg, 0, len);
     memset(xorh, 0, len * sizeof *xorh);
     for (size_t i = 0; i < n; i++) {
+        if (i + PEEL_AHEAD < n) PREFETCH_CELLS(f, keys[i + PEEL_AHEAD], deg, xorh);
         cells c = cells_of(f, keys[i]);
-        for (int j = 0; j < 3; j++) {
+        for (unsigned j = 0; j < 3; j++) {
             if (deg[c.h[j]] >= 252) return 0; /* 63 keys on one cell: a bad seed */
             deg[c.h[j]] = (uint8_t)((deg[c.h[j]] + 4) ^ j);
             xorh[c.h[j]] ^= keys[i];
@@ -167,8 +190,13 @@ static int peel(bkv_filter *f, uint64_t *keys, size_t n, uint8_t *deg, uint64_t 
     size_t qn = 0, sn = 0;
     for (uint64_t i = 0; i < len; i++)
         if (deg[i] >> 2 == 1) queue[qn++] = (uint32_t)i;
-    while (qn > 0) {
-        uint32_t cell = queue[--qn];
+    for (size_t head = 0; head < qn; head++) {
+        if (head + PEEL_AHEAD < qn) {
+            __builtin_prefetch(deg + queue[head + PEEL_AHEAD], 1);
+            __builtin_prefetch(xorh + queue[head + PEEL_AHEAD], 1);
+        }
+        if (head + PEEL_AHEAD / 2 < qn) PREFETCH_CELLS(f, xorh[queue[head + PEEL_AHEAD / 2]], deg, xorh);
+        uint32_t cell = queue[head];
         if (deg[cell] >> 2 != 1) continue;
         uint64_t x = xorh[cell];
         unsigned pos = deg[cell] & 3;
@@ -185,7 +213,12 @@ static int peel(bkv_filter *f, uint64_t *keys, size_t n, uint8_t *deg, uint64_t 
     if (sn != n) return 0;
     memset(f->payload, 0, f->payload_len);
     uint32_t mask = (uint32_t)((1u << f->k) - 1);
+    unsigned width = f->k / 8;
     while (sn-- > 0) {
+        if (sn >= PEEL_AHEAD) {
+            cells c = cells_of(f, stack_key[sn - PEEL_AHEAD]);
+            for (unsigned j = 0; j < 3; j++) __builtin_prefetch(f->payload + c.h[j] * width, 1);
+        }
         uint64_t x = stack_key[sn];
         unsigned pos = pos_of[sn];
         cells c = cells_of(f, x);
@@ -197,24 +230,28 @@ static int peel(bkv_filter *f, uint64_t *keys, size_t n, uint8_t *deg, uint64_t 
     return 1;
 }
 
-/* The keys remixed with seed into keys[]: for a fuse filter bucketed by
- * their top bits (a key's first cell grows with them), so the counting
- * and peeling passes walk the cell arrays front to back instead of at
- * random, as the binary fuse paper's construction does. 2^10 buckets: the
- * scatter's write streams stay in the first-level cache (2^16 measured
- * slower), and a bucket's cells span a few KB at any n. */
+/* The keys remixed with seed into keys[], bucketed by the bits that place
+ * their first cell (a fuse key's top bits, an xor key's low word), so the
+ * counting and peeling passes walk that cell array front to back instead
+ * of at random, as the binary fuse paper's construction does. 2^10
+ * buckets: the scatter's write streams stay in the first-level cache
+ * (2^16 measured slower), and a bucket's cells span a few KB at any n. */
 #define FUSE_SORT_BITS 10
+static inline size_t first_cell_bucket(const bkv_filter *f, uint64_t x) {
+    return is_fuse(f) ? (size_t)(x >> (64 - FUSE_SORT_BITS)) : (size_t)((uint32_t)x >> (32 - FUSE_SORT_BITS));
+}
+
 static void remix_keys(const bkv_filter *f, const bkv_hash *in, size_t m, uint32_t seed, uint64_t *keys) {
-    if (!is_fuse(f) || m < 4096) {
+    if (m < 4096) {
         for (size_t i = 0; i < m; i++) keys[i] = bkv_filter_remix(in[i], seed);
         return;
     }
     size_t count[(1u << FUSE_SORT_BITS) + 1] = {0};
-    for (size_t i = 0; i < m; i++) count[(bkv_filter_remix(in[i], seed) >> (64 - FUSE_SORT_BITS)) + 1]++;
+    for (size_t i = 0; i < m; i++) count[first_cell_bucket(f, bkv_filter_remix(in[i], seed)) + 1]++;
     for (size_t b = 0; b < (1u << FUSE_SORT_BITS); b++) count[b + 1] += count[b];
     for (size_t i = 0; i < m; i++) {
         uint64_t x = bkv_filter_remix(in[i], seed);
-        keys[count[x >> (64 - FUSE_SORT_BITS)]++] = x;
+        keys[count[first_cell_bucket(f, x)]++] = x;
     }
 }
 
@@ -228,10 +265,10 @@ static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigne
     int rc = bkv_filter_alloc_payload(f);
     if (rc) return rc;
     size_t nn = n ? n : 1, ln = len ? len : 1;
-    uint64_t *keys = malloc(nn * sizeof *keys), *uniq = NULL;
-    uint8_t *deg = malloc(ln), *spos = malloc(nn);
-    uint64_t *xorh = malloc(ln * sizeof *xorh);
-    uint32_t *queue = malloc(ln * sizeof *queue);
+    uint64_t *keys = bkv_alloc_random_access(nn * sizeof *keys), *uniq = NULL;
+    uint8_t *deg = bkv_alloc_random_access(ln), *spos = malloc(nn);
+    uint64_t *xorh = bkv_alloc_random_access(ln * sizeof *xorh);
+    uint32_t *queue = bkv_alloc_random_access(ln * sizeof *queue);
     rc = keys && deg && spos && xorh && queue ? BKV_FULL : BKV_NOMEM;
     /* Duplicates are removed from the input hashes once, the first time
      * peeling fails, and for good: equal hashes stay equal under any seed. */

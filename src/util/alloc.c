@@ -15,16 +15,28 @@ void bkv_free_pages(void *p, size_t len) {
     if (p) munmap(p, len ? len : 1);
 }
 
-void *bkv_alloc_probe_region(size_t len) {
+/* Random-access regions of several MiB are 2 MiB aligned and whole huge
+ * pages long; smaller ones are rounded to a cache line. */
+static size_t random_access_size(size_t len) {
     size_t align = len >= 2 * HUGE_PAGE ? HUGE_PAGE : 64;
     size_t size = (len + align - 1) & ~(align - 1);
-    if (size == 0) size = align;
-    void *p = aligned_alloc(align, size);
+    return size ? size : align;
+}
+
+void *bkv_alloc_random_access(size_t len) {
+    size_t size = random_access_size(len);
+    int huge = size >= 2 * HUGE_PAGE;
+    void *p = aligned_alloc(huge ? HUGE_PAGE : 64, size);
     if (!p) return NULL;
 #ifdef MADV_HUGEPAGE
     /* Advice only: failure leaves ordinary pages, which still work. */
-    if (align == HUGE_PAGE) (void)madvise(p, size, MADV_HUGEPAGE);
+    if (huge) (void)madvise(p, size, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, size);
+    return p;
+}
+
+void *bkv_alloc_probe_region(size_t len) {
+    void *p = bkv_alloc_random_access(len);
+    if (p) memset(p, 0, random_access_size(len));
     return p;
 }

@@ -10,6 +10,10 @@
  * every probe would also miss the TLB and wait for a page walk. */
 void *bkv_alloc_probe_region(size_t len);
 
+/* The same placement without the zeroing: scratch arrays that a filter
+ * build reads and writes at random, such as a fuse filter's cell counts. */
+void *bkv_alloc_random_access(size_t len);
+
 /* Zeroed pages straight from the system (a private anonymous map), given
  * back as soon as they are freed with bkv_free_pages(p, len): for the
  * memtable's arena blocks, which malloc kept in its heaps after their

@@ -565,10 +565,13 @@ static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bk
  * miss. The tree is searched a level at a time: the first words every
  * child of every "maybe" node needs are requested before any is tested,
  * so the misses overlap instead of following one another. The nodes
- * probed are exactly those of a depth-first search (Algorithm 1). */
-static void prefetch_probe(const uint64_t *bits, const bkv_vf_probe *pr) {
-    for (uint32_t i = 0; i < pr->k && i < 4; i++) __builtin_prefetch(&bits[pr->pos[i] >> 6]);
-}
+ * probed are exactly those of a depth-first search (Algorithm 1). A
+ * macro, not a function: GCC judged a function that only prefetches free
+ * of side effects and dropped every call. */
+#define PREFETCH_PROBE(bits, pr)                                                                               \
+    do {                                                                                                       \
+        for (uint32_t pi_ = 0; pi_ < (pr)->k && pi_ < 4; pi_++) __builtin_prefetch(&(bits)[(pr)->pos[pi_] >> 6]); \
+    } while (0)
 
 typedef struct frontier {
     const bnode **nodes;
@@ -598,7 +601,7 @@ static int search_tree(const bkv_vindex *vi, const bkv_vf_probe *pr, bkv_vindex_
     }
     while (!rc && cur.n) {
         for (size_t j = 0; j < cur.n; j++)
-            for (int i = 0; i < cur.nodes[j]->n; i++) prefetch_probe(cur.nodes[j]->child_bits[i], pr);
+            for (int i = 0; i < cur.nodes[j]->n; i++) PREFETCH_PROBE(cur.nodes[j]->child_bits[i], pr);
         next.n = 0;
         for (size_t j = 0; j < cur.n && !rc; j++) {
             const bnode *n = cur.nodes[j];
@@ -630,7 +633,7 @@ static int search_all(const bkv_vindex *vi, int test, const bkv_vf_probe *pr, bk
         for (uint32_t j = 0; j < vi->tables[i]->n; j++) {
             const vleaf *lf = &vi->tables[i]->leaves[j];
             /* The same overlap of misses, eight leaves ahead. */
-            if (test && j + 8 < vi->tables[i]->n) prefetch_probe(vi->tables[i]->leaves[j + 8].bits, pr);
+            if (test && j + 8 < vi->tables[i]->n) PREFETCH_PROBE(vi->tables[i]->leaves[j + 8].bits, pr);
             st->leaves_probed += test;
             if (!test || bkv_vf_test(lf->bits, pr)) {
                 int rc = hit(lf, fn, arg, st);

@@ -93,11 +93,15 @@ static void flush_one(bkv_db *db) {
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
     db->nimm--;
     bkv_view_publish(db);
-    bkv_memtable_unref(mem);
     BKV_COUNT(db, flushes, 1);
+    /* Freeing the memtable and unlinking its log take milliseconds: not
+     * under the mutex. */
+    bkv_db_unlock(db);
+    bkv_memtable_unref(mem);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, old_log);
     db->env->remove_file(db->env, path, NULL);
+    bkv_db_lock(db);
     pthread_cond_broadcast(&db->bg_cv);
 }
 

@@ -233,6 +233,11 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     }
     for (int w = 0; w < 2; w++)
         for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->being_compacted = 0;
+    /* The last references to the inputs may go here, and with them the
+     * files: unlinking a few tables took tens of milliseconds, which
+     * writers would have spent waiting for the mutex. */
+    bkv_db_unlock(db);
     bkv_edit_free(&edit);
     bkv_compaction_free(c);
+    bkv_db_lock(db);
 }

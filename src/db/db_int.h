@@ -92,6 +92,7 @@ struct bkv_db {
     int flushing;                  /* a flush is in progress */
     int compacting;                /* a compaction (or an ingest placing tables) is in progress */
     int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
+    int manifest_busy;             /* an edit is being appended to the manifest, without mu */
     bkv_buf compact_pointer[BKV_NUM_LEVELS]; /* leveled: where the next compaction of a level starts */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 

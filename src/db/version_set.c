@@ -152,8 +152,16 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     return BKV_OK;
 }
 
+/* The append and sync run without the mutex (each took milliseconds, and
+ * writers need the mutex twice a write group); edits still go to the
+ * manifest one at a time, in the order their versions are installed, and
+ * each is applied to the version that is current when it is its turn. */
 int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
+    while (db->manifest_busy) bkv_db_wait(db, &db->bg_cv);
+    /* A failed append may have left a partial record: nothing more may be
+     * appended after it. */
+    if (db->bg_error) return bkv_db_bg_status(db, e);
     edit->has_next_file = edit->has_last_sequence = 1;
     edit->next_file = db->next_file;
     edit->last_sequence = db->last_sequence;
@@ -162,14 +170,21 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
     bkv_buf rec;
     bkv_buf_init(&rec);
-    if (bkv_edit_encode(edit, &rec)) rc = bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
-    if (!rc) rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
+    if (bkv_edit_encode(edit, &rec)) {
+        bkv_buf_free(&rec);
+        bkv_tree_version_unref(nv);
+        return bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
+    }
+    db->manifest_busy = 1;
+    bkv_db_unlock(db);
+    rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
     if (!rc) rc = bkv_file_sync(db->manifest, e);
     bkv_buf_free(&rec);
+    bkv_db_lock(db);
+    db->manifest_busy = 0;
+    pthread_cond_broadcast(&db->bg_cv);
     if (rc) {
         bkv_tree_version_unref(nv);
-        /* The manifest may now end in a partial record: nothing more may
-         * be appended after it. */
         return bkv_db_set_bg_error(db, rc, e);
     }
     bkv_tree_version_unref(db->current);

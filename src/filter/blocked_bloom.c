@@ -76,22 +76,19 @@ static inline const uint8_t *prefetch_line(const bkv_filter *f, bkv_hash h) {
     return line;
 }
 
-/* Groups are double-buffered: the lines of the next group are requested
- * before the current group is tested, so the memory system never idles
- * while the core tests bits. */
+/* A rolling window: the line of key i + BLOCKED_AHEAD is requested as key
+ * i is tested, so about BLOCKED_AHEAD loads stay in flight. (Double-
+ * buffered groups of 32, each requested whole before the previous one was
+ * tested, measured 23 ns a key at 64 M keys against 10 for the window.) */
+#define BLOCKED_AHEAD 32
 static void blocked_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n,
                                       uint8_t *out) {
-    const uint8_t *lines[2][BKV_FILTER_BATCH];
-    size_t cur = 0;
-    size_t first = n < BKV_FILTER_BATCH ? n : BKV_FILTER_BATCH;
-    for (size_t i = 0; i < first; i++) lines[0][i] = prefetch_line(f, h[i]);
-    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH, cur ^= 1) {
-        size_t cnt = n - base < BKV_FILTER_BATCH ? n - base : BKV_FILTER_BATCH;
-        size_t next = base + cnt;
-        size_t next_cnt = n - next < BKV_FILTER_BATCH ? n - next : BKV_FILTER_BATCH;
-        for (size_t i = 0; i < next_cnt; i++) lines[cur ^ 1][i] = prefetch_line(f, h[next + i]);
-        for (size_t i = 0; i < cnt; i++)
-            out[base + i] = (uint8_t)probe_line(lines[cur][i], bkv_hash_hi(h[base + i]), f->k);
+    const uint8_t *ring[BLOCKED_AHEAD];
+    for (size_t i = 0; i < n && i < BLOCKED_AHEAD; i++) ring[i] = prefetch_line(f, h[i]);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *line = ring[i % BLOCKED_AHEAD];
+        if (i + BLOCKED_AHEAD < n) ring[i % BLOCKED_AHEAD] = prefetch_line(f, h[i + BLOCKED_AHEAD]);
+        out[i] = (uint8_t)probe_line(line, bkv_hash_hi(h[i]), f->k);
     }
 }
 

@@ -51,38 +51,50 @@ static int bloom_may_contain(const bkv_filter *f, bkv_hash h) {
     return 1;
 }
 
-/* Batches go probe by probe across a group of keys instead of key by key:
- * the i-th probes of every key still alive are independent loads, issued
- * (prefetched) together, and a key leaves the group at its first zero
- * bit. Key by key, each probe waited on the branch before it, and batches
- * gained nothing on single probes. */
-#define BLOOM_GROUP 32
+/* Batches keep BLOOM_RING keys in flight, each waiting on its next probe's
+ * line, requested when the key entered the ring's tail. The key at the head
+ * is tested: a zero bit (or its last probe) ends it and a new key takes its
+ * place, else it goes to the tail with its next probe requested. So about
+ * BLOOM_RING loads are always outstanding, where key-by-key probing waited
+ * on each load and branch in turn. Keys finish out of order. */
+#define BLOOM_RING 32
+typedef struct bloom_slot {
+    uint64_t a, b;
+    size_t idx;
+    unsigned probe;
+} bloom_slot;
+
+/* A macro: GCC drops calls to a function that only prefetches. */
+#define BLOOM_REQUEST(f, s) __builtin_prefetch((f)->payload + (bkv_fastrange64((s).a, (f)->num_bits) >> 3))
+
 static void bloom_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
     if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
         for (size_t i = 0; i < n; i++) out[i] = (uint8_t)bloom_may_contain(f, h[i]);
         return;
     }
-    for (size_t base = 0; base < n; base += BLOOM_GROUP) {
-        size_t g = n - base < BLOOM_GROUP ? n - base : BLOOM_GROUP;
-        uint64_t a[BLOOM_GROUP], b[BLOOM_GROUP];
-        uint64_t alive = g == 64 ? ~UINT64_C(0) : (UINT64_C(1) << g) - 1;
-        for (size_t j = 0; j < g; j++) {
-            a[j] = h[base + j];
-            b[j] = bkv_rotl64(h[base + j], 32);
-            __builtin_prefetch(f->payload + (bkv_fastrange64(a[j], f->num_bits) >> 3));
+    bloom_slot ring[BLOOM_RING];
+    size_t head = 0, len = 0, next = 0;
+    for (; next < n && len < BLOOM_RING; next++, len++) {
+        ring[len] = (bloom_slot){h[next], bkv_rotl64(h[next], 32), next, 0};
+        BLOOM_REQUEST(f, ring[len]);
+    }
+    while (len > 0) {
+        bloom_slot s = ring[head];
+        head = (head + 1) % BLOOM_RING;
+        len--;
+        unsigned set = bkv_payload_bit(f->payload, bkv_fastrange64(s.a, f->num_bits));
+        if (set && s.probe + 1 < f->k) {
+            s.a += s.b;
+            s.probe++;
+        } else {
+            out[s.idx] = (uint8_t)set;
+            if (next == n) continue;
+            s = (bloom_slot){h[next], bkv_rotl64(h[next], 32), next, 0};
+            next++;
         }
-        for (unsigned i = 0; i < f->k && alive; i++) {
-            for (uint64_t m = alive; m; m &= m - 1) {
-                unsigned j = (unsigned)__builtin_ctzll(m);
-                if (i + 1 < f->k) __builtin_prefetch(f->payload + (bkv_fastrange64(a[j] + b[j], f->num_bits) >> 3));
-            }
-            for (uint64_t m = alive; m; m &= m - 1) {
-                unsigned j = (unsigned)__builtin_ctzll(m);
-                if (!bkv_payload_bit(f->payload, bkv_fastrange64(a[j], f->num_bits))) alive &= ~(UINT64_C(1) << j);
-                a[j] += b[j];
-            }
-        }
-        for (size_t j = 0; j < g; j++) out[base + j] = (uint8_t)((alive >> j) & 1);
+        BLOOM_REQUEST(f, s);
+        ring[(head + len) % BLOOM_RING] = s;
+        len++;
     }
 }
 

@@ -152,15 +152,23 @@ static int cuckoo_remove(bkv_filter *f, bkv_hash h) {
     return BKV_NOTFOUND;
 }
 
+/* The two buckets of key i + CUCKOO_AHEAD are requested as key i is
+ * tested: a rolling window keeps the loads in flight about constant, where
+ * requesting a whole group and then testing it let them drain. */
+#define CUCKOO_AHEAD 16
+/* A macro: GCC drops calls to a function that only prefetches. */
+#define CUCKOO_REQUEST(f, h)                                                                      \
+    do {                                                                                          \
+        uint64_t b1_ = bucket1((f), (h));                                                         \
+        __builtin_prefetch((f)->payload + b1_ * SLOTS * bits_of(f) / 8);                          \
+        __builtin_prefetch((f)->payload + alt_bucket((f), b1_, fingerprint((f), (h))) * SLOTS * bits_of(f) / 8); \
+    } while (0)
+
 static void cuckoo_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
-    for (size_t base = 0; base < n; base += BKV_FILTER_BATCH) {
-        size_t end = base + BKV_FILTER_BATCH < n ? base + BKV_FILTER_BATCH : n;
-        for (size_t i = base; i < end; i++) {
-            uint64_t b1 = bucket1(f, h[i]);
-            __builtin_prefetch(f->payload + b1 * SLOTS * bits_of(f) / 8);
-            __builtin_prefetch(f->payload + alt_bucket(f, b1, fingerprint(f, h[i])) * SLOTS * bits_of(f) / 8);
-        }
-        for (size_t i = base; i < end; i++) out[i] = (uint8_t)cuckoo_may_contain(f, h[i]);
+    for (size_t i = 0; i < n && i < CUCKOO_AHEAD; i++) CUCKOO_REQUEST(f, h[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + CUCKOO_AHEAD < n) CUCKOO_REQUEST(f, h[i + CUCKOO_AHEAD]);
+        out[i] = (uint8_t)cuckoo_may_contain(f, h[i]);
     }
 }
 

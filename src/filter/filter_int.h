@@ -34,9 +34,6 @@
 #define BKV_FILTER_HEADER_LEN 64
 #define BKV_FILTER_TRAILER_LEN 8
 #define BKV_FILTER_MAX_K 30
-/* Keys a probe batch prefetches before testing: enough misses in flight to
- * fill the core's line-fill buffers, few enough to stay in L1. */
-#define BKV_FILTER_BATCH 32
 /* Below this a filter sits in cache: batched probes have no misses to
  * overlap, and their bookkeeping made them up to 5% slower than a plain
  * loop of single probes. */

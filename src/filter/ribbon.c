@@ -97,7 +97,7 @@ static int row_matches(const bkv_filter *f, const row *w) {
 /* A key's window spans 3 x r words (up to four cache lines): every line
  * of it is prefetched a few keys ahead, each row computed once. Below
  * 4 MiB the filter sits in cache and a plain loop is faster. */
-#define RIBBON_AHEAD 4
+#define RIBBON_AHEAD 8
 static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
     if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
         for (size_t i = 0; i < n; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);

@@ -61,6 +61,54 @@ static void no_false_negatives_at_any_size(void **state) {
         }
 }
 
+/* Batches of filters past the size below which batches are plain loops
+ * (4 MiB): the prefetching windows, whose keys finish out of order for
+ * the standard Bloom filter, must answer as single probes do, for batch
+ * lengths around the window sizes and an odd remainder. */
+static void large_filters_batch_as_single_probes(void **state) {
+    (void)state;
+    const struct {
+        int type;
+        size_t n;
+        double bits_per_key;
+    } cases[] = {
+        {BKV_FILTER_BLOOM, 4400000, 0}, {BKV_FILTER_BLOCKED_BLOOM, 4400000, 0}, {BKV_FILTER_RIBBON, 2400000, 0},
+        {BKV_FILTER_FUSE16, 2400000, 0}, {BKV_FILTER_XOR8, 4000000, 0},          {BKV_FILTER_CUCKOO16, 2400000, 16},
+    };
+    const size_t q = 70001, lengths[] = {0, 1, 15, 16, 17, 31, 32, 33, 100, q};
+    bkv_hash *qs = malloc(q * sizeof *qs);
+    uint8_t *out = malloc(q);
+    assert_non_null(qs);
+    assert_non_null(out);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t total;
+        bkv_hash *h = key_set(90 + (uint32_t)c, cases[c].n, &total);
+        bkv_filter_spec s = spec_for(cases[c].type);
+        if (cases[c].bits_per_key > 0) s.bits_per_key = cases[c].bits_per_key;
+        if (cases[c].type == BKV_FILTER_RIBBON) s.fpr = 1.0 / (1u << 16);
+        bkv_filter *f = NULL;
+        assert_int_equal(bkv_filter_build(&s, h, total, &f), BKV_OK);
+        bkv_filter_info info;
+        bkv_filter_get_info(f, &info);
+        if (info.encoded_bytes < (5u << 20))
+            fail_msg("type %s: %zu bytes, not past 4 MiB", bkv_filter_type_name(cases[c].type), info.encoded_bytes);
+        /* Half stored keys (every probe taken), half absent. */
+        for (size_t i = 0; i < q; i++) qs[i] = i % 2 ? h[(i * 7919) % total] : test_key_hash(99, i);
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            memset(out, 2, q);
+            bkv_filter_may_contain_batch(f, qs, lengths[l], out);
+            for (size_t i = 0; i < lengths[l]; i++)
+                if (out[i] != bkv_filter_may_contain(f, qs[i]))
+                    fail_msg("type %s: batch of %zu, key %zu", bkv_filter_type_name(cases[c].type), lengths[l], i);
+            if (lengths[l] < q) assert_int_equal(out[lengths[l]], 2); /* nothing written past the batch */
+        }
+        bkv_filter_destroy(f);
+        free(h);
+    }
+    free(qs);
+    free(out);
+}
+
 static void rates_match_models(void **state) {
     (void)state;
     const size_t n = 200000, q = 1000000;
@@ -234,6 +282,7 @@ static void static_types_refuse_incremental_use(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_false_negatives_at_any_size),
+        cmocka_unit_test(large_filters_batch_as_single_probes),
         cmocka_unit_test(rates_match_models),
         cmocka_unit_test(ribbon_stays_near_the_bound),
         cmocka_unit_test(cuckoo_fills_to_95_percent_and_loses_nothing),

@@ -372,7 +372,7 @@ static void usage(FILE *out) {
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
             "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
-            "                     [--compact_for_reads 1|0]\n"
+            "                     [--compact_for_reads 1|0] [--release_free_memory 1|0]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
@@ -688,7 +688,8 @@ int bkv_db_bench_main(int argc, char **argv) {
     bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100, .value_partition_entries = -1,
-                   .searches = 1000, .scan_searches = 3, .wal_mmap = 1, .compact_for_reads = 1};
+                   .searches = 1000, .scan_searches = 3, .wal_mmap = 1, .compact_for_reads = 1,
+                   .release_free_memory = 1};
     int have_reads = 0;
     static const struct option opts[] = {
         {"benchmarks", required_argument, 0, 'B'}, {"num", required_argument, 0, 'n'},
@@ -720,6 +721,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"filter_memory_budget", required_argument, 0, 'G'},
         {"wal_mmap", required_argument, 0, 'W'},
         {"compact_for_reads", required_argument, 0, '3'},
+        {"release_free_memory", required_argument, 0, '4'},
         {"find_plan", required_argument, 0, 'L'},
         {"secondary_index", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
@@ -803,6 +805,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         case '3':
             c.compact_for_reads = parse_int(optarg, &bad_number);
             if (c.compact_for_reads != 0 && c.compact_for_reads != 1) goto bad;
+            break;
+        case '4':
+            c.release_free_memory = parse_int(optarg, &bad_number);
+            if (c.release_free_memory != 0 && c.release_free_memory != 1) goto bad;
             break;
         case 'h': usage(stdout); return 0;
         default: goto bad;

@@ -25,6 +25,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.partition_filters = cfg->partition_filters;
     o.wal_mmap = cfg->wal_mmap;
     o.compact_for_reads = cfg->compact_for_reads;
+    o.release_free_memory = cfg->release_free_memory;
     o.filter_partition_size = cfg->filter_partition_size;
     o.filter_memory_budget = cfg->filter_memory_budget;
     o.error_if_exists = 0;

@@ -4,6 +4,9 @@
  * the calls that wait for them (bkv_compact).
  */
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "db/compaction.h"
@@ -105,6 +108,21 @@ static void flush_one(bkv_db *db) {
     pthread_cond_broadcast(&db->bg_cv);
 }
 
+/* Table builds and reads go through buffers of 100 KB to 2 MB; once glibc
+ * has seen one of that size freed it serves them from its heaps and keeps
+ * what they leave (bkv_options.release_free_memory). REQUIRES: db->mu
+ * held; released during the trim. */
+static void release_free_memory(bkv_db *db) {
+#ifdef __GLIBC__
+    if (!db->opts.release_free_memory) return;
+    bkv_db_unlock(db);
+    malloc_trim(0);
+    bkv_db_lock(db);
+#else
+    (void)db;
+#endif
+}
+
 /* Each background thread flushes when a flush is due and none is running,
  * else compacts when a compaction is due and none is running, else waits.
  * With two or more threads a long compaction never holds up flushes. */
@@ -120,6 +138,7 @@ void *bkv_db_background(void *arg) {
         }
         if (db->nimm > 0 && !db->flushing && !db->bg_error) {
             flush_one(db);
+            release_free_memory(db);
             pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
             continue;
         }
@@ -128,6 +147,7 @@ void *bkv_db_background(void *arg) {
             if (c) {
                 db->compacting = 1;
                 bkv_run_compaction(db, c);
+                release_free_memory(db);
                 db->compacting = 0;
                 pthread_cond_broadcast(&db->bg_cv);
                 pthread_cond_broadcast(&db->work_cv);

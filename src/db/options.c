@@ -46,6 +46,7 @@ void bkv_options_init(bkv_options *o) {
     o->value_index_order = 4;
     o->wal_mmap = 1;
     o->compact_for_reads = 1;
+    o->release_free_memory = 1;
     for (int i = 0; i < BKV_MAX_LEVELS; i++) {
         o->filter_type_per_level[i] = -1;
         o->bits_per_key_per_level[i] = -1;
@@ -124,6 +125,8 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
     REQUIRE(o->wal_mmap == 0 || o->wal_mmap == 1, "wal_mmap = %d, must be 0 or 1", o->wal_mmap);
     REQUIRE(o->compact_for_reads == 0 || o->compact_for_reads == 1, "compact_for_reads = %d, must be 0 or 1",
             o->compact_for_reads);
+    REQUIRE(o->release_free_memory == 0 || o->release_free_memory == 1, "release_free_memory = %d, must be 0 or 1",
+            o->release_free_memory);
     REQUIRE(o->value_index_drop == 0 || (o->value_index_drop == 1 && o->value_index == BKV_VALUE_INDEX_NONE),
             "value_index_drop = %d, must be 0, or 1 with value_index BKV_VALUE_INDEX_NONE", o->value_index_drop);
     REQUIRE(o->partition_filters == 0 || o->partition_filters == 1, "partition_filters = %d, must be 0 or 1",

@@ -375,6 +375,10 @@ static void errors_keep_their_reason(void **state) {
     o.wal_recovery = 7;
     assert_int_equal(bkv_open(db, &o, &d), BKV_INVALID);
     assert_non_null(strstr(bkv_errmsg(NULL), "wal_recovery"));
+    bkv_options_init(&o);
+    o.release_free_memory = 2;
+    assert_int_equal(bkv_open(db, &o, &d), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "release_free_memory = 2"));
     /* A damaged CURRENT names the file. */
     char cur[400];
     sub(db, sizeof db, "badcurrent");

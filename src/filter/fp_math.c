@@ -56,14 +56,19 @@ double bkv_blocked_model_fpr(unsigned k, double bits_per_key) {
  *      16     11    0.088%    0.086%
  */
 unsigned bkv_blocked_best_k(double bits_per_key) {
-    double best_fpr = 2.0;
-    for (unsigned k = 1; k <= BKV_FILTER_MAX_K; k++) {
-        double f = bkv_blocked_model_fpr(k, bits_per_key);
-        if (f < best_fpr) best_fpr = f;
+    /* The model falls to its best k and rises after it: the search stops
+     * two k past the best (each evaluation sums a few hundred terms, and
+     * every new filter, a memtable's too, asks). */
+    double fpr[BKV_FILTER_MAX_K + 1];
+    unsigned best = 1;
+    fpr[1] = bkv_blocked_model_fpr(1, bits_per_key);
+    for (unsigned k = 2; k <= BKV_FILTER_MAX_K && k <= best + 2; k++) {
+        fpr[k] = bkv_blocked_model_fpr(k, bits_per_key);
+        if (fpr[k] < fpr[best]) best = k;
     }
-    for (unsigned k = 1; k <= BKV_FILTER_MAX_K; k++)
-        if (bkv_blocked_model_fpr(k, bits_per_key) <= 1.01 * best_fpr) return k;
-    return 1;
+    for (unsigned k = 1; k < best; k++)
+        if (fpr[k] <= 1.01 * fpr[best]) return k;
+    return best;
 }
 
 double bkv_blocked_bits_for_fpr(double fpr) {

@@ -130,10 +130,10 @@ BKV_EXPORT int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h);
 BKV_EXPORT int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h);
 
 /* The same answer for n keys, one byte each in out[] (1 = maybe, 0 = no).
- * Works in two phases per group of keys, first prefetching the memory every
- * key will touch and then testing, so that cache misses overlap instead of
- * following one another: much faster than n single probes once the filter
- * is larger than the CPU caches. */
+ * The memory of keys further on is requested while earlier keys are
+ * tested, so that cache misses overlap instead of following one another:
+ * much faster than n single probes once the filter is larger than the CPU
+ * caches. */
 BKV_EXPORT void bkv_filter_may_contain_batch(const bkv_filter *f, const bkv_hash *hashes,
                                              size_t n, uint8_t *out);
 

@@ -17,20 +17,21 @@ void bkv_free_pages(void *p, size_t len) {
 
 /* Random-access regions of several MiB are 2 MiB aligned and whole huge
  * pages long; smaller ones are rounded to a cache line. */
+static size_t random_access_align(size_t len) { return len >= 2 * HUGE_PAGE ? HUGE_PAGE : 64; }
+
 static size_t random_access_size(size_t len) {
-    size_t align = len >= 2 * HUGE_PAGE ? HUGE_PAGE : 64;
+    size_t align = random_access_align(len);
     size_t size = (len + align - 1) & ~(align - 1);
     return size ? size : align;
 }
 
 void *bkv_alloc_random_access(size_t len) {
-    size_t size = random_access_size(len);
-    int huge = size >= 2 * HUGE_PAGE;
-    void *p = aligned_alloc(huge ? HUGE_PAGE : 64, size);
+    size_t align = random_access_align(len), size = random_access_size(len);
+    void *p = aligned_alloc(align, size);
     if (!p) return NULL;
 #ifdef MADV_HUGEPAGE
     /* Advice only: failure leaves ordinary pages, which still work. */
-    if (huge) (void)madvise(p, size, MADV_HUGEPAGE);
+    if (align == HUGE_PAGE) (void)madvise(p, size, MADV_HUGEPAGE);
 #endif
     return p;
 }

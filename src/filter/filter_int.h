@@ -118,10 +118,10 @@ extern const bkv_filter_ops bkv_counting_ops;
 
 /* Allocates f->payload (zeroed, 64-byte aligned, f->payload_len bytes). */
 int bkv_filter_alloc_payload(bkv_filter *f);
-/* Sorts keys by their top bits: one counting-sort pass through tmp (room
- * for n), at most 2^16 buckets, so the counts stay in cache while keys
- * scatter (a finer sort missed the TLB on every key). Out of memory, keys
- * stay as they were: construction is then only slower. */
+/* Sorts keys by their top bits, roughly: one counting-sort pass through
+ * tmp (room for n) into at most 2^12 buckets of 4096 keys or more, enough
+ * for a caller that walks an array in key order to stay within L2. Out of
+ * memory, keys stay as they were: construction is then only slower. */
 void bkv_sort_by_top_bits(uint64_t *keys, size_t n, uint64_t *tmp);
 
 /* A well-mixed 64-bit value from a key hash and a seed (static filters

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "filter/filter_int.h"
+#include "util/alloc.h"
 #include "util/coding.h"
 #include "util/hash.h"
 
@@ -132,14 +133,23 @@ static uint64_t slots_for(size_t n) {
     return (m + 63) / 64 * 64;
 }
 
-/* On-the-fly banding of the remixed hashes a; 0 when the system has no
- * solution for this seed. */
+/* On-the-fly banding of the remixed hashes a (sorted by start, roughly);
+ * 0 when the system has no solution for this seed. A row touches only
+ * slots start..start+127, so the arrays are zeroed a chunk at a time just
+ * ahead of the rows, while the chunk will stay in cache (they come from
+ * huge pages unzeroed, and the coefficients held the sort's scratch). */
+#define ZERO_AHEAD 4096
 static int band(const uint64_t *a, size_t n, uint64_t m, unsigned r, u128 *coeff, uint32_t *result) {
-    memset(coeff, 0, m * sizeof *coeff);
-    memset(result, 0, m * sizeof *result);
+    uint64_t zeroed = 0;
     for (size_t i = 0; i < n; i++) {
         row w = row_of(a[i], m, r);
         uint64_t s = w.start;
+        while (zeroed < s + 128) {
+            uint64_t len = m - zeroed < ZERO_AHEAD ? m - zeroed : ZERO_AHEAD;
+            memset(coeff + zeroed, 0, len * sizeof *coeff);
+            memset(result + zeroed, 0, len * sizeof *result);
+            zeroed += len;
+        }
         u128 c = w.coeff;
         uint32_t res = w.result;
         for (;;) {
@@ -158,6 +168,10 @@ static int band(const uint64_t *a, size_t n, uint64_t m, unsigned r, u128 *coeff
             s += tz;
             c >>= tz;
         }
+    }
+    if (zeroed < m) {
+        memset(coeff + zeroed, 0, (m - zeroed) * sizeof *coeff);
+        memset(result + zeroed, 0, (m - zeroed) * sizeof *result);
     }
     return 1;
 }
@@ -196,9 +210,9 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
     f->params[0] = m;
     f->num_bits = m * (uint64_t)r;
     f->payload_len = (size_t)((m / 64 + 1) * (uint64_t)r * 8);
-    u128 *coeff = malloc(m * sizeof *coeff);
-    uint32_t *result = malloc(m * sizeof *result);
-    uint64_t *a = malloc((n ? n : 1) * sizeof *a);
+    u128 *coeff = bkv_alloc_random_access(m * sizeof *coeff);
+    uint32_t *result = bkv_alloc_random_access(m * sizeof *result);
+    uint64_t *a = bkv_alloc_random_access((n ? n : 1) * sizeof *a);
     int rc = coeff && result && a ? BKV_FULL : BKV_NOMEM;
     for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
         /* A row's start slot grows with its remixed hash (fastrange is

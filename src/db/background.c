@@ -98,9 +98,16 @@ static void flush_one(bkv_db *db) {
     bkv_view_publish(db);
     BKV_COUNT(db, flushes, 1);
     /* Freeing the memtable and unlinking its log take milliseconds: not
-     * under the mutex. */
+     * under the mutex. The log is closed first (another background thread
+     * may not have got to it yet). */
     bkv_db_unlock(db);
     bkv_memtable_unref(mem);
+    int sync_rc = bkv_db_sync_retired_logs(db, &e);
+    if (sync_rc) {
+        bkv_db_lock(db);
+        bkv_db_set_bg_error(db, sync_rc, &e);
+        bkv_db_unlock(db);
+    }
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, old_log);
     db->env->remove_file(db->env, path, NULL);
@@ -130,6 +137,14 @@ void *bkv_db_background(void *arg) {
     bkv_db *db = arg;
     bkv_db_lock(db);
     while (!db->shutting_down) {
+        if (atomic_load_explicit(&db->retired_pending, memory_order_relaxed)) {
+            bkv_db_unlock(db);
+            bkv_err e = {{0}};
+            int rc = bkv_db_sync_retired_logs(db, &e);
+            bkv_db_lock(db);
+            if (rc) bkv_db_set_bg_error(db, rc, &e);
+            continue;
+        }
         if (db->retired_views) {
             bkv_db_unlock(db);
             bkv_view_reclaim(db);

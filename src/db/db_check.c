@@ -24,6 +24,8 @@ typedef struct checker {
     bkv_tree_version *live; /* the manifest's tables, replayed */
     uint64_t log_number;    /* the oldest WAL the manifest still needs */
     int has_log_number;
+    int wal_marks;          /* the manifest's WALs are synced lazily (log_sync.c) */
+    uint64_t newest_marked; /* the newest WAL holding a durable mark, or 0 */
 } checker;
 
 static void report(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -144,10 +146,10 @@ static void check_table(checker *c, const char *path, uint64_t number) {
 
 /* newest: the log may end in a torn write or without an end record (the
  * manifest; the newest WAL holding anything; WALs the manifest no longer
- * needs, which the next open deletes). */
-/* Returns the number of the next WAL as this one's end record names it
- * (0: none named). */
-static uint64_t check_log(checker *c, const char *path, int newest, int is_manifest) {
+ * needs, which the next open deletes). number: a WAL's number. Returns the
+ * number of the next WAL as this one's end record names it (0: none
+ * named). */
+static uint64_t check_log(checker *c, const char *path, uint64_t number, int newest, int is_manifest) {
     if (is_manifest) c->whole_values = 0;
     uint8_t *data;
     size_t len;
@@ -157,8 +159,10 @@ static uint64_t check_log(checker *c, const char *path, int newest, int is_manif
         report(c, "%s", e.msg);
         return 0;
     }
+    /* Cut by a power loss before it was synced: no later WAL is marked. */
+    int unsynced = !is_manifest && !newest && c->wal_marks && number >= c->newest_marked;
     bkv_log_reader r;
-    bkv_log_reader_init(&r, path, data, len, newest);
+    bkv_log_reader_init(&r, path, data, len, newest || unsynced);
     int rc, ended = 0;
     while ((rc = bkv_log_read_record(&r, &e)) == BKV_OK) {
         if (ended) report(c, "%s: record at offset %llu follows the log's end record", path, (unsigned long long)r.record_offset);
@@ -167,6 +171,7 @@ static uint64_t check_log(checker *c, const char *path, int newest, int is_manif
             if (bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, &e) == BKV_OK) {
                 if (ed.has_value_index) c->whole_values = ed.value_index.terms_name[0] == 0;
                 if (ed.has_log_number) c->log_number = ed.log_number, c->has_log_number = 1;
+                if (ed.wal_marks) c->wal_marks = 1;
                 bkv_tree_version *next;
                 if (c->live && bkv_tree_version_apply(c->live, &ed, &next) == BKV_OK) {
                     bkv_tree_version_unref(c->live);
@@ -182,11 +187,16 @@ static uint64_t check_log(checker *c, const char *path, int newest, int is_manif
         } else if (bkv_batch_is_log_end(r.record.data, r.record.len)) {
             ended = 1;
             next_wal = bkv_log_end_next(r.record.data, r.record.len);
+        } else if (bkv_batch_is_log_mark(r.record.data, r.record.len)) {
         } else if (bkv_batch_iterate(r.record.data, r.record.len, NULL, NULL, path, r.record_offset, &e)) {
             report(c, "%s", e.msg);
         }
     }
     if (rc != BKV_NOTFOUND) report(c, "%s", e.msg);
+    else if (unsynced && !ended)
+        report(c, "%s: cut short at offset %llu before it was synced, by a power loss (no later WAL holds a "
+               "durable mark): an open keeps the writes before it and drops the later WALs", path,
+               (unsigned long long)(len - r.dropped_bytes));
     else if (!is_manifest && !newest && !ended)
         report(c, "%s: truncated at offset %llu (a newer log exists, but this one lacks its end record)", path,
                (unsigned long long)len);
@@ -255,7 +265,7 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
     void *lock;
     int rc = env->lock_dir(env, path, 0644, 1, &lock, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
-    checker c = {fn, arg, 0, 0, NULL, 0, 0};
+    checker c = {.fn = fn, .arg = arg};
     rc = check_locked(path, &c);
     env->unlock_dir(env, lock);
     if (rc == BKV_CORRUPTION)
@@ -306,18 +316,26 @@ static int check_locked(const char *path, checker *c) {
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
             if (pass == 0 && kind == BKV_FILE_MANIFEST && num == manifest) {
                 int before = c->problems;
-                (void)check_log(c, p, 1, 1);
+                (void)check_log(c, p, num, 1, 1);
                 check_files_present(c, path, names[i]);
                 manifest_found = 1;
                 manifest_sound = c->problems == before;
             }
             if (pass == 1 && kind == BKV_FILE_TABLE && (!manifest_sound || bkv_tree_version_has_table(c->live, num)))
                 check_table(c, p, num);
-            if (pass == 1 && kind == BKV_FILE_LOG) {
-                uint64_t next = check_log(c, p, num >= newest_log || num < c->log_number, 0);
-                if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next};
-            }
+            if (pass == 1 && kind == BKV_FILE_LOG && c->wal_marks && num > c->newest_marked &&
+                bkv_wal_has_mark(env, p))
+                c->newest_marked = num;
         }
+    /* WALs last: whether one was cut by a power loss depends on the marks
+     * of the others. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t num;
+        if (bkv_parse_file_name(names[i], &num) != BKV_FILE_LOG) continue;
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        uint64_t next = check_log(c, p, num, num >= newest_log || num < c->log_number, 0);
+        if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next};
+    }
     if (wals) check_wal_chain(c, path, wals, nwals);
     free(wals);
     if (manifest && !manifest_found) {

@@ -104,6 +104,17 @@ struct bkv_db {
 
     bkv_wfile *logfile;            /* the active WAL, used by the write leader */
     bkv_log_writer log;
+    int log_marked;                /* leader only: the active WAL holds its durable mark (log_sync.c) */
+    /* WALs a memtable switch ended but did not sync (log_sync.c): synced,
+     * with the directory, and closed by a background thread, or by the
+     * leader of the first synced write that needs them durable. */
+    pthread_mutex_t log_sync_mu;   /* guards retired_log, nretired; held across their syncs */
+    bkv_wfile *retired_log[BKV_MAX_IMM + 1];
+    uint64_t retired_next[BKV_MAX_IMM + 1]; /* the number of the WAL that followed each */
+    int nretired;
+    atomic_int retired_pending;    /* nretired > 0, readable without log_sync_mu */
+    atomic_uint_fast64_t durable_below; /* every WAL numbered below it is synced, and its name */
+    int wal_marks;                 /* the manifest recovered says its WALs follow log_sync.c (tag 8) */
     bkv_writer *writers_head, *writers_tail;
     bkv_buf group;                 /* the leader's group batch */
 
@@ -275,6 +286,22 @@ void bkv_db_table_obsolete(void *db, uint64_t number);
 int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e);
 /* Creates a write-ahead log file, mapped when the options allow. */
 int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e);
+/* Lazily synced WALs (log_sync.c). retire: the leader hands over a WAL it
+ * ended, next the number of the WAL it started after it (numbers are not
+ * consecutive: tables share the counter). REQUIRES: db->mu not held.
+ * sync_retired: syncs and closes every retired WAL, then the directory;
+ * BKV_OK when there were none. Any thread, without db->mu. */
+int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e);
+int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e);
+/* Whether the WAL at path holds a durable mark; one that cannot be read
+ * counts as marked (open and check then refuse rather than drop). */
+int bkv_wal_has_mark(const bkv_env *env, const char *path);
+/* The write leader's durable mark in the active WAL (docs/format.md,
+ * "Durable mark"), once every older WAL is durable: sync set, it makes
+ * them so first. A no-op when the mark is there or cannot be written yet.
+ * sequence: the last one written (the mark's header holds it).
+ * REQUIRES: db->mu not held, the caller leads the writers (or closes). */
+int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e);
 /* The read-only error state as a status described in e. REQUIRES: db->mu. */
 int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
 /* Records err as this thread's last error on db (NULL: a call without a

@@ -121,6 +121,18 @@ static int log_is_empty(bkv_db *db, const char *path) {
     return empty;
 }
 
+/* Whether a WAL of logs[from..n) holds a durable mark (log_sync.c): only
+ * then can an older WAL cut short, or missing, be damage rather than a
+ * power loss. */
+static int marked_log_after(bkv_db *db, const uint64_t *logs, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++) {
+        char path[BKV_PATH_MAX];
+        bkv_wal_name(path, db->path, logs[i]);
+        if (bkv_wal_has_mark(db->env, path)) return 1;
+    }
+    return 0;
+}
+
 static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     char **names;
     size_t n;
@@ -151,9 +163,11 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     }
 
     /* Only the newest log holding anything can end in a write cut short by
-     * a crash, or without an end record: older ones were ended and synced
-     * before the next was created. (Logs after it are empty: one made by
-     * an open whose new manifest never took effect.) */
+     * a crash, or without an end record, unless the manifest says older
+     * ones were synced lazily (wal_marks; then a cut older log with no
+     * durable mark after it was a power loss: recovery stops there). Logs
+     * after the newest are empty: made by an open whose new manifest never
+     * took effect. */
     size_t newest = nlogs;
     char path[BKV_PATH_MAX];
     while (newest > 1) {
@@ -169,6 +183,8 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         /* A WAL missing between two others lost its writes: only the end
          * record before it can tell. */
         if (named_next && logs[i] != named_next) {
+            /* Its name was lost with the power before it was synced. */
+            if (db->wal_marks && !marked_log_after(db, logs, nlogs, i)) break;
             if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) break;
             if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE) {
                 char missing[BKV_PATH_MAX];
@@ -184,7 +200,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
         int may_end_early = i + 1 >= newest, ended = 0;
         bkv_log_reader r;
-        bkv_log_reader_init(&r, path, data, len, may_end_early);
+        bkv_log_reader_init(&r, path, data, len, may_end_early || db->wal_marks);
         r.on_damage = db->opts.wal_recovery;
         while ((rc = bkv_log_read_record(&r, e)) == BKV_OK) {
             const uint8_t *rep = r.record.data;
@@ -198,6 +214,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
                 named_next = bkv_log_end_next(rep, r.record.len);
                 continue;
             }
+            if (bkv_batch_is_log_mark(rep, r.record.len)) continue;
             /* Validate the whole batch before applying any of it. */
             rc = bkv_batch_iterate(rep, r.record.len, NULL, NULL, path, r.record_offset, e);
             if (rc) break;
@@ -218,11 +235,20 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         int stop_here = r.stopped;
         if (rc == BKV_NOTFOUND) {
             rc = BKV_OK;
+            uint64_t cut_at = len - r.dropped_bytes;
             if (!ended && !may_end_early && !r.stopped) {
-                if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
+                if (db->wal_marks && !marked_log_after(db, logs, nlogs, i + 1)) stop_here = 1; /* a power loss */
+                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
                 else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
                     rc = bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
-                                  "but this one lacks its end record)", path, (unsigned long long)len);
+                                  "but this one lacks its end record%s)", path, (unsigned long long)cut_at,
+                                  db->wal_marks ? ", and a later one records that it was synced" : "");
+            } else if (ended && r.dropped_bytes && !may_end_early) {
+                /* Nothing is written after an end record: bytes there are damage. */
+                if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
+                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
+                    rc = bkv_fail(e, BKV_CORRUPTION, "%s: damage at offset %llu, after the log's end record", path,
+                                  (unsigned long long)cut_at);
             }
         }
         bkv_log_reader_free(&r);
@@ -269,6 +295,9 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     db->logfile = f;
     bkv_log_writer_init(&db->log, f);
     db->mem_log = number;
+    /* Older WALs are obsolete once the manifest naming this one is
+     * written, which syncs the directory too. */
+    atomic_store(&db->durable_below, number);
     return BKV_OK;
 }
 
@@ -321,6 +350,7 @@ static void free_db(bkv_db *db) {
         free(s);
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
+    for (int i = 0; i < db->nretired; i++) bkv_file_close(db->retired_log[i], NULL);
     if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);
@@ -331,6 +361,7 @@ static void free_db(bkv_db *db) {
     pthread_rwlock_destroy(&db->vindex_lock);
     pthread_mutex_destroy(&db->vindex_update_mu);
     pthread_mutex_destroy(&db->grace_mu);
+    pthread_mutex_destroy(&db->log_sync_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
@@ -371,6 +402,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
     pthread_mutex_init(&db->grace_mu, NULL);
+    pthread_mutex_init(&db->log_sync_mu, NULL);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);
@@ -432,11 +464,16 @@ int bkv_close(bkv_db *db) {
     pthread_cond_broadcast(&db->work_cv);
     bkv_db_unlock(db);
     for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
-    int rc = BKV_OK;
+    /* The retired WALs synced, the active one marked: a later open can then
+     * tell damage at the end of any of them from a power loss. */
+    bkv_err e = {{0}};
+    int rc = bkv_db_sync_retired_logs(db, &e);
     if (db->logfile) {
-        rc = bkv_file_close(db->logfile, NULL);
+        if (!rc && !db->bg_error) rc = bkv_db_mark_log(db, 0, db->last_sequence, &e);
+        int close_rc = bkv_file_close(db->logfile, NULL);
+        if (!rc) rc = close_rc;
         db->logfile = NULL;
     }
     free_db(db);
-    return rc;
+    return rc ? bkv_db_error(NULL, rc, &e) : BKV_OK;
 }

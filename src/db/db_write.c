@@ -11,8 +11,8 @@
  * publishes visible_sequence after inserting it.
  *
  * Memtable switch: when the active memtable is full it becomes immutable,
- * a new WAL is started (the old one synced whole first, so only the newest
- * WAL can ever have a torn tail), and the background thread writes it to a
+ * a new WAL is started (the old one ended, and synced later in the
+ * background: log_sync.c), and the background thread writes it to a
  * level-0 table. Writers slow down by 1 ms when the immutable memtables
  * reach the limit, and stop until a flush finishes when the active one is
  * full too, so memory stays bounded.
@@ -42,10 +42,8 @@ int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out,
 
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. The
- * mutex is released while the logs are synced and created (an old log's
- * sync took 6-17 ms at 4 MiB, and flushes and compactions could not
- * commit meanwhile): only the write leader touches the log, and other
- * writers wait behind it in the queue. */
+ * mutex is released while the logs are ended and created: only the write
+ * leader touches the log, and other writers wait behind it in the queue. */
 static int switch_memtable(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
     uint64_t number = db->next_file++;
@@ -60,21 +58,18 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
     bkv_wfile *f = NULL;
-    /* The old log is ended and synced before the new one can exist on
-     * disk: once a newer log survives a power loss, a torn tail in an
-     * older one would be mid-history damage and refuse the open; and an
-     * older log that lost its end record was truncated. */
+    /* The old log is ended, and in the OS's hands, before the new one
+     * exists: a crash of the process loses neither. Its sync, the close of
+     * its map and the directory's sync wait for the background; a synced
+     * write in the new log waits for them (bkv_db_mark_log). */
     uint8_t end[BKV_LOG_END_LEN] = {0}; /* a batch of no entries, then the next WAL's number */
     bkv_put_u64(end, last_sequence);
     bkv_put_u64(end + BKV_BATCH_HEADER, number);
     int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
-    if (!rc) rc = bkv_file_sync(old, e);
-    if (!rc) rc = bkv_file_close(old, e);
-    else bkv_file_close(old, NULL);
+    if (!rc) rc = bkv_file_flush(old, e);
     if (!rc) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
-    /* The new log's name must be durable before a synced write in it is
-     * acknowledged: a power loss could otherwise drop the whole file. */
-    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
+    int retire_rc = bkv_db_retire_log(db, old, number, rc ? NULL : e);
+    if (!rc) rc = retire_rc;
     if (rc && f) {
         bkv_file_close(f, NULL);
         db->env->remove_file(db->env, path, NULL);
@@ -87,6 +82,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     }
     db->logfile = f;
     bkv_log_writer_init(&db->log, f);
+    db->log_marked = 0;
     db->imm[db->nimm] = db->mem;
     db->imm_log[db->nimm] = db->mem_log;
     db->nimm++;
@@ -274,7 +270,8 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             bkv_memtable *mem = db->mem;
             bkv_db_unlock(db);
 
-            rc = bkv_log_add_record(&db->log, g->data, g->len, &e);
+            rc = bkv_db_mark_log(db, sync, first - 1, &e);
+            if (!rc) rc = bkv_log_add_record(&db->log, g->data, g->len, &e);
             /* Unsynced writes still reach the OS before returning, so they
              * survive a crash of this process. */
             if (!rc) rc = sync ? bkv_file_sync(db->logfile, &e) : bkv_file_flush(db->logfile, &e);

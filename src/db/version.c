@@ -9,7 +9,7 @@
 #include "util/ikey.h"
 
 enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5,
-       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7 };
+       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7, TAG_WAL_MARKS = 8 };
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen) {
@@ -116,6 +116,10 @@ int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
         rc |= bkv_buf_put_varint(out, r->order);
         rc |= bkv_buf_put_slice(out, r->terms_name, strlen(r->terms_name));
     }
+    if (e->wal_marks) {
+        rc |= bkv_buf_put_varint(out, TAG_WAL_MARKS);
+        rc |= bkv_buf_put_varint(out, 1);
+    }
     for (size_t i = 0; i < e->ndeleted; i++) {
         rc |= bkv_buf_put_varint(out, TAG_DELETED_FILE);
         rc |= bkv_buf_put_varint(out, (uint64_t)e->deleted[i].level);
@@ -207,6 +211,10 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             e->has_value_index = 1;
             break;
         }
+        case TAG_WAL_MARKS:
+            if (!(p = bkv_get_varint64(p, end, &a)) || a != 1) goto bad;
+            e->wal_marks = 1;
+            break;
         default:
             goto bad;
         }

@@ -90,6 +90,7 @@ typedef struct bkv_version_edit {
     size_t ndeleted, cap_deleted;
     int has_value_index;
     bkv_value_index_rec value_index;
+    int wal_marks;            /* tag 8: live WALs are synced lazily and carry durable marks */
 } bkv_version_edit;
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,

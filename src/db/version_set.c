@@ -63,6 +63,7 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
         if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
         if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
+        if (ed.wal_marks) db->wal_marks = 1;
         bkv_tree_version *nv;
         rc = bkv_tree_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);
@@ -114,6 +115,7 @@ int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_ve
     edit.last_sequence = last_sequence;
     edit.has_value_index = db->has_vrec;
     edit.value_index = db->vrec;
+    edit.wal_marks = 1; /* every WAL written from now on follows log_sync.c */
     bkv_buf rec;
     bkv_buf_init(&rec);
     rc = bkv_tree_version_snapshot_edit(v, &edit);

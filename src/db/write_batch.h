@@ -12,6 +12,7 @@
 
 #define BKV_BATCH_HEADER 12
 #define BKV_LOG_END_LEN (BKV_BATCH_HEADER + 8) /* an end record: a header of no entries + the next WAL */
+#define BKV_LOG_MARK_LEN (BKV_BATCH_HEADER + 9) /* a durable mark: no entries + this WAL + the byte 1 */
 
 struct bkv_batch {
     bkv_buf rep; /* header (sequence, count) + entries */
@@ -30,6 +31,11 @@ static inline int bkv_batch_is_log_end(const uint8_t *rep, size_t len) {
  * two others is told by it: nothing else can tell. */
 static inline uint64_t bkv_log_end_next(const uint8_t *rep, size_t len) {
     return len == BKV_LOG_END_LEN ? bkv_get_u64(rep + BKV_BATCH_HEADER) : 0;
+}
+/* A durable mark: every WAL numbered below the one holding it was synced,
+ * with its name, before the mark was written (docs/format.md). */
+static inline int bkv_batch_is_log_mark(const uint8_t *rep, size_t len) {
+    return len == BKV_LOG_MARK_LEN && bkv_batch_rep_count(rep) == 0 && rep[BKV_LOG_MARK_LEN - 1] == 1;
 }
 /* Appends src's entries to dst (both valid reps). */
 BKV_MUST_CHECK int bkv_batch_append(bkv_buf *dst, const bkv_buf *src); /* -1: out of memory */

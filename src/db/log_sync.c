@@ -1,0 +1,104 @@
+/*
+ * WALs synced off the write path, and the durable mark that lets recovery
+ * tell a power loss from damage.
+ *
+ * A memtable switch ends the old WAL and starts the next without waiting
+ * for the old one to reach the disk: its sync (6-17 ms at 4 MiB) and the
+ * close of its map were the longest stalls a writer saw. The old WAL is
+ * retired here instead; a background thread syncs and closes it, then
+ * syncs the directory (no WAL's name is synced when it is created). After
+ * a power loss, then, an older WAL and not only the newest may have lost
+ * its unsynced end, or its name.
+ *
+ * The durable mark says which: a record the write leader puts in the
+ * active WAL once every older WAL is durable, before the WAL's first
+ * synced write (syncing them itself if the background has not yet), else
+ * at the first write after the background did, or at close. An older WAL
+ * cut short, or missing, while no later WAL holds a mark lost only
+ * unsynced writes: a synced write in a later WAL would have been preceded
+ * by a mark there, and one in the cut WAL lies before the cut. Recovery
+ * stops at such a cut (what survives is a prefix). With a mark after it,
+ * the cut happened after the WAL was durable: damage, refused as before.
+ */
+#include <stdlib.h>
+
+#include "db/db_int.h"
+#include "db/write_batch.h"
+#include "log/log.h"
+
+int bkv_wal_has_mark(const bkv_env *env, const char *path) {
+    uint8_t *data;
+    size_t len;
+    if (bkv_env_read_all(env, path, &data, &len, NULL)) return 1;
+    bkv_log_reader r;
+    bkv_log_reader_init(&r, path, data, len, 1);
+    r.on_damage = BKV_LOG_DAMAGE_SKIP;
+    int marked = 0;
+    while (!marked && bkv_log_read_record(&r, NULL) == BKV_OK) marked = bkv_batch_is_log_mark(r.record.data, r.record.len);
+    bkv_log_reader_free(&r);
+    free(data);
+    return marked;
+}
+
+/* REQUIRES: log_sync_mu. */
+static int sync_retired_locked(bkv_db *db, bkv_err *e) {
+    if (db->nretired == 0) return BKV_OK;
+    int rc = BKV_OK;
+    for (int i = 0; i < db->nretired; i++) {
+        if (!rc) rc = bkv_file_sync(db->retired_log[i], e);
+        int close_rc = bkv_file_close(db->retired_log[i], rc ? NULL : e);
+        if (!rc) rc = close_rc;
+    }
+    uint64_t below = db->retired_next[db->nretired - 1];
+    db->nretired = 0;
+    if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
+    if (!rc) atomic_store_explicit(&db->durable_below, below, memory_order_release);
+    /* Cleared last: whoever sees nothing pending sees durable_below too. */
+    atomic_store_explicit(&db->retired_pending, 0, memory_order_release);
+    return rc;
+}
+
+int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_UNLOCKED(db);
+    if (!atomic_load_explicit(&db->retired_pending, memory_order_acquire)) return BKV_OK;
+    pthread_mutex_lock(&db->log_sync_mu);
+    int rc = sync_retired_locked(db, e);
+    pthread_mutex_unlock(&db->log_sync_mu);
+    return rc;
+}
+
+int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e) {
+    BKV_ASSERT_UNLOCKED(db);
+    pthread_mutex_lock(&db->log_sync_mu);
+    /* Full only if the background is stuck behind one long compaction
+     * while the memtables turn over: then this writer pays the sync. */
+    int rc = db->nretired == BKV_MAX_IMM + 1 ? sync_retired_locked(db, e) : BKV_OK;
+    db->retired_log[db->nretired] = f;
+    db->retired_next[db->nretired] = next;
+    db->nretired++;
+    atomic_store_explicit(&db->retired_pending, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&db->log_sync_mu);
+    return rc;
+}
+
+int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
+    if (db->log_marked || !db->logfile) return BKV_OK;
+    if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log) {
+        if (!sync) return BKV_OK; /* a later write marks it, once the background has synced */
+        int rc = bkv_db_sync_retired_logs(db, e);
+        if (rc) return rc;
+        /* An earlier failed sync dropped its WALs unsynced (and put the
+         * database in its error state): never acknowledge a synced write
+         * that recovery could drop with them. */
+            if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log)
+            return bkv_fail(e, BKV_IOERROR, "an older WAL could not be synced; %06llu.log cannot take synced writes",
+                            (unsigned long long)db->mem_log);
+    }
+    uint8_t mark[BKV_LOG_MARK_LEN] = {0};
+    bkv_put_u64(mark, sequence);
+    bkv_put_u64(mark + BKV_BATCH_HEADER, db->mem_log);
+    mark[BKV_LOG_MARK_LEN - 1] = 1;
+    int rc = bkv_log_add_record(&db->log, mark, sizeof mark, e);
+    if (!rc) db->log_marked = 1;
+    return rc;
+}

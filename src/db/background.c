@@ -63,6 +63,18 @@ int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double
     return BKV_OK;
 }
 
+/* Syncs and closes the WALs memtable switches retired (log_sync.c); a
+ * failure is the database's error. REQUIRES: db->mu held; released
+ * meanwhile. */
+static void sync_retired_logs(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    bkv_db_unlock(db);
+    bkv_err e = {{0}};
+    int rc = bkv_db_sync_retired_logs(db, &e);
+    bkv_db_lock(db);
+    if (rc) bkv_db_set_bg_error(db, rc, &e);
+}
+
 /* Flushes the oldest immutable memtable. REQUIRES: db->mu held. */
 static void flush_one(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
@@ -97,17 +109,11 @@ static void flush_one(bkv_db *db) {
     db->nimm--;
     bkv_view_publish(db);
     BKV_COUNT(db, flushes, 1);
+    sync_retired_logs(db); /* its log first (another background thread may not have got to it) */
     /* Freeing the memtable and unlinking its log take milliseconds: not
-     * under the mutex. The log is closed first (another background thread
-     * may not have got to it yet). */
+     * under the mutex. */
     bkv_db_unlock(db);
     bkv_memtable_unref(mem);
-    int sync_rc = bkv_db_sync_retired_logs(db, &e);
-    if (sync_rc) {
-        bkv_db_lock(db);
-        bkv_db_set_bg_error(db, sync_rc, &e);
-        bkv_db_unlock(db);
-    }
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, old_log);
     db->env->remove_file(db->env, path, NULL);
@@ -138,11 +144,7 @@ void *bkv_db_background(void *arg) {
     bkv_db_lock(db);
     while (!db->shutting_down) {
         if (atomic_load_explicit(&db->retired_pending, memory_order_relaxed)) {
-            bkv_db_unlock(db);
-            bkv_err e = {{0}};
-            int rc = bkv_db_sync_retired_logs(db, &e);
-            bkv_db_lock(db);
-            if (rc) bkv_db_set_bg_error(db, rc, &e);
+            sync_retired_logs(db);
             continue;
         }
         if (db->retired_views) {

@@ -235,20 +235,19 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         int stop_here = r.stopped;
         if (rc == BKV_NOTFOUND) {
             rc = BKV_OK;
-            uint64_t cut_at = len - r.dropped_bytes;
-            if (!ended && !may_end_early && !r.stopped) {
-                if (db->wal_marks && !marked_log_after(db, logs, nlogs, i + 1)) stop_here = 1; /* a power loss */
-                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
+            /* An older log cut short, or (nothing is written after an end
+             * record) with bytes dropped after its end. */
+            if (!may_end_early && !r.stopped && (!ended || r.dropped_bytes)) {
+                unsigned long long cut_at = len - r.dropped_bytes;
+                int power_loss = !ended && db->wal_marks && !marked_log_after(db, logs, nlogs, i + 1);
+                if (power_loss || db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
+                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE && ended)
+                    rc = bkv_fail(e, BKV_CORRUPTION, "%s: damage at offset %llu, after the log's end record", path,
+                                  cut_at);
                 else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
                     rc = bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
-                                  "but this one lacks its end record%s)", path, (unsigned long long)cut_at,
+                                  "but this one lacks its end record%s)", path, cut_at,
                                   db->wal_marks ? ", and a later one records that it was synced" : "");
-            } else if (ended && r.dropped_bytes && !may_end_early) {
-                /* Nothing is written after an end record: bytes there are damage. */
-                if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
-                else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
-                    rc = bkv_fail(e, BKV_CORRUPTION, "%s: damage at offset %llu, after the log's end record", path,
-                                  (unsigned long long)cut_at);
             }
         }
         bkv_log_reader_free(&r);

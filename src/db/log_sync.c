@@ -90,7 +90,7 @@ int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
         /* An earlier failed sync dropped its WALs unsynced (and put the
          * database in its error state): never acknowledge a synced write
          * that recovery could drop with them. */
-            if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log)
+        if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log)
             return bkv_fail(e, BKV_IOERROR, "an older WAL could not be synced; %06llu.log cannot take synced writes",
                             (unsigned long long)db->mem_log);
     }

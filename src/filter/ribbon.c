@@ -139,16 +139,20 @@ static uint64_t slots_for(size_t n) {
  * ahead of the rows, while the chunk will stay in cache (they come from
  * huge pages unzeroed, and the coefficients held the sort's scratch). */
 #define ZERO_AHEAD 4096
+static void zero_slots(u128 *coeff, uint32_t *result, uint64_t from, uint64_t to) {
+    memset(coeff + from, 0, (to - from) * sizeof *coeff);
+    memset(result + from, 0, (to - from) * sizeof *result);
+}
+
 static int band(const uint64_t *a, size_t n, uint64_t m, unsigned r, u128 *coeff, uint32_t *result) {
     uint64_t zeroed = 0;
     for (size_t i = 0; i < n; i++) {
         row w = row_of(a[i], m, r);
-        uint64_t s = w.start;
-        while (zeroed < s + 128) {
-            uint64_t len = m - zeroed < ZERO_AHEAD ? m - zeroed : ZERO_AHEAD;
-            memset(coeff + zeroed, 0, len * sizeof *coeff);
-            memset(result + zeroed, 0, len * sizeof *result);
-            zeroed += len;
+        uint64_t s = w.start; /* s + 128 <= m */
+        if (zeroed < s + 128) {
+            uint64_t to = m - (s + 128) > ZERO_AHEAD ? s + 128 + ZERO_AHEAD : m;
+            zero_slots(coeff, result, zeroed, to);
+            zeroed = to;
         }
         u128 c = w.coeff;
         uint32_t res = w.result;
@@ -169,10 +173,7 @@ static int band(const uint64_t *a, size_t n, uint64_t m, unsigned r, u128 *coeff
             c >>= tz;
         }
     }
-    if (zeroed < m) {
-        memset(coeff + zeroed, 0, (m - zeroed) * sizeof *coeff);
-        memset(result + zeroed, 0, (m - zeroed) * sizeof *result);
-    }
+    zero_slots(coeff, result, zeroed, m);
     return 1;
 }
 

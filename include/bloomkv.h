@@ -231,6 +231,16 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * threads' allocations may wait on the heap it is trimming. 0: the
      * allocator is left alone. Default 1. */
     int    release_free_memory;
+    /* How much lower the compaction thread's CPU priority is than the
+     * opening thread's, in nice steps (Linux), when max_background_jobs
+     * >= 2; the first background thread, which flushes, keeps its
+     * priority. On a machine with as many busy threads as cores a
+     * compaction otherwise preempts the write leader for whole time
+     * slices: at 10, a single writer saw half as many writes over 3 ms,
+     * but two writers that kept both cores busy starved compaction into
+     * more level-0 slowdowns (docs/design.md, session 15). 0..19; default
+     * 0: not lowered. */
+    int    compaction_nice;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

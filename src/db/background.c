@@ -3,7 +3,11 @@
  * threads that run them, the read-only error state a failure leaves, and
  * the calls that wait for them (bkv_compact).
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -136,30 +140,59 @@ static void release_free_memory(bkv_db *db) {
 #endif
 }
 
-/* Each background thread flushes when a flush is due and none is running,
- * else compacts when a compaction is due and none is running, else waits.
- * With two or more threads a long compaction never holds up flushes. */
+/* Lowers the calling thread's CPU priority by delta (Linux gives each
+ * thread its own nice value). Best effort: a failure leaves it as it was. */
+static void lower_thread_priority(int delta) {
+#ifdef __linux__
+    if (delta <= 0) return;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (nice == -1 && errno) return;
+    (void)setpriority(PRIO_PROCESS, (id_t)tid, nice + delta > 19 ? 19 : nice + delta);
+#else
+    (void)delta;
+#endif
+}
+
+/*
+ * With one background thread it does everything. With more, the first
+ * does the short, urgent work (retired WALs, the spare WAL, read views,
+ * flushes) and the others compact, at a CPU priority that can be lowered
+ * (bkv_options.compaction_nice) so that a compaction sharing a core with
+ * the write leader does not preempt it for whole time slices. Only one
+ * compaction runs at a time, so threads beyond the second find nothing
+ * to do.
+ */
 void *bkv_db_background(void *arg) {
     bkv_db *db = arg;
     bkv_db_lock(db);
+    int index = db->bg_started++;
+    int alone = db->opts.max_background_jobs == 1;
+    int urgent = index == 0, compacts = alone || index > 0;
+    if (!alone && index > 0) lower_thread_priority(db->opts.compaction_nice);
     while (!db->shutting_down) {
-        if (atomic_load_explicit(&db->retired_pending, memory_order_relaxed)) {
+        if (urgent && atomic_load_explicit(&db->retired_pending, memory_order_relaxed)) {
             sync_retired_logs(db);
             continue;
         }
-        if (db->retired_views) {
+        if (urgent && bkv_db_want_spare_log(db)) {
+            bkv_db_make_spare_log(db);
+            continue;
+        }
+        if (urgent && db->retired_views) {
             bkv_db_unlock(db);
             bkv_view_reclaim(db);
             bkv_db_lock(db);
             continue;
         }
-        if (db->nimm > 0 && !db->flushing && !db->bg_error) {
+        if (urgent && db->nimm > 0 && !db->flushing && !db->bg_error) {
             flush_one(db);
             release_free_memory(db);
             pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
             continue;
         }
-        if (!db->compacting && !db->bg_error) {
+        if (compacts && !db->compacting && !db->bg_error) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (c) {
                 db->compacting = 1;

@@ -87,6 +87,7 @@ struct bkv_db {
     pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
     pthread_cond_t work_cv;        /* wakes the background thread */
     pthread_t bg_threads[BKV_MAX_BACKGROUND_JOBS];
+    int bg_started;                /* under mu: each background thread's index (background.c) */
     int nbg;                       /* background threads started */
     atomic_int shutting_down;      /* set under mu; compactions poll it without */
     int flushing;                  /* a flush is in progress */
@@ -115,6 +116,13 @@ struct bkv_db {
     atomic_int retired_pending;    /* nretired > 0, readable without log_sync_mu */
     atomic_uint_fast64_t durable_below; /* every WAL numbered below it is synced, and its name */
     int wal_marks;                 /* the manifest recovered says its WALs follow log_sync.c (tag 8) */
+    /* The next WAL, created ahead by a background thread so a memtable
+     * switch does not wait for the file system (log_sync.c). Under mu. */
+    bkv_wfile *spare_log;
+    uint64_t spare_number;
+    uint64_t newest_wal;           /* the number of the WAL last started or being started */
+    uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
+    int making_spare;
     bkv_writer *writers_head, *writers_tail;
     bkv_buf group;                 /* the leader's group batch */
 
@@ -293,6 +301,16 @@ int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out,
  * BKV_OK when there were none. Any thread, without db->mu. */
 int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e);
 int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e);
+/* The spare WAL (log_sync.c). want: whether a background thread should
+ * make one now. make: creates it (a failure only leaves the next switch
+ * to create its own); REQUIRES: db->mu held, released meanwhile. take:
+ * hands the spare to a memtable switch, or returns NULL; either way its
+ * number becomes newest_wal. REQUIRES: db->mu held. drop: closes and
+ * removes it; REQUIRES: no background thread running. */
+int bkv_db_want_spare_log(const bkv_db *db);
+void bkv_db_make_spare_log(bkv_db *db);
+bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number);
+void bkv_db_drop_spare_log(bkv_db *db);
 /* Whether the WAL at path holds a durable mark; one that cannot be read
  * counts as marked (open and check then refuse rather than drop). */
 int bkv_wal_has_mark(const bkv_env *env, const char *path);

@@ -297,6 +297,7 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     /* Older WALs are obsolete once the manifest naming this one is
      * written, which syncs the directory too. */
     atomic_store(&db->durable_below, number);
+    db->newest_wal = number;
     return BKV_OK;
 }
 
@@ -350,6 +351,7 @@ static void free_db(bkv_db *db) {
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
     for (int i = 0; i < db->nretired; i++) bkv_file_close(db->retired_log[i], NULL);
+    bkv_db_drop_spare_log(db);
     if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);

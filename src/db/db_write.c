@@ -46,28 +46,33 @@ int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out,
  * leader touches the log, and other writers wait behind it in the queue. */
 static int switch_memtable(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
-    uint64_t number = db->next_file++;
+    uint64_t number;
+    bkv_wfile *f = bkv_db_take_spare_log(db, &number);
     uint64_t last_sequence = db->last_sequence;
     bkv_wfile *old = db->logfile;
     bkv_db_unlock(db);
     bkv_memtable *fresh = bkv_db_new_memtable(db);
+    char path[BKV_PATH_MAX];
+    bkv_wal_name(path, db->path, number);
     if (!fresh) {
+        if (f) {
+            bkv_file_close(f, NULL);
+            db->env->remove_file(db->env, path, NULL);
+        }
         bkv_db_lock(db);
         return bkv_fail(e, BKV_NOMEM, "out of memory for a new memtable");
     }
-    char path[BKV_PATH_MAX];
-    bkv_wal_name(path, db->path, number);
-    bkv_wfile *f = NULL;
     /* The old log is ended, and in the OS's hands, before the new one
-     * exists: a crash of the process loses neither. Its sync, the close of
-     * its map and the directory's sync wait for the background; a synced
-     * write in the new log waits for them (bkv_db_mark_log). */
+     * (the spare, when a background thread made it in time: log_sync.c)
+     * takes a write: a crash of the process loses neither. Its sync, the
+     * close of its map and the directory's sync wait for the background; a
+     * synced write in the new log waits for them (bkv_db_mark_log). */
     uint8_t end[BKV_LOG_END_LEN] = {0}; /* a batch of no entries, then the next WAL's number */
     bkv_put_u64(end, last_sequence);
     bkv_put_u64(end + BKV_BATCH_HEADER, number);
     int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
     if (!rc) rc = bkv_file_flush(old, e);
-    if (!rc) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
+    if (!rc && !f) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     int retire_rc = bkv_db_retire_log(db, old, number, rc ? NULL : e);
     if (!rc) rc = retire_rc;
     if (rc && f) {
@@ -89,7 +94,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     db->mem = fresh;
     db->mem_log = number;
     bkv_view_publish(db);
-    pthread_cond_signal(&db->work_cv);
+    pthread_cond_broadcast(&db->work_cv);
     return BKV_OK;
 }
 
@@ -119,7 +124,7 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
         }
         if (!force && l0 >= (size_t)db->opts.level0_stop_trigger) {
             BKV_COUNT(db, write_stalls, 1);
-            pthread_cond_signal(&db->work_cv);
+            pthread_cond_broadcast(&db->work_cv);
             bkv_db_wait(db, &db->bg_cv);
             continue;
         }

@@ -19,10 +19,20 @@
  * by a mark there, and one in the cut WAL lies before the cut. Recovery
  * stops at such a cut (what survives is a prefix). With a mark after it,
  * the cut happened after the WAL was durable: damage, refused as before.
+ *
+ * The spare WAL: creating a file can wait milliseconds for the file
+ * system's journal while compactions write, so the next WAL is created
+ * ahead by a background thread and a switch only takes it. Its number is
+ * drawn when it is made, above the active WAL's, and a switch never draws
+ * one of its own while a spare is being made, so WALs stay in the order of
+ * their numbers. Until a switch takes it the spare is empty, and recovery
+ * and check already pass over empty WALs after the newest that holds
+ * anything; the next open removes one left by a crash.
  */
 #include <stdlib.h>
 
 #include "db/db_int.h"
+#include "db/filename.h"
 #include "db/write_batch.h"
 #include "log/log.h"
 
@@ -101,4 +111,53 @@ int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
     int rc = bkv_log_add_record(&db->log, mark, sizeof mark, e);
     if (!rc) db->log_marked = 1;
     return rc;
+}
+
+int bkv_db_want_spare_log(const bkv_db *db) {
+    return !db->spare_log && !db->making_spare && db->logfile && !db->bg_error && db->spare_for != db->newest_wal;
+}
+
+static void remove_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
+    bkv_file_close(f, NULL);
+    char path[BKV_PATH_MAX];
+    bkv_wal_name(path, db->path, number);
+    db->env->remove_file(db->env, path, NULL);
+}
+
+void bkv_db_make_spare_log(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    uint64_t number = db->next_file++;
+    db->making_spare = 1;
+    db->spare_for = db->newest_wal;
+    bkv_db_unlock(db);
+    char path[BKV_PATH_MAX];
+    bkv_wal_name(path, db->path, number);
+    bkv_wfile *f = NULL;
+    if (bkv_db_new_wal(db, path, db->opts.file_mode, &f, NULL)) f = NULL;
+    bkv_db_lock(db);
+    db->making_spare = 0;
+    /* A switch that found no spare started a WAL numbered above this one
+     * meanwhile: this one could never follow it. */
+    if (f && number < db->newest_wal) {
+        bkv_db_unlock(db);
+        remove_wal(db, f, number);
+        bkv_db_lock(db);
+        f = NULL;
+    }
+    db->spare_log = f;
+    db->spare_number = number;
+}
+
+bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number) {
+    BKV_ASSERT_LOCKED(db);
+    bkv_wfile *f = db->spare_log;
+    db->spare_log = NULL;
+    *number = f ? db->spare_number : db->next_file++;
+    db->newest_wal = *number;
+    return f;
+}
+
+void bkv_db_drop_spare_log(bkv_db *db) {
+    if (db->spare_log) remove_wal(db, db->spare_log, db->spare_number);
+    db->spare_log = NULL;
 }

@@ -152,6 +152,8 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
             o->tiered_max_size_amplification);
     REQUIRE(o->max_background_jobs >= 1 && o->max_background_jobs <= BKV_MAX_BACKGROUND_JOBS,
             "max_background_jobs = %d, must be 1..%d", o->max_background_jobs, BKV_MAX_BACKGROUND_JOBS);
+    REQUIRE(o->compaction_nice >= 0 && o->compaction_nice <= 19, "compaction_nice = %d, must be 0..19",
+            o->compaction_nice);
     REQUIRE(o->write_buffer_size >= 1024, "write_buffer_size = %zu, must be >= 1024", o->write_buffer_size);
     REQUIRE(o->block_size >= 64, "block_size = %zu, must be >= 64", o->block_size);
     REQUIRE(o->max_write_buffer_number >= 2 && o->max_write_buffer_number <= BKV_MAX_IMM + 1,

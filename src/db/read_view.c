@@ -21,7 +21,7 @@ void bkv_view_publish(bkv_db *db) {
     if (old) {
         old->next_retired = db->retired_views;
         db->retired_views = old;
-        pthread_cond_signal(&db->work_cv); /* a background thread reclaims it */
+        pthread_cond_broadcast(&db->work_cv); /* a background thread reclaims it */
     }
 }
 

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -129,6 +131,64 @@ static void basic_operations_and_reopen(void **state) {
     o.create_if_missing = 1;
     o.block_size = 1;
     assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    bkv_options_init(&o);
+    o.compaction_nice = 20;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "compaction_nice"));
+}
+
+/* The nice value of this process's thread tid (field 19 of its stat). */
+static int thread_nice(const char *tid) {
+    char p[300], line[1024];
+    snprintf(p, sizeof p, "/proc/self/task/%s/stat", tid);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    size_t len = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[len] = 0;
+    const char *after_name = strrchr(line, ')'); /* the name may hold spaces */
+    int nice;
+    assert_non_null(after_name);
+    assert_int_equal(sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %d",
+                            &nice), 1);
+    return nice;
+}
+
+/* How many threads of this process run at the main thread's nice + delta. */
+static int threads_at_nice(int delta) {
+    char self[32];
+    snprintf(self, sizeof self, "%d", (int)getpid());
+    int base = thread_nice(self), n = 0;
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.' && strcmp(de->d_name, self) != 0) n += thread_nice(de->d_name) == base + delta;
+    closedir(d);
+    return n;
+}
+
+/* Asked to, the compaction thread runs below the caller's priority and
+ * the flushing one at it (bkv_options.compaction_nice); a single thread is
+ * never lowered, nor any by default. */
+static void compaction_thread_priority(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/nice", dir);
+    struct { int jobs, nice, lowered; } cases[] = {{2, 10, 1}, {2, 3, 1}, {2, 0, 0}, {1, 10, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bkv_options o;
+        bkv_options_init(&o);
+        o.max_background_jobs = cases[c].jobs;
+        o.compaction_nice = cases[c].nice;
+        int delta = cases[c].nice ? cases[c].nice : 10;
+        bkv_db *db;
+        assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+        /* Each thread lowers itself as it starts. */
+        for (int tries = 0; tries < 1000 && threads_at_nice(delta) < cases[c].lowered; tries++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        assert_int_equal(threads_at_nice(delta), cases[c].lowered);
+        assert_int_equal(bkv_close(db), BKV_OK);
+    }
 }
 
 #define MODEL_KEYS 3000
@@ -449,6 +509,7 @@ static void damaged_wal_middle_is_corruption(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(basic_operations_and_reopen),
+        cmocka_unit_test(compaction_thread_priority),
         cmocka_unit_test(model_based_random_operations),
         cmocka_unit_test(model_with_leveled_compaction),
         cmocka_unit_test(model_with_tiered_compaction),

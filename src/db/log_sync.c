@@ -23,9 +23,10 @@
  * The spare WAL: creating a file can wait milliseconds for the file
  * system's journal while compactions write, so the next WAL is created
  * ahead by a background thread and a switch only takes it. Its number is
- * drawn when it is made, above the active WAL's, and a switch never draws
- * one of its own while a spare is being made, so WALs stay in the order of
- * their numbers. Until a switch takes it the spare is empty, and recovery
+ * drawn when it is made, above the active WAL's; a switch that finds none
+ * ready draws its own, and a spare made meanwhile, numbered below it, is
+ * removed rather than used, so WALs stay in the order of their numbers.
+ * Until a switch takes it the spare is empty, and recovery
  * and check already pass over empty WALs after the newest that holds
  * anything; the next open removes one left by a crash.
  */

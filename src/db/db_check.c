@@ -208,6 +208,7 @@ static uint64_t check_log(checker *c, const char *path, uint64_t number, int new
 
 typedef struct live_wal {
     uint64_t number, next; /* next: as its end record names it, or 0 */
+    int empty;             /* no bytes, with a newer WAL holding some: checked once it is known named */
 } live_wal;
 
 static int cmp_live_wal(const void *a, const void *b) {
@@ -216,16 +217,26 @@ static int cmp_live_wal(const void *a, const void *b) {
 }
 
 /* A WAL missing from between two live ones lost its writes; the end
- * record of the one before it names it. */
+ * record of the one before it names it. An empty WAL that neither an end
+ * record nor the manifest names is a spare a memtable switch overtook
+ * (log_sync.c), left by a crash: it holds nothing, and is passed over as
+ * recovery does. */
 static void check_wal_chain(checker *c, const char *dir, live_wal *w, size_t n) {
     qsort(w, n, sizeof *w, cmp_live_wal);
-    for (size_t i = 0; i + 1 < n; i++)
-        if (w[i].next && w[i].next != w[i + 1].number) {
-            char p[BKV_PATH_MAX];
-            bkv_wal_name(p, dir, w[i].next);
+    char p[BKV_PATH_MAX];
+    size_t last = n; /* the previous WAL that counts */
+    for (size_t i = 0; i < n; i++) {
+        int named = (last < n && w[last].next == w[i].number) || w[i].number == c->log_number;
+        if (w[i].empty && !named) continue;
+        bkv_wal_name(p, dir, w[i].number);
+        if (w[i].empty) (void)check_log(c, p, w[i].number, 0, 0); /* named, yet empty: cut short */
+        if (last < n && w[last].next && !named) {
+            bkv_wal_name(p, dir, w[last].next);
             report(c, "%s: missing (offset 0): %06llu.log's end record names it as next, and %06llu.log follows", p,
-                   (unsigned long long)w[i].number, (unsigned long long)w[i + 1].number);
+                   (unsigned long long)w[last].number, (unsigned long long)w[i].number);
         }
+        last = i;
+    }
 }
 
 /* Every table the manifest lists, and the oldest WAL it still needs, must
@@ -333,8 +344,11 @@ static int check_locked(const char *path, checker *c) {
         uint64_t num;
         if (bkv_parse_file_name(names[i], &num) != BKV_FILE_LOG) continue;
         snprintf(p, sizeof p, "%s/%s", path, names[i]);
-        uint64_t next = check_log(c, p, num, num >= newest_log || num < c->log_number, 0);
-        if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next};
+        int newest = num >= newest_log || num < c->log_number;
+        struct stat st;
+        int empty = !newest && wals && stat(p, &st) == 0 && st.st_size == 0;
+        uint64_t next = empty ? 0 : check_log(c, p, num, newest, 0);
+        if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next, empty};
     }
     if (wals) check_wal_chain(c, path, wals, nwals);
     free(wals);

@@ -481,6 +481,42 @@ static void spare_wal_left_by_a_crash(void **state) {
     assert_int_equal(count_wals(db), 1); /* the old spare went at the open, the new one at close */
 }
 
+/* A spare WAL that a memtable switch overtook (it found none ready and
+ * made its own, numbered higher) is removed, but a crash before that
+ * leaves it, empty, between two live WALs. Holding nothing and named by
+ * no end record, it is no gap: every write is kept and check is clean. A
+ * named WAL that is empty is still a gap. */
+static void stale_spare_wal_between_live_ones(void **state) {
+    (void)state;
+    char db[300], stale[400];
+    sub(db, sizeof db, "stalespare");
+    bkv_db *d;
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
+    write_wal(db, 2, "a", 1, 9);
+    snprintf(stale, sizeof stale, "%s/000007.log", db);
+    write_file(stale, "");
+    write_wal(db, 9, "b", 2, 0);
+    char problem[600] = "";
+    assert_int_equal(bkv_check(db, keep_problem, problem), BKV_OK);
+    assert_string_equal(problem, "");
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_true(has_key(d, "a"));
+    assert_true(has_key(d, "b"));
+    assert_int_equal(bkv_close(d), BKV_OK);
+
+    sub(db, sizeof db, "namedempty");
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
+    write_wal(db, 2, "a", 1, 7);
+    snprintf(stale, sizeof stale, "%s/000007.log", db);
+    write_file(stale, "");
+    write_wal_as(db, 9, "b", 2, 0, WAL_MARKED);
+    assert_int_equal(bkv_check(db, NULL, NULL), BKV_CORRUPTION);
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_CORRUPTION);
+    assert_non_null(strstr(bkv_errmsg(NULL), "000007.log"));
+}
+
 /* Errors name their cause: the missing database, the system's reason, the
  * option at fault. */
 static void errors_keep_their_reason(void **state) {
@@ -710,6 +746,7 @@ int main(void) {
         cmocka_unit_test(missing_middle_wal_is_reported),
         cmocka_unit_test(older_wal_cut_by_power_loss),
         cmocka_unit_test(spare_wal_left_by_a_crash),
+        cmocka_unit_test(stale_spare_wal_between_live_ones),
         cmocka_unit_test(errors_keep_their_reason),
         cmocka_unit_test(error_messages_are_per_thread),
         cmocka_unit_test(library_contract),

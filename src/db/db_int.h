@@ -311,6 +311,8 @@ int bkv_db_want_spare_log(const bkv_db *db);
 void bkv_db_make_spare_log(bkv_db *db);
 bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number);
 void bkv_db_drop_spare_log(bkv_db *db);
+/* Closes a WAL nothing was written to and removes its file. */
+void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number);
 /* Whether the WAL at path holds a durable mark; one that cannot be read
  * counts as marked (open and check then refuse rather than drop). */
 int bkv_wal_has_mark(const bkv_env *env, const char *path);

@@ -52,13 +52,8 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     bkv_wfile *old = db->logfile;
     bkv_db_unlock(db);
     bkv_memtable *fresh = bkv_db_new_memtable(db);
-    char path[BKV_PATH_MAX];
-    bkv_wal_name(path, db->path, number);
     if (!fresh) {
-        if (f) {
-            bkv_file_close(f, NULL);
-            db->env->remove_file(db->env, path, NULL);
-        }
+        if (f) bkv_db_discard_wal(db, f, number);
         bkv_db_lock(db);
         return bkv_fail(e, BKV_NOMEM, "out of memory for a new memtable");
     }
@@ -70,15 +65,14 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     uint8_t end[BKV_LOG_END_LEN] = {0}; /* a batch of no entries, then the next WAL's number */
     bkv_put_u64(end, last_sequence);
     bkv_put_u64(end + BKV_BATCH_HEADER, number);
+    char path[BKV_PATH_MAX];
+    bkv_wal_name(path, db->path, number);
     int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
     if (!rc) rc = bkv_file_flush(old, e);
     if (!rc && !f) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     int retire_rc = bkv_db_retire_log(db, old, number, rc ? NULL : e);
     if (!rc) rc = retire_rc;
-    if (rc && f) {
-        bkv_file_close(f, NULL);
-        db->env->remove_file(db->env, path, NULL);
-    }
+    if (rc && f) bkv_db_discard_wal(db, f, number);
     bkv_db_lock(db);
     if (rc) {
         db->logfile = NULL;

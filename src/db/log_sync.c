@@ -26,9 +26,10 @@
  * drawn when it is made, above the active WAL's; a switch that finds none
  * ready draws its own, and a spare made meanwhile, numbered below it, is
  * removed rather than used, so WALs stay in the order of their numbers.
- * Until a switch takes it the spare is empty, and recovery
- * and check already pass over empty WALs after the newest that holds
- * anything; the next open removes one left by a crash.
+ * A spare is empty until a switch takes it. Open and check pass over
+ * empty WALs after the newest that holds anything, and over an empty one
+ * between live WALs that no end record names (a removed spare a crash
+ * left); the next open deletes either.
  */
 #include <stdlib.h>
 
@@ -118,7 +119,7 @@ int bkv_db_want_spare_log(const bkv_db *db) {
     return !db->spare_log && !db->making_spare && db->logfile && !db->bg_error && db->spare_for != db->newest_wal;
 }
 
-static void remove_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
+void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
     bkv_file_close(f, NULL);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
@@ -141,7 +142,7 @@ void bkv_db_make_spare_log(bkv_db *db) {
      * meanwhile: this one could never follow it. */
     if (f && number < db->newest_wal) {
         bkv_db_unlock(db);
-        remove_wal(db, f, number);
+        bkv_db_discard_wal(db, f, number);
         bkv_db_lock(db);
         f = NULL;
     }
@@ -159,6 +160,6 @@ bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number) {
 }
 
 void bkv_db_drop_spare_log(bkv_db *db) {
-    if (db->spare_log) remove_wal(db, db->spare_log, db->spare_number);
+    if (db->spare_log) bkv_db_discard_wal(db, db->spare_log, db->spare_number);
     db->spare_log = NULL;
 }

@@ -232,8 +232,13 @@ static void check_wal_chain(checker *c, const char *dir, live_wal *w, size_t n) 
         if (w[i].empty) (void)check_log(c, p, w[i].number, 0, 0); /* named, yet empty: cut short */
         if (last < n && w[last].next && !named) {
             bkv_wal_name(p, dir, w[last].next);
-            report(c, "%s: missing (offset 0): %06llu.log's end record names it as next, and %06llu.log follows", p,
-                   (unsigned long long)w[last].number, (unsigned long long)w[i].number);
+            if (c->wal_marks && c->newest_marked < w[last].next) /* as recovery judges it */
+                report(c, "%s: lost before its name was synced, by a power loss (no later WAL holds a durable "
+                       "mark): an open keeps the writes before it and drops %06llu.log and later WALs", p,
+                       (unsigned long long)w[i].number);
+            else
+                report(c, "%s: missing (offset 0): %06llu.log's end record names it as next, and %06llu.log follows",
+                       p, (unsigned long long)w[last].number, (unsigned long long)w[i].number);
         }
         last = i;
     }

@@ -420,6 +420,9 @@ static void older_wal_cut_by_power_loss(void **state) {
     assert_int_equal(bkv_close(d), BKV_OK);
     write_wal(db, 2, "a", 1, 9);
     write_wal(db, 11, "c", 3, 0);
+    char problem[600] = "";
+    assert_int_equal(bkv_check(db, keep_problem, problem), BKV_CORRUPTION);
+    assert_non_null(strstr(problem, "000009.log: lost before its name was synced, by a power loss"));
     assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
     assert_true(has_key(d, "a"));
     assert_false(has_key(d, "c"));

@@ -208,7 +208,8 @@ static uint64_t check_log(checker *c, const char *path, uint64_t number, int new
 
 typedef struct live_wal {
     uint64_t number, next; /* next: as its end record names it, or 0 */
-    int empty;             /* no bytes, with a newer WAL holding some: checked once it is known named */
+    int empty;             /* no bytes: checked once it is known to be named */
+    int newest;            /* check_log's newest */
 } live_wal;
 
 static int cmp_live_wal(const void *a, const void *b) {
@@ -229,7 +230,7 @@ static void check_wal_chain(checker *c, const char *dir, live_wal *w, size_t n) 
         int named = (last < n && w[last].next == w[i].number) || w[i].number == c->log_number;
         if (w[i].empty && !named) continue;
         bkv_wal_name(p, dir, w[i].number);
-        if (w[i].empty) (void)check_log(c, p, w[i].number, 0, 0); /* named, yet empty: cut short */
+        if (w[i].empty) (void)check_log(c, p, w[i].number, w[i].newest, 0); /* named: cut short unless newest */
         if (last < n && w[last].next && !named) {
             bkv_wal_name(p, dir, w[last].next);
             if (c->wal_marks && c->newest_marked < w[last].next) /* as recovery judges it */
@@ -351,9 +352,9 @@ static int check_locked(const char *path, checker *c) {
         snprintf(p, sizeof p, "%s/%s", path, names[i]);
         int newest = num >= newest_log || num < c->log_number;
         struct stat st;
-        int empty = !newest && wals && stat(p, &st) == 0 && st.st_size == 0;
+        int empty = num >= c->log_number && wals && stat(p, &st) == 0 && st.st_size == 0;
         uint64_t next = empty ? 0 : check_log(c, p, num, newest, 0);
-        if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next, empty};
+        if (num >= c->log_number && wals) wals[nwals++] = (live_wal){num, next, empty, newest};
     }
     if (wals) check_wal_chain(c, path, wals, nwals);
     free(wals);

@@ -182,9 +182,10 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         bkv_wal_name(path, db->path, logs[i]);
         /* A spare WAL a switch overtook, left by a crash before its
          * removal (log_sync.c): empty, and named by no end record nor by
-         * the manifest, it holds nothing and is no gap. */
-        if (logs[i] != named_next && logs[i] != rec->log_number && i + 1 < newest && log_is_empty(db, path))
-            continue;
+         * the manifest, it holds nothing and is no gap (it may also follow
+         * a WAL whose end record names one the crash kept from being
+         * made). */
+        if (logs[i] != named_next && logs[i] != rec->log_number && log_is_empty(db, path)) continue;
         /* A WAL missing between two others lost its writes: only the end
          * record before it can tell. */
         if (named_next && logs[i] != named_next) {

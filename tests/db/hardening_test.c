@@ -486,9 +486,11 @@ static void spare_wal_left_by_a_crash(void **state) {
 
 /* A spare WAL that a memtable switch overtook (it found none ready and
  * made its own, numbered higher) is removed, but a crash before that
- * leaves it, empty, between two live WALs. Holding nothing and named by
- * no end record, it is no gap: every write is kept and check is clean. A
- * named WAL that is empty is still a gap. */
+ * leaves it, empty, after the WAL the switch ended: before the switch's
+ * own WAL, or where that one was not yet made (crash_test found this
+ * one). Holding nothing and named by no end record, it is no gap: every
+ * write is kept and check is clean. A named WAL that is empty is still a
+ * gap. */
 static void stale_spare_wal_between_live_ones(void **state) {
     (void)state;
     char db[300], stale[400];
@@ -506,6 +508,21 @@ static void stale_spare_wal_between_live_ones(void **state) {
     assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
     assert_true(has_key(d, "a"));
     assert_true(has_key(d, "b"));
+    assert_int_equal(bkv_close(d), BKV_OK);
+
+    /* The same spare after a WAL whose end record names one the crash kept
+     * from being made: the end of the chain, not a gap. */
+    sub(db, sizeof db, "stalespare2");
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
+    write_wal_as(db, 2, "a", 1, 9, WAL_MARKED);
+    snprintf(stale, sizeof stale, "%s/000007.log", db);
+    write_file(stale, "");
+    problem[0] = 0;
+    assert_int_equal(bkv_check(db, keep_problem, problem), BKV_OK);
+    assert_string_equal(problem, "");
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_true(has_key(d, "a"));
     assert_int_equal(bkv_close(d), BKV_OK);
 
     sub(db, sizeof db, "namedempty");

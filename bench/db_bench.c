@@ -373,6 +373,7 @@ static void usage(FILE *out) {
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
             "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
             "                     [--compact_for_reads 1|0] [--release_free_memory 1|0]\n"
+            "                     [--max_background_jobs N] [--compaction_nice 0..19]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
@@ -722,6 +723,8 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"wal_mmap", required_argument, 0, 'W'},
         {"compact_for_reads", required_argument, 0, '3'},
         {"release_free_memory", required_argument, 0, '4'},
+        {"max_background_jobs", required_argument, 0, '5'},
+        {"compaction_nice", required_argument, 0, '6'},
         {"find_plan", required_argument, 0, 'L'},
         {"secondary_index", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
@@ -739,7 +742,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'b': c.bloom_bits = parse_double(optarg, &bad_number); break;
         case 'f':
             c.filter = bkv_filter_type_from_name(optarg);
-            if (c.filter < 0) goto bad;
+            if (c.filter < 0) goto bad_value;
             break;
         case 'c': c.cache_size = parse_u64(optarg, &bad_number); break;
         case 'w': c.write_buffer_size = parse_u64(optarg, &bad_number); break;
@@ -747,7 +750,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             if (strcmp(optarg, "none") == 0) c.compression = BKV_COMPRESSION_NONE;
             else if (strcmp(optarg, "lz4") == 0) c.compression = BKV_COMPRESSION_LZ4;
             else if (strcmp(optarg, "zstd") == 0) c.compression = BKV_COMPRESSION_ZSTD;
-            else goto bad;
+            else goto bad_value;
             break;
         case 'd': c.db = optarg; break;
         case 'u': c.use_existing_db = 1; break;
@@ -758,12 +761,12 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'C':
             if (strcmp(optarg, "leveled") == 0) c.compaction_style = BKV_COMPACTION_LEVELED;
             else if (strcmp(optarg, "tiered") == 0) c.compaction_style = BKV_COMPACTION_TIERED;
-            else goto bad;
+            else goto bad_value;
             break;
         case 'E': engine_name = optarg; break;
         case 'T':
             c.threads = parse_int(optarg, &bad_number);
-            if (c.threads < 1 || c.threads > 64) goto bad;
+            if (c.threads < 1 || c.threads > 64) goto bad_value;
             break;
         case 'X': compare = 1; break;
         case 'P': plot_dir = optarg; break;
@@ -775,7 +778,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             else if (strcmp(optarg, "flat") == 0) c.value_index = BKV_VALUE_INDEX_FLAT;
             else if (strcmp(optarg, "hierarchy") == 0) c.value_index = BKV_VALUE_INDEX_HIERARCHY;
             else if (strcmp(optarg, "bitsliced") == 0) c.value_index = BKV_VALUE_INDEX_BITSLICED;
-            else goto bad;
+            else goto bad_value;
             break;
         case 'M': c.value_filter_bits = (uint32_t)parse_u64(optarg, &bad_number); break;
         case 'K': c.value_filter_hashes = parse_int(optarg, &bad_number); break;
@@ -790,25 +793,33 @@ int bkv_db_bench_main(int argc, char **argv) {
         case 'I':
             if (strcmp(optarg, "composite") == 0) c.secondary_index = 1;
             else if (strcmp(optarg, "none") == 0) c.secondary_index = 0;
-            else goto bad;
+            else goto bad_value;
             break;
         case 'L':
             if (strcmp(optarg, "auto") == 0) c.find_plan = BKV_FIND_PLAN_AUTO;
             else if (strcmp(optarg, "index") == 0) c.find_plan = BKV_FIND_PLAN_INDEX;
             else if (strcmp(optarg, "scan") == 0) c.find_plan = BKV_FIND_PLAN_SCAN;
-            else goto bad;
+            else goto bad_value;
             break;
         case 'W':
             c.wal_mmap = parse_int(optarg, &bad_number);
-            if (c.wal_mmap != 0 && c.wal_mmap != 1) goto bad;
+            if (c.wal_mmap != 0 && c.wal_mmap != 1) goto bad_value;
             break;
         case '3':
             c.compact_for_reads = parse_int(optarg, &bad_number);
-            if (c.compact_for_reads != 0 && c.compact_for_reads != 1) goto bad;
+            if (c.compact_for_reads != 0 && c.compact_for_reads != 1) goto bad_value;
             break;
         case '4':
             c.release_free_memory = parse_int(optarg, &bad_number);
-            if (c.release_free_memory != 0 && c.release_free_memory != 1) goto bad;
+            if (c.release_free_memory != 0 && c.release_free_memory != 1) goto bad_value;
+            break;
+        case '5':
+            c.max_background_jobs = parse_int(optarg, &bad_number);
+            if (c.max_background_jobs < 1) goto bad_value;
+            break;
+        case '6':
+            c.compaction_nice = parse_int(optarg, &bad_number);
+            if (c.compaction_nice < 0 || c.compaction_nice > 19) goto bad_value;
             break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
@@ -869,6 +880,8 @@ int bkv_db_bench_main(int argc, char **argv) {
     free(list);
     if (plot_dir) return plot(plot_dir, &c, engines, ops, nb[0]);  /* DIR checked before the runs */
     return 0;
+bad_value:
+    fprintf(stderr, "bench: --%s does not take '%s'\n", bad_flag, optarg);
 bad:
     usage(stderr);
     return 2;

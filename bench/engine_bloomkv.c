@@ -26,6 +26,8 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.wal_mmap = cfg->wal_mmap;
     o.compact_for_reads = cfg->compact_for_reads;
     o.release_free_memory = cfg->release_free_memory;
+    if (cfg->max_background_jobs) o.max_background_jobs = cfg->max_background_jobs;
+    o.compaction_nice = cfg->compaction_nice;
     o.filter_partition_size = cfg->filter_partition_size;
     o.filter_memory_budget = cfg->filter_memory_budget;
     o.error_if_exists = 0;

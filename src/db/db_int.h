@@ -122,7 +122,6 @@ struct bkv_db {
     uint64_t spare_number;
     uint64_t newest_wal;           /* the number of the WAL last started or being started */
     uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
-    int making_spare;
     bkv_writer *writers_head, *writers_tail;
     bkv_buf group;                 /* the leader's group batch */
 
@@ -301,8 +300,8 @@ int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out,
  * BKV_OK when there were none. Any thread, without db->mu. */
 int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e);
 int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e);
-/* The spare WAL (log_sync.c). want: whether a background thread should
- * make one now. make: creates it (a failure only leaves the next switch
+/* The spare WAL (log_sync.c), made by the first background thread only.
+ * want: whether it should make one now. make: creates it (a failure only leaves the next switch
  * to create its own); REQUIRES: db->mu held, released meanwhile. take:
  * hands the spare to a memtable switch, or returns NULL; either way its
  * number becomes newest_wal. REQUIRES: db->mu held. drop: closes and

@@ -116,7 +116,7 @@ int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
 }
 
 int bkv_db_want_spare_log(const bkv_db *db) {
-    return !db->spare_log && !db->making_spare && db->logfile && !db->bg_error && db->spare_for != db->newest_wal;
+    return !db->spare_log && db->logfile && !db->bg_error && db->spare_for != db->newest_wal;
 }
 
 void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
@@ -129,7 +129,6 @@ void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
 void bkv_db_make_spare_log(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     uint64_t number = db->next_file++;
-    db->making_spare = 1;
     db->spare_for = db->newest_wal;
     bkv_db_unlock(db);
     char path[BKV_PATH_MAX];
@@ -137,7 +136,6 @@ void bkv_db_make_spare_log(bkv_db *db) {
     bkv_wfile *f = NULL;
     if (bkv_db_new_wal(db, path, db->opts.file_mode, &f, NULL)) f = NULL;
     bkv_db_lock(db);
-    db->making_spare = 0;
     /* A switch that found no spare started a WAL numbered above this one
      * meanwhile: this one could never follow it. */
     if (f && number < db->newest_wal) {

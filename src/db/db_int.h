@@ -32,8 +32,25 @@ struct bkv_writer {
     bkv_err err;
     pthread_cond_t cv;
     int sleeping;                  /* waiting on cv (under db->mu) */
-    atomic_int signalled;          /* done, or now leading: ends a spin */
+    atomic_int signalled;          /* done, leading, told to insert, or (a leader) its group inserted */
     bkv_writer *next;
+    /* A follower the leader told to insert its own batch, after the WAL
+     * write, beside the leader's: mem and seq are where (set under
+     * db->mu), insert_rc and insert_err the outcome. */
+    int insert;
+    bkv_memtable *mem;
+    uint64_t seq;
+    bkv_writer *leader;
+    int insert_rc;
+    bkv_err insert_err;
+    /* A leader whose group is in the WAL and going into the memtable:
+     * pending counts the inserts not finished (its own part included);
+     * last_seq is what becomes visible once this group and every group
+     * before it are in (db->inserting, under db->mu). */
+    atomic_int pending;
+    uint64_t last_seq;
+    int inserted, published, publish_failed;
+    bkv_writer *next_inserting;
 };
 typedef struct bkv_read_view bkv_read_view;
 
@@ -123,7 +140,14 @@ struct bkv_db {
     uint64_t newest_wal;           /* the number of the WAL last started or being started */
     uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
     bkv_writer *writers_head, *writers_tail;
+    atomic_int queued_writers;     /* in that queue (changed under mu, read without it) */
     bkv_buf group;                 /* the leader's group batch */
+    /* Groups past the WAL whose inserts run while the next group writes
+     * the WAL, oldest first: they are published in this order. */
+    bkv_writer *inserting_head, *inserting_tail;
+    atomic_int groups_inserting;   /* in that list (changed under mu, read without it) */
+    bkv_writer *drain_waiter;      /* a leader waiting for inserting to empty */
+    int insert_failed;             /* sticky: a memtable insert failed, so nothing later is published */
 
     bkv_tree_version *current;
     uint64_t next_file;

@@ -3,12 +3,19 @@
  * switch to a new memtable when one fills (its flush is background.c).
  *
  * Group commit: writers queue up; the one at the head (the leader) takes
- * every queued batch it can, gives them consecutive sequence numbers,
+ * every queued batch it can, gives them consecutive sequence numbers and
  * appends them to the WAL as one record (one write, and one fsync if any
- * of them asked for sync), inserts them into the memtable and wakes the
- * others. Only the leader touches the WAL and the active memtable, so
- * neither needs a lock of its own; readers see a write once the leader
- * publishes visible_sequence after inserting it.
+ * of them asked for sync). Only the leader touches the WAL, so it needs
+ * no lock of its own.
+ *
+ * Memtable inserts do not serialize behind the leader: once its group is
+ * in the WAL, the leader passes the lead on, so the next group's WAL
+ * write overlaps this group's inserts, and the group's followers still
+ * spinning insert their own batches beside the leader (the memtable takes
+ * concurrent adds). Groups are published in sequence order: readers see a
+ * group once it and every group before it are in the memtable
+ * (visible_sequence), so a batch is never seen in part. A memtable switch,
+ * and a caller holding writes, first wait for the inserts in flight.
  *
  * Memtable switch: when the active memtable is full it becomes immutable,
  * a new WAL is started (the old one ended, and synced later in the
@@ -102,8 +109,11 @@ static void slow_down(bkv_db *db) {
     bkv_db_lock(db);
 }
 
-/* REQUIRES: db->mu held, by the write leader. */
-static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
+static void await_inserts(bkv_db *db, bkv_writer *w);
+
+/* REQUIRES: db->mu held, by the write leader w (NULL: by a caller holding
+ * writes, so no insert is in flight). */
+static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
     int allow_delay = !force;
     for (;;) {
@@ -135,6 +145,10 @@ static int make_room_for_write(bkv_db *db, int force, bkv_err *e) {
             bkv_db_wait(db, &db->bg_cv);
             continue;
         }
+        if (w && db->inserting_head) {
+            await_inserts(db, w); /* the memtable is complete before it is frozen */
+            continue;
+        }
         int rc = switch_memtable(db, e);
         if (rc || force) return rc;
     }
@@ -158,60 +172,107 @@ static void signal_writer(bkv_writer *x) {
     if (x->sleeping) pthread_cond_signal(&x->cv);
 }
 
+typedef struct batch_insert {
+    bkv_memtable *mem;
+    uint64_t seq_delta; /* from the batch header's sequence to the one assigned */
+    int concurrent;
+} batch_insert;
+
 static int insert_entry(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
                         const uint8_t *val, size_t vlen) {
-    bkv_memtable *m = arg;
-    return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
+    const batch_insert *bi = arg;
+    bkv_hash h = bkv_hash_bytes(key, klen);
+    seq += bi->seq_delta;
+    return bi->concurrent ? bkv_memtable_add_concurrent(bi->mem, seq, type, key, klen, val, vlen, h)
+                          : bkv_memtable_add(bi->mem, seq, type, key, klen, val, vlen, h);
 }
 
-/* Queues w and waits until it leads the queue or a leader wrote it: first
- * spinning on w->signalled without the mutex, then asleep on w->cv.
- * REQUIRES: db->mu held. */
+/* Inserts a writer's batch as sequences seq onward (its header holds
+ * none: only the group's copy in the WAL is numbered). */
+static int insert_batch(bkv_memtable *mem, const bkv_buf *rep, uint64_t seq, int concurrent, bkv_err *e) {
+    batch_insert bi = {mem, seq - bkv_batch_sequence(rep->data), concurrent};
+    return bkv_batch_iterate(rep->data, rep->len, insert_entry, &bi, "write batch", 0, e);
+}
+
+/* Waits until w is signalled, first spinning without the mutex, then
+ * asleep on w->cv, and consumes the signal. Whoever signals changes w's
+ * state first, under db->mu (signal_writer). REQUIRES: db->mu held;
+ * held again on return. */
+static void await_signal(bkv_db *db, bkv_writer *w) {
+    if (!atomic_load_explicit(&w->signalled, memory_order_acquire)) {
+        bkv_db_unlock(db);
+        uint64_t deadline = bkv_monotonic_nanos() + SPIN_NANOS;
+        for (unsigned i = 1; !atomic_load_explicit(&w->signalled, memory_order_acquire); i++) {
+            cpu_relax();
+            if (i % 32 == 0 && bkv_monotonic_nanos() > deadline) break;
+        }
+        bkv_db_lock(db);
+        while (!atomic_load_explicit(&w->signalled, memory_order_acquire)) {
+            w->sleeping = 1;
+            bkv_db_wait(db, &w->cv);
+            w->sleeping = 0;
+        }
+    }
+    atomic_store_explicit(&w->signalled, 0, memory_order_relaxed);
+}
+
+/* Queues w and waits until it leads the queue, a leader wrote it, or a
+ * leader tells it to insert its batch. REQUIRES: db->mu held. */
 static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     BKV_ASSERT_LOCKED(db);
     memset(w, 0, sizeof *w);
     w->rep = rep;
     w->sync = sync;
     pthread_cond_init(&w->cv, NULL);
+    atomic_fetch_add_explicit(&db->queued_writers, 1, memory_order_relaxed);
     if (db->writers_tail) db->writers_tail->next = w;
     else db->writers_head = w;
     db->writers_tail = w;
-    if (db->writers_head == w) return;
-    bkv_db_unlock(db);
-    uint64_t deadline = bkv_monotonic_nanos() + SPIN_NANOS;
-    for (unsigned i = 1; !atomic_load_explicit(&w->signalled, memory_order_acquire); i++) {
-        cpu_relax();
-        if (i % 32 == 0 && bkv_monotonic_nanos() > deadline) break;
-    }
-    bkv_db_lock(db);
-    while (!w->done && db->writers_head != w) {
-        w->sleeping = 1;
-        bkv_db_wait(db, &w->cv);
-        w->sleeping = 0;
-    }
+    if (db->writers_head != w) await_signal(db, w);
 }
 
-/* The leader w hands the outcome to the writers it took (through last)
- * and the lead to the next. REQUIRES: db->mu held. */
-static void leave_queue(bkv_db *db, bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
+/* Takes w..last off the writers' queue and hands the lead to the next.
+ * REQUIRES: db->mu held, by the leader w. */
+static void pass_lead(bkv_db *db, const bkv_writer *last) {
     BKV_ASSERT_LOCKED(db);
-    for (;;) {
-        bkv_writer *x = db->writers_head;
-        db->writers_head = x->next;
-        if (x != w) {
-            x->rc = rc;
-            x->err = *e;
-            x->done = 1;
-            signal_writer(x);
-        }
-        if (x == last) break;
-    }
+    int n = 1;
+    for (const bkv_writer *x = db->writers_head; x != last; x = x->next) n++;
+    atomic_fetch_sub_explicit(&db->queued_writers, n, memory_order_relaxed);
+    db->writers_head = last->next;
     if (!db->writers_head) db->writers_tail = NULL;
     else signal_writer(db->writers_head);
 }
 
+/* Hands the outcome to the writers the leader w took, through last (the
+ * links among them stay as they were queued). REQUIRES: db->mu held. */
+static void finish_group(bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
+    for (bkv_writer *x = w; x != last;) {
+        x = x->next;
+        x->rc = rc;
+        x->err = *e;
+        x->done = 1;
+        signal_writer(x);
+    }
+}
+
+static void leave_queue(bkv_db *db, bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
+    pass_lead(db, last);
+    finish_group(w, last, rc, e);
+}
+
+/* Waits until every group past the WAL is in the memtable and published:
+ * before the memtable is switched, and before writes are held.
+ * REQUIRES: db->mu held, by the leader w. */
+static void await_inserts(bkv_db *db, bkv_writer *w) {
+    while (db->inserting_head) {
+        db->drain_waiter = w;
+        await_signal(db, w);
+    }
+}
+
 void bkv_db_hold_writes(bkv_db *db, bkv_writer *w) {
     join_queue(db, w, NULL, 0); /* a writer without a batch is never taken into a group */
+    await_inserts(db, w);
 }
 
 void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
@@ -221,9 +282,113 @@ void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
 
 int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
-    int rc = make_room_for_write(db, 1, e);
+    int rc = make_room_for_write(db, NULL, 1, e);
     while (!rc && (db->nimm > 0 || db->flushing) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     if (!rc && db->bg_error) rc = bkv_db_bg_status(db, e);
+    return rc;
+}
+
+/* Makes visible, in sequence order, every group at the front of the
+ * inserting list whose inserts are done, and wakes their leaders.
+ * REQUIRES: db->mu held. */
+static void publish_inserted(bkv_db *db, const bkv_writer *self) {
+    BKV_ASSERT_LOCKED(db);
+    bkv_writer *g;
+    while ((g = db->inserting_head) && g->inserted) {
+        db->inserting_head = g->next_inserting;
+        if (!db->inserting_head) db->inserting_tail = NULL;
+        atomic_fetch_sub_explicit(&db->groups_inserting, 1, memory_order_release);
+        /* Past a failed insert nothing is published: a reader would see
+         * the sequences of a batch only partly inserted. */
+        if (db->insert_failed) g->publish_failed = 1;
+        else atomic_store_explicit(&db->visible_sequence, g->last_seq, memory_order_release);
+        g->published = 1;
+        if (g != self) signal_writer(g);
+    }
+    if (!db->inserting_head && db->drain_waiter) {
+        signal_writer(db->drain_waiter);
+        db->drain_waiter = NULL;
+    }
+}
+
+/* Enters the group w..last in the publishing order, tells the followers
+ * still spinning to insert their own batches, and passes the lead on.
+ * REQUIRES: db->mu held, by the leader w. */
+static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem, uint64_t first) {
+    if (db->inserting_tail) db->inserting_tail->next_inserting = w;
+    else db->inserting_head = w;
+    db->inserting_tail = w;
+    atomic_fetch_add_explicit(&db->groups_inserting, 1, memory_order_relaxed);
+    uint64_t seq = first + bkv_batch_rep_count(w->rep->data);
+    for (bkv_writer *x = w; x != last;) {
+        x = x->next;
+        if (!x->sleeping) {
+            x->insert = 1;
+            x->mem = mem;
+            x->seq = seq;
+            x->leader = w;
+            atomic_fetch_add_explicit(&w->pending, 1, memory_order_relaxed);
+            signal_writer(x);
+        }
+        seq += bkv_batch_rep_count(x->rep->data);
+    }
+    pass_lead(db, last);
+}
+
+/* Inserts the group w..last, already in the WAL as sequences first..
+ * last_seq, into mem and publishes it. The lead passes to the next group
+ * first, so its WAL write overlaps these inserts; followers still
+ * spinning insert their own batches beside the leader's (the memtable
+ * takes concurrent adds), and the leader inserts those of followers
+ * asleep, as waking one costs more than its insert. REQUIRES: db->mu not
+ * held; held on return. */
+static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem, uint64_t first,
+                        uint64_t last_seq, bkv_err *e) {
+    w->last_seq = last_seq;
+    w->inserted = w->published = w->publish_failed = 0;
+    w->next_inserting = NULL;
+    atomic_store_explicit(&w->pending, 1, memory_order_relaxed); /* the leader's own part */
+    /* A lone writer with nobody queued behind gains nothing from passing
+     * the lead early, and would pay a round of the mutex for it; one that
+     * arrives meanwhile waits for this insert, as before. */
+    int early = w != last || atomic_load_explicit(&db->queued_writers, memory_order_relaxed) > 1;
+    /* Alone, the leader adds without the memtable's concurrency costs: an
+     * earlier group still inserting entered the publishing order before
+     * it passed the lead here, and no later one starts before this one
+     * passes it. */
+    int concurrent = early || atomic_load_explicit(&db->groups_inserting, memory_order_acquire) > 0;
+    if (early) {
+        bkv_db_lock(db);
+        hand_out_inserts(db, w, last, mem, first);
+        bkv_db_unlock(db);
+    }
+
+    int rc = BKV_OK;
+    uint64_t seq = first;
+    for (bkv_writer *x = w;; x = x->next) {
+        if (!x->insert && !rc) rc = insert_batch(mem, x->rep, seq, concurrent, e);
+        seq += bkv_batch_rep_count(x->rep->data);
+        if (x == last) break;
+    }
+
+    bkv_db_lock(db);
+    if (!early) hand_out_inserts(db, w, last, mem, first);
+    if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) != 1) await_signal(db, w);
+    for (bkv_writer *x = w; !rc && x != last;) {
+        x = x->next;
+        if (x->insert && x->insert_rc) {
+            rc = x->insert_rc;
+            *e = x->insert_err;
+        }
+    }
+    if (rc) {
+        db->insert_failed = 1;
+        bkv_db_set_bg_error(db, rc, e); /* the WAL has the group, but reads would not */
+    }
+    w->inserted = 1;
+    publish_inserted(db, w);
+    while (!w->published) await_signal(db, w);
+    if (!rc && w->publish_failed) rc = bkv_db_bg_status(db, e);
     return rc;
 }
 
@@ -238,6 +403,13 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     bkv_writer w;
     bkv_db_lock(db);
     join_queue(db, &w, rep, wo && wo->sync);
+    if (w.insert) {
+        bkv_db_unlock(db);
+        w.insert_rc = insert_batch(w.mem, rep, w.seq, 1, &w.insert_err);
+        bkv_db_lock(db);
+        if (atomic_fetch_sub_explicit(&w.leader->pending, 1, memory_order_acq_rel) == 1) signal_writer(w.leader);
+        while (!w.done) await_signal(db, &w);
+    }
     if (w.done) {
         bkv_db_unlock(db);
         pthread_cond_destroy(&w.cv);
@@ -246,7 +418,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
 
     /* Leader. */
     bkv_err e = {{0}};
-    int rc = make_room_for_write(db, rep == NULL, &e);
+    int rc = make_room_for_write(db, &w, rep == NULL, &e);
     bkv_writer *last = &w;
     if (rc == BKV_OK && rep) {
         bkv_buf *g = &db->group;
@@ -274,21 +446,22 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             /* Unsynced writes still reach the OS before returning, so they
              * survive a crash of this process. */
             if (!rc) rc = sync ? bkv_file_sync(db->logfile, &e) : bkv_file_flush(db->logfile, &e);
-            int log_rc = rc;
-            if (!rc) rc = bkv_batch_iterate(g->data, g->len, insert_entry, mem, "write batch", 0, &e);
             BKV_COUNT(db, bytes_written, g->len);
             BKV_COUNT(db, writes, count);
             if (sync) BKV_COUNT(db, syncs, 1);
-
+            if (!rc) {
+                rc = insert_group(db, &w, last, mem, first, first + count - 1, &e);
+                atomic_store_explicit(&db->last_write_nanos, bkv_monotonic_nanos(), memory_order_relaxed);
+                finish_group(&w, last, rc, &e);
+                goto out;
+            }
             bkv_db_lock(db);
-            if (log_rc) bkv_db_set_bg_error(db, log_rc, &e);
-            else if (rc) bkv_db_set_bg_error(db, rc, &e); /* memtable out of memory: the WAL has it, but reads would not */
-            else atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
-            atomic_store_explicit(&db->last_write_nanos, bkv_monotonic_nanos(), memory_order_relaxed);
+            bkv_db_set_bg_error(db, rc, &e);
         }
     }
 
     leave_queue(db, &w, last, rc, &e);
+out:
     bkv_db_unlock(db);
     pthread_cond_destroy(&w.cv);
     return bkv_db_error(db, rc, &e);

@@ -2,11 +2,13 @@
  * (host order: never leaves memory). */
 #include "memtable/memtable.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "memtable/arena.h"
+#include "util/hash.h"
 #include "util/iterator.h"
 #include "util/ikey.h"
 
@@ -33,7 +35,7 @@ struct bkv_memtable {
     atomic_uint_fast64_t entries;
     atomic_size_t memory;
     bkv_filter *filter; /* NULL if it could not be allocated: always "maybe" */
-    uint64_t rng;
+    pthread_mutex_t arena_mu;
     /* Term index: published like skiplist links (release stores). */
     _Atomic(term_node *) *term_buckets;
     size_t term_mask;
@@ -59,11 +61,35 @@ static inline const uint8_t *entry_value(const uint8_t *e, size_t *len) {
 
 static size_t node_size(int height) { return sizeof(node) + (size_t)height * sizeof(_Atomic(node *)); }
 
+/* A node's height comes from its key's hash and its sequence, not from a
+ * generator the memtable keeps: concurrent adds share no state to draw
+ * it, and two versions of one key still get independent heights. */
+static int node_height(bkv_hash h, uint64_t seq) {
+    uint64_t state = h ^ seq;
+    uint64_t r = bkv_splitmix64(&state);
+    int height = 1;
+    while (height < MAX_HEIGHT && (r & (BRANCHING - 1)) == 0) {
+        height++;
+        r >>= 2;
+    }
+    return height;
+}
+
+/* Arena memory for an add; concurrent adds share the bump pointer, so
+ * they take the arena's lock. */
+static void *entry_alloc(bkv_memtable *m, size_t n, int concurrent) {
+    if (concurrent) pthread_mutex_lock(&m->arena_mu);
+    void *p = bkv_arena_alloc(&m->arena, n);
+    atomic_store_explicit(&m->memory, m->arena.used, memory_order_relaxed);
+    if (concurrent) pthread_mutex_unlock(&m->arena_mu);
+    return p;
+}
+
 /* A node with room for extra bytes right after its links: an entry put
  * there is read with the links, one cache miss per node a search visits
  * instead of two. */
-static node *new_node(bkv_arena *a, int height, size_t extra) {
-    node *n = bkv_arena_alloc(a, node_size(height) + extra);
+static node *new_node(bkv_memtable *m, int height, size_t extra, int concurrent) {
+    node *n = entry_alloc(m, node_size(height) + extra, concurrent);
     if (!n) return NULL;
     n->entry = extra ? (const uint8_t *)n + node_size(height) : NULL;
     for (int i = 0; i < height; i++) atomic_init(&n->next[i], NULL);
@@ -74,14 +100,15 @@ bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
     bkv_memtable *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     bkv_arena_init(&m->arena);
-    m->head = new_node(&m->arena, MAX_HEIGHT, 0);
+    pthread_mutex_init(&m->arena_mu, NULL);
+    m->head = new_node(m, MAX_HEIGHT, 0, 0);
     if (!m->head) {
+        pthread_mutex_destroy(&m->arena_mu);
         free(m);
         return NULL;
     }
     atomic_init(&m->refs, 1);
     atomic_init(&m->height, 1);
-    m->rng = 0x2545F4914F6CDD1DULL;
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 10};
     if (!expected_keys || bkv_filter_create(&spec, expected_keys, &m->filter) != BKV_OK) m->filter = NULL;
     return m;
@@ -92,21 +119,10 @@ void bkv_memtable_ref(bkv_memtable *m) { atomic_fetch_add(&m->refs, 1); }
 void bkv_memtable_unref(bkv_memtable *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
     bkv_filter_destroy(m->filter);
+    pthread_mutex_destroy(&m->arena_mu);
     free(m->term_buckets);
     bkv_arena_destroy(&m->arena);
     free(m);
-}
-
-static int random_height(bkv_memtable *m) {
-    int h = 1;
-    for (;;) {
-        m->rng ^= m->rng << 13;
-        m->rng ^= m->rng >> 7;
-        m->rng ^= m->rng << 17;
-        if (h >= MAX_HEIGHT || (m->rng & (BRANCHING - 1)) != 0) break;
-        h++;
-    }
-    return h;
 }
 
 static inline int node_cmp(const node *n, const uint8_t *ikey, size_t ilen) {
@@ -166,13 +182,14 @@ int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_
 typedef struct term_sink {
     bkv_memtable *m;
     const uint8_t *entry;
+    int concurrent;
     int rc;
 } term_sink;
 
 static void index_term(void *ctx, const void *term, size_t len) {
     term_sink *ts = ctx;
     bkv_memtable *m = ts->m;
-    term_node *tn = bkv_arena_alloc(&m->arena, sizeof *tn);
+    term_node *tn = entry_alloc(m, sizeof *tn, ts->concurrent);
     if (!tn) {
         ts->rc = BKV_NOMEM;
         return;
@@ -181,7 +198,8 @@ static void index_term(void *ctx, const void *term, size_t len) {
     tn->entry = ts->entry;
     _Atomic(term_node *) *b = &m->term_buckets[tn->h & m->term_mask];
     tn->next = atomic_load_explicit(b, memory_order_relaxed);
-    atomic_store_explicit(b, tn, memory_order_release);
+    while (!atomic_compare_exchange_weak_explicit(b, &tn->next, tn, memory_order_release, memory_order_relaxed)) {
+    }
 }
 
 int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry_fn fn, void *arg) {
@@ -197,12 +215,63 @@ int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry
     return 0;
 }
 
-int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
-                     const void *val, size_t vlen, bkv_hash h) {
+/* Moves *prev along level forward to the last node < ikey there; *next
+ * becomes its successor. */
+static void seek_level(node **prev, node **next, int level, const uint8_t *ikey, size_t ilen) {
+    node *x = *prev;
+    for (;;) {
+        node *n = atomic_load_explicit(&x->next[level], memory_order_acquire);
+        if (!n || node_cmp(n, ikey, ilen) >= 0) {
+            *prev = x;
+            *next = n;
+            return;
+        }
+        x = n;
+    }
+}
+
+/* Links x in at each of its levels, bottom up, so a reader that finds it
+ * at a level finds it below too. For a concurrent add each link is a
+ * compare-and-swap from the successor the search found: when another add
+ * linked a node there first, the level is searched again from the same
+ * predecessor, which is still before ikey. */
+static void link_node(bkv_memtable *m, node *x, int height, const uint8_t *ikey, size_t ilen, int concurrent) {
+    int top = atomic_load_explicit(&m->height, memory_order_relaxed);
+    /* Readers seeing the new height early find head links NULL at the new
+     * levels, which is harmless. */
+    while (height > top &&
+           !atomic_compare_exchange_weak_explicit(&m->height, &top, height, memory_order_relaxed, memory_order_relaxed)) {
+    }
+    if (height > top) top = height;
+    node *prev[MAX_HEIGHT], *next[MAX_HEIGHT];
+    node *p = m->head;
+    for (int level = top - 1; level >= 0; level--) {
+        seek_level(&p, &next[level], level, ikey, ilen);
+        prev[level] = p;
+    }
+    for (int i = 0; i < height; i++) {
+        if (!concurrent) {
+            atomic_store_explicit(&x->next[i], next[i], memory_order_relaxed);
+            atomic_store_explicit(&prev[i]->next[i], x, memory_order_release);
+            continue;
+        }
+        for (;;) {
+            atomic_store_explicit(&x->next[i], next[i], memory_order_relaxed);
+            node *expected = next[i];
+            if (atomic_compare_exchange_strong_explicit(&prev[i]->next[i], &expected, x, memory_order_release,
+                                                        memory_order_relaxed))
+                break;
+            seek_level(&prev[i], &next[i], i, ikey, ilen);
+        }
+    }
+}
+
+static int add_entry(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen, const void *val,
+                     size_t vlen, bkv_hash h, int concurrent) {
     size_t ilen = klen + BKV_IKEY_TRAILER;
     if (ilen > UINT32_MAX || vlen > UINT32_MAX) return BKV_INVALID;
-    int height = random_height(m);
-    node *x = new_node(&m->arena, height, 8 + ilen + vlen);
+    int height = node_height(h, seq);
+    node *x = new_node(m, height, 8 + ilen + vlen, concurrent);
     if (!x) return BKV_NOMEM;
     uint8_t *e = (uint8_t *)x->entry;
     uint32_t n32 = (uint32_t)ilen;
@@ -215,31 +284,26 @@ int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *k
     if (m->term_buckets && type == BKV_TYPE_VALUE) {
         /* Indexed before the entry is reachable, and both before the
          * sequence becomes visible: a search never misses a visible entry. */
-        term_sink ts = {m, e, BKV_OK};
+        term_sink ts = {m, e, concurrent, BKV_OK};
         if (m->terms) m->terms(m->terms_arg, e + 8 + ilen, vlen, index_term, &ts);
         else index_term(&ts, e + 8 + ilen, vlen);
         if (ts.rc) return ts.rc;
     }
-
-    node *prev[MAX_HEIGHT];
-    find_ge(m, e + 4, ilen, prev);
-    int cur = atomic_load_explicit(&m->height, memory_order_relaxed);
-    if (height > cur) {
-        for (int i = cur; i < height; i++) prev[i] = m->head;
-        /* Readers seeing the new height early find head links NULL at the
-         * new levels, which is harmless. */
-        atomic_store_explicit(&m->height, height, memory_order_relaxed);
-    }
     /* The key must be in the filter before the node is reachable. */
     if (m->filter) bkv_filter_add_concurrent(m->filter, h);
-    for (int i = 0; i < height; i++) {
-        atomic_store_explicit(&x->next[i], atomic_load_explicit(&prev[i]->next[i], memory_order_relaxed),
-                              memory_order_relaxed);
-        atomic_store_explicit(&prev[i]->next[i], x, memory_order_release);
-    }
+    link_node(m, x, height, e + 4, ilen, concurrent);
     atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
-    atomic_store_explicit(&m->memory, m->arena.used, memory_order_relaxed);
     return BKV_OK;
+}
+
+int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
+                     const void *val, size_t vlen, bkv_hash h) {
+    return add_entry(m, seq, type, key, klen, val, vlen, h, 0);
+}
+
+int bkv_memtable_add_concurrent(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
+                                const void *val, size_t vlen, bkv_hash h) {
+    return add_entry(m, seq, type, key, klen, val, vlen, h, 1);
 }
 
 int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_hash h,

@@ -3,10 +3,13 @@
  * plus a blocked Bloom filter of its user keys probed with the caller's
  * shared hash, so a get of an absent key skips the skiplist search.
  *
- * Thread safety: one writer at a time (callers serialize adds); any number
- * of readers concurrently with it and without locks. Node links are
- * published with release stores and read with acquire loads, so a reader
- * sees a node only after its contents are complete.
+ * Thread safety: bkv_memtable_add is for one writer at a time;
+ * bkv_memtable_add_concurrent may run in any number of threads at once
+ * (never beside a plain add). Readers need no lock in either case: node
+ * links are published with release stores (compare-and-swaps for
+ * concurrent adds) and read with acquire loads, so a reader sees a node
+ * only after its contents are complete. Concurrent adds share only the
+ * arena's bump pointer, under a mutex held for the allocation alone.
  *
  * Lifetime: reference counted; entries (and the pointers get/iterators
  * hand out) stay valid until the last reference is dropped.
@@ -34,9 +37,9 @@ void bkv_memtable_unref(bkv_memtable *m);
  * entry in the arena, sized for expected entries. */
 int bkv_memtable_index_terms(bkv_memtable *m, const bkv_vf_params *p, bkv_terms_fn terms, void *terms_arg,
                              uint64_t expected);
-/* Calls fn on every entry with a term whose bkv_vf_term_hash is h, newest
- * addition first; collisions and repeats are possible: the caller checks
- * the value. Stops when fn returns non-zero (returned). REQUIRES: indexed
+/* Calls fn on every entry with a term whose bkv_vf_term_hash is h, in no
+ * set order; collisions and repeats are possible: the caller checks the
+ * value. Stops when fn returns non-zero (returned). REQUIRES: indexed
  * (every memtable of a database with a value index is). */
 typedef int (*bkv_memtable_entry_fn)(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen);
 int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry_fn fn, void *arg);
@@ -45,6 +48,10 @@ int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry
  * (nothing added). */
 int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
                      const void *val, size_t vlen, bkv_hash h);
+/* The same, safe beside other concurrent adds: what lets the writers of
+ * a group, and groups one after another, insert at once. */
+int bkv_memtable_add_concurrent(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
+                                const void *val, size_t vlen, bkv_hash h);
 
 /* Looks up the newest version of key with sequence <= snapshot. Returns 1
  * and fills *type (BKV_TYPE_VALUE / BKV_TYPE_DELETION) and the value when

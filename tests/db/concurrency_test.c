@@ -1,7 +1,9 @@
 /* Writers, readers, searches by value and background flushes and
- * compactions at once: every acknowledged write is visible afterwards,
- * readers never see a value that was not written, a search finds every
- * value acknowledged before it began (and only the key holding it), and
+ * compactions at once: every acknowledged write is visible afterwards and
+ * to its own writer at once, readers never see a value that was not
+ * written nor half of a batch (the writers of a group insert their
+ * batches in parallel, and groups overlap), a search finds every value
+ * acknowledged before it began (and only the key holding it), and
  * concurrent sync writers share fsyncs (group commit). */
 #include <pthread.h>
 #include <setjmp.h>
@@ -36,8 +38,50 @@ static void *writer(void *arg) {
         wo.sync = i % 50 == 0;
         if (bkv_put(db, &wo, key, strlen(key), val, strlen(val)) != BKV_OK) return (void *)1;
         __atomic_store_n(&acked[id], i + 1, __ATOMIC_RELEASE);
+        void *v;
+        size_t n;
+        if (bkv_get(db, NULL, key, strlen(key), &v, &n) != BKV_OK) return (void *)2;
+        int same = n == strlen(val) && memcmp(v, val, n) == 0;
+        bkv_free(v);
+        if (!same) return (void *)3;
+        if (i % 8 == 0) {
+            /* Both keys of the pair always hold the same value. */
+            char pv[48];
+            snprintf(pv, sizeof pv, "pair-%d-%d", id, i);
+            bkv_batch *b = bkv_batch_create();
+            int rc = !b || bkv_batch_put(b, "pair-a", 6, pv, strlen(pv)) || bkv_batch_put(b, "pair-b", 6, pv, strlen(pv)) ||
+                     bkv_write(db, &wo, b);
+            bkv_batch_destroy(b);
+            if (rc) return (void *)4;
+        }
     }
     return NULL;
+}
+
+static int get_at(const bkv_snapshot *snap, const char *key, char *out, size_t cap) {
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.snapshot = snap;
+    void *v;
+    size_t n;
+    int rc = bkv_get(db, &ro, key, strlen(key), &v, &n);
+    if (rc != BKV_OK) return rc;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, v, n);
+    out[n] = 0;
+    bkv_free(v);
+    return rc;
+}
+
+/* A batch is seen whole or not at all: at any snapshot the two keys of the
+ * pair agree. */
+static int pair_agrees(void) {
+    const bkv_snapshot *snap = bkv_snapshot_create(db);
+    if (!snap) return 0;
+    char a[48] = "", b[48] = "";
+    int ra = get_at(snap, "pair-a", a, sizeof a), rb = get_at(snap, "pair-b", b, sizeof b);
+    bkv_snapshot_release(db, snap);
+    return ra == rb && (ra == BKV_NOTFOUND || (ra == BKV_OK && strcmp(a, b) == 0));
 }
 
 typedef struct hit {
@@ -89,6 +133,7 @@ static void *reader(void *arg) {
         } else if (rc != BKV_NOTFOUND) {
             return (void *)1;
         }
+        if (!pair_agrees()) return (void *)2;
     }
     return NULL;
 }
@@ -111,12 +156,14 @@ static void writers_readers_and_flushes(void **state) {
     for (int i = 0; i < WRITERS; i++) {
         void *res;
         pthread_join(w[i], &res);
+        if (res) fprintf(stderr, "writer %d: %ld\n", i, (long)(intptr_t)res);
         assert_null(res);
     }
     __atomic_store_n(&stop_readers, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < READERS + SEARCHERS; i++) {
         void *res;
         pthread_join(r[i], &res);
+        if (res) fprintf(stderr, "reader %d: %ld\n", i, (long)(intptr_t)res);
         assert_null(res);
     }
     for (int id = 0; id < WRITERS; id++)
@@ -131,7 +178,7 @@ static void writers_readers_and_flushes(void **state) {
             bkv_free(v);
         }
     char *s = bkv_property(db, "bloomkv.counter.writes");
-    assert_int_equal(strtoull(s, NULL, 10), WRITERS * PER_WRITER);
+    assert_int_equal(strtoull(s, NULL, 10), WRITERS * PER_WRITER + WRITERS * (PER_WRITER / 8) * 2);
     bkv_free(s);
     s = bkv_property(db, "bloomkv.counter.flushes");
     assert_true(strtoull(s, NULL, 10) > 5);

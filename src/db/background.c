@@ -216,7 +216,7 @@ void *bkv_db_background(void *arg) {
 void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks) {
     BKV_ASSERT_UNLOCKED(db);
     if (db->opts.compaction_style != BKV_COMPACTION_LEVELED || !db->opts.compact_for_reads ||
-        bkv_monotonic_nanos() - atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) < WRITE_PAUSE_NANOS ||
+        bkv_coarse_nanos() - atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) < WRITE_PAUSE_NANOS ||
         !bkv_tree_version_charge_seeks(v, key, klen, seeks))
         return;
     bkv_db_lock(db);

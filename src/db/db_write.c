@@ -451,7 +451,11 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             if (sync) BKV_COUNT(db, syncs, 1);
             if (!rc) {
                 rc = insert_group(db, &w, last, mem, first, first + count - 1, &e);
-                atomic_store_explicit(&db->last_write_nanos, bkv_monotonic_nanos(), memory_order_relaxed);
+                /* Written only when the coarse clock moved: every writer
+                 * would otherwise take the line from the others. */
+                uint64_t now = bkv_coarse_nanos();
+                if (atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) != now)
+                    atomic_store_explicit(&db->last_write_nanos, now, memory_order_relaxed);
                 finish_group(&w, last, rc, &e);
                 goto out;
             }

@@ -26,7 +26,7 @@ void bkv_buf_clear(bkv_buf *b) {
     b->oom = 0;
 }
 
-int bkv_buf_reserve(bkv_buf *b, size_t n) {
+int bkv_buf_grow(bkv_buf *b, size_t n) {
     if (b->oom) return -1;
     if (b->cap - b->len >= n) return 0;
     size_t cap = b->cap ? b->cap : 64;
@@ -40,20 +40,6 @@ int bkv_buf_reserve(bkv_buf *b, size_t n) {
     b->borrowed = 0;
     b->data = d;
     b->cap = cap;
-    return 0;
-}
-
-int bkv_buf_append(bkv_buf *b, const void *p, size_t n) {
-    if (n == 0) return b->oom ? -1 : 0;
-    if (bkv_buf_reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-int bkv_buf_put_varint(bkv_buf *b, uint64_t v) {
-    if (bkv_buf_reserve(b, 10) < 0) return -1;
-    b->len = (size_t)(bkv_put_varint64(b->data + b->len, v) - b->data);
     return 0;
 }
 

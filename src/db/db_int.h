@@ -141,6 +141,7 @@ struct bkv_db {
     uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
     bkv_writer *writers_head, *writers_tail;
     atomic_int queued_writers;     /* in that queue (changed under mu, read without it) */
+    atomic_uint_fast64_t contended_until; /* groups pass the lead early up to this sequence */
     bkv_buf group;                 /* the leader's group batch */
     /* Groups past the WAL whose inserts run while the next group writes
      * the WAL, oldest first: they are published in this order. */

@@ -335,6 +335,8 @@ static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_me
     pass_lead(db, last);
 }
 
+#define CONTENDED_SEQS 256
+
 /* Inserts the group w..last, already in the WAL as sequences first..
  * last_seq, into mem and publishes it. The lead passes to the next group
  * first, so its WAL write overlaps these inserts; followers still
@@ -348,15 +350,20 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
     w->inserted = w->published = w->publish_failed = 0;
     w->next_inserting = NULL;
     atomic_store_explicit(&w->pending, 1, memory_order_relaxed); /* the leader's own part */
-    /* A lone writer with nobody queued behind gains nothing from passing
-     * the lead early, and would pay a round of the mutex for it; one that
-     * arrives meanwhile waits for this insert, as before. */
-    int early = w != last || atomic_load_explicit(&db->queued_writers, memory_order_relaxed) > 1;
-    /* Alone, the leader adds without the memtable's concurrency costs: an
-     * earlier group still inserting entered the publishing order before
-     * it passed the lead here, and no later one starts before this one
-     * passes it. */
-    int concurrent = early || atomic_load_explicit(&db->groups_inserting, memory_order_acquire) > 0;
+    /* The lead passes early while other writers are about: one queued or
+     * inserting now, or seen queued within the last CONTENDED_SEQS
+     * sequences (a writer between two writes is in neither place, and
+     * judged only by the instant, two writers settle into taking turns).
+     * A writer alone gains nothing from it and would pay a round of the
+     * mutex; it also adds without the memtable's concurrency costs, as no
+     * other insert can start before it passes the lead (an earlier group
+     * still inserting entered the publishing order before it passed the
+     * lead here, so groups_inserting shows it). A writer arriving
+     * meanwhile waits for this insert. */
+    int queued = w != last || atomic_load_explicit(&db->queued_writers, memory_order_relaxed) > 1;
+    if (queued) atomic_store_explicit(&db->contended_until, last_seq + CONTENDED_SEQS, memory_order_relaxed);
+    int early = queued || atomic_load_explicit(&db->groups_inserting, memory_order_acquire) > 0 ||
+                first <= atomic_load_explicit(&db->contended_until, memory_order_relaxed);
     if (early) {
         bkv_db_lock(db);
         hand_out_inserts(db, w, last, mem, first);
@@ -366,7 +373,7 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
     int rc = BKV_OK;
     uint64_t seq = first;
     for (bkv_writer *x = w;; x = x->next) {
-        if (!x->insert && !rc) rc = insert_batch(mem, x->rep, seq, concurrent, e);
+        if (!x->insert && !rc) rc = insert_batch(mem, x->rep, seq, early, e);
         seq += bkv_batch_rep_count(x->rep->data);
         if (x == last) break;
     }

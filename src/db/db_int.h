@@ -46,7 +46,7 @@ struct bkv_writer {
     /* A leader whose group is in the WAL and going into the memtable:
      * pending counts the inserts not finished (its own part included);
      * last_seq is what becomes visible once this group and every group
-     * before it are in (db->inserting, under db->mu). */
+     * before it are in (the db's inserting list, under db->mu). */
     atomic_int pending;
     uint64_t last_seq;
     int inserted, published, publish_failed;

@@ -34,9 +34,10 @@ struct bkv_writer {
     int sleeping;                  /* waiting on cv (under db->mu) */
     atomic_int signalled;          /* done, leading, told to insert, or (a leader) its group inserted */
     bkv_writer *next;
-    /* A follower the leader told to insert its own batch, after the WAL
-     * write, beside the leader's: mem and seq are where (set under
-     * db->mu), insert_rc and insert_err the outcome. */
+    /* Every writer of a group gets its first sequence (seq) from the
+     * leader; a follower told to insert its own batch, after the WAL
+     * write, beside the leader's, inserts into mem (set under db->mu),
+     * and insert_rc and insert_err are the outcome. */
     int insert;
     bkv_memtable *mem;
     uint64_t seq;

@@ -314,23 +314,20 @@ static void publish_inserted(bkv_db *db, const bkv_writer *self) {
 /* Enters the group w..last in the publishing order, tells the followers
  * still spinning to insert their own batches, and passes the lead on.
  * REQUIRES: db->mu held, by the leader w. */
-static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem, uint64_t first) {
+static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem) {
     if (db->inserting_tail) db->inserting_tail->next_inserting = w;
     else db->inserting_head = w;
     db->inserting_tail = w;
     atomic_fetch_add_explicit(&db->groups_inserting, 1, memory_order_relaxed);
-    uint64_t seq = first + bkv_batch_rep_count(w->rep->data);
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
         if (!x->sleeping) {
             x->insert = 1;
             x->mem = mem;
-            x->seq = seq;
             x->leader = w;
             atomic_fetch_add_explicit(&w->pending, 1, memory_order_relaxed);
             signal_writer(x);
         }
-        seq += bkv_batch_rep_count(x->rep->data);
     }
     pass_lead(db, last);
 }
@@ -350,6 +347,12 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
     w->inserted = w->published = w->publish_failed = 0;
     w->next_inserting = NULL;
     atomic_store_explicit(&w->pending, 1, memory_order_relaxed); /* the leader's own part */
+    uint64_t seq = first;
+    for (bkv_writer *x = w;; x = x->next) {
+        x->seq = seq; /* read by a follower only once it is told to insert, under db->mu */
+        seq += bkv_batch_rep_count(x->rep->data);
+        if (x == last) break;
+    }
     /* The lead passes early while other writers are about: one queued or
      * inserting now, or seen queued within the last CONTENDED_SEQS
      * sequences (a writer between two writes is in neither place, and
@@ -366,20 +369,18 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
                 first <= atomic_load_explicit(&db->contended_until, memory_order_relaxed);
     if (early) {
         bkv_db_lock(db);
-        hand_out_inserts(db, w, last, mem, first);
+        hand_out_inserts(db, w, last, mem);
         bkv_db_unlock(db);
     }
 
     int rc = BKV_OK;
-    uint64_t seq = first;
-    for (bkv_writer *x = w;; x = x->next) {
-        if (!x->insert && !rc) rc = insert_batch(mem, x->rep, seq, early, e);
-        seq += bkv_batch_rep_count(x->rep->data);
+    for (bkv_writer *x = w; !rc; x = x->next) {
+        if (!x->insert) rc = insert_batch(mem, x->rep, x->seq, early, e);
         if (x == last) break;
     }
 
     bkv_db_lock(db);
-    if (!early) hand_out_inserts(db, w, last, mem, first);
+    if (!early) hand_out_inserts(db, w, last, mem);
     if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) != 1) await_signal(db, w);
     for (bkv_writer *x = w; !rc && x != last;) {
         x = x->next;

@@ -7,6 +7,30 @@
  * between probes. A negative query therefore costs one cache miss instead
  * of up to k, for about 0.1 percentage point of extra false positives at
  * 10 bits per key (see bkv_blocked_model_fpr).
+ *
+ * Probe schemes studied (issue 18), at 10 bits per key over 10 M keys and
+ * 10-20 M absent keys: "sim" is a simulation with splitmix64 hashes,
+ * "bench" is filter-bench on this build (negative probe ns, single / batch,
+ * at 64 M keys):
+ *
+ *   scheme (k = 6 unless said)                 fpr       probe cost
+ *   one line, golden-ratio multiply (this)     0.966-0.971%  31 / 9.6 ns
+ *   one line, golden-ratio multiply, k = 7     0.972-0.974%  (sim)
+ *   one line, independent probes               0.967%    (sim)
+ *   one line, k distinct probes                0.955%    (sim; issue 18's
+ *                                                         figure for RocksDB's
+ *                                                         FastLocalBloom)
+ *   one line, a + i b mod 512 (b odd)          1.089%    (sim: too few patterns)
+ *   512-bit window on any 32-byte half-line    0.937-0.943%  35 / 14.2 ns
+ *   512-bit window on any 8-byte word          0.932%    (sim)
+ *
+ * k distinct probes in one line is the floor of this layout, so 0.955%
+ * cannot be beaten without leaving the line. Windows that start on a
+ * half-line share a crowded line's load with its neighbours, but half of
+ * them straddle two lines: single probes cost 3-10% more and batched ones
+ * 48% more at 64 M keys (memory bandwidth: 1.5 lines a key), for 3% fewer
+ * false positives, the worth of 0.06 bits per key. Built, measured and
+ * not kept (session 17).
  */
 #include <math.h>
 

@@ -265,10 +265,11 @@ static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigne
     int rc = bkv_filter_alloc_payload(f);
     if (rc) return rc;
     size_t nn = n ? n : 1, ln = len ? len : 1;
-    uint64_t *keys = bkv_alloc_random_access(nn * sizeof *keys), *uniq = NULL;
-    uint8_t *deg = bkv_alloc_random_access(ln), *spos = malloc(nn);
-    uint64_t *xorh = bkv_alloc_random_access(ln * sizeof *xorh);
-    uint32_t *queue = bkv_alloc_random_access(ln * sizeof *queue);
+    size_t keys_len = nn * sizeof(uint64_t), xorh_len = ln * sizeof(uint64_t), queue_len = ln * sizeof(uint32_t);
+    uint64_t *keys = bkv_alloc_scratch(keys_len), *uniq = NULL;
+    uint8_t *deg = bkv_alloc_scratch(ln), *spos = malloc(nn);
+    uint64_t *xorh = bkv_alloc_scratch(xorh_len);
+    uint32_t *queue = bkv_alloc_scratch(queue_len);
     rc = keys && deg && spos && xorh && queue ? BKV_FULL : BKV_NOMEM;
     /* Duplicates are removed from the input hashes once, the first time
      * peeling fails, and for good: equal hashes stay equal under any seed. */
@@ -294,7 +295,8 @@ static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigne
             seed--; /* the same seed again, without duplicates */
         }
     }
-    free(keys), free(uniq), free(deg), free(spos), free(xorh), free(queue);
+    bkv_free_pages(keys, keys_len), bkv_free_pages(deg, ln), bkv_free_pages(xorh, xorh_len);
+    bkv_free_pages(queue, queue_len), free(uniq), free(spos);
     return rc;
 }
 

@@ -136,8 +136,9 @@ static uint64_t slots_for(size_t n) {
 /* On-the-fly banding of the remixed hashes a (sorted by start, roughly);
  * 0 when the system has no solution for this seed. A row touches only
  * slots start..start+127, so the arrays are zeroed a chunk at a time just
- * ahead of the rows, while the chunk will stay in cache (they come from
- * huge pages unzeroed, and the coefficients held the sort's scratch). */
+ * ahead of the rows, while the chunk will stay in cache (the coefficients
+ * held the sort's scratch, and both arrays the rows of a seed that
+ * failed). */
 #define ZERO_AHEAD 4096
 static void zero_slots(u128 *coeff, uint32_t *result, uint64_t from, uint64_t to) {
     memset(coeff + from, 0, (to - from) * sizeof *coeff);
@@ -211,9 +212,10 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
     f->params[0] = m;
     f->num_bits = m * (uint64_t)r;
     f->payload_len = (size_t)((m / 64 + 1) * (uint64_t)r * 8);
-    u128 *coeff = bkv_alloc_random_access(m * sizeof *coeff);
-    uint32_t *result = bkv_alloc_random_access(m * sizeof *result);
-    uint64_t *a = bkv_alloc_random_access((n ? n : 1) * sizeof *a);
+    size_t coeff_len = m * sizeof(u128), result_len = m * sizeof(uint32_t), a_len = (n ? n : 1) * sizeof(uint64_t);
+    u128 *coeff = bkv_alloc_scratch(coeff_len);
+    uint32_t *result = bkv_alloc_scratch(result_len);
+    uint64_t *a = bkv_alloc_scratch(a_len);
     int rc = coeff && result && a ? BKV_FULL : BKV_NOMEM;
     for (uint32_t seed = 0; rc == BKV_FULL && seed < MAX_SEEDS; seed++) {
         /* A row's start slot grows with its remixed hash (fastrange is
@@ -228,7 +230,7 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
         rc = bkv_filter_alloc_payload(f);
         if (rc == BKV_OK) solve(f, coeff, result);
     }
-    free(coeff), free(result), free(a);
+    bkv_free_pages(coeff, coeff_len), bkv_free_pages(result, result_len), bkv_free_pages(a, a_len);
     return rc;
 }
 

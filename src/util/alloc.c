@@ -41,3 +41,22 @@ void *bkv_alloc_probe_region(size_t len) {
     if (p) memset(p, 0, random_access_size(len));
     return p;
 }
+
+/* Huge pages hold a build's scratch steadily below this size; above it,
+ * 10 M-key Ribbon builds measured 67-115 ns a key with them (the kernel
+ * assembling 2 MiB pages as it faults them in) and 67-70 without. */
+#define SCRATCH_HUGE_MAX (64u << 20)
+
+void *bkv_alloc_scratch(size_t len) {
+    void *p = bkv_alloc_pages(len);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (len >= 2 * HUGE_PAGE && len <= SCRATCH_HUGE_MAX) (void)madvise(p, len, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+    /* One call faults the whole range in, instead of a trap per page as
+     * the build first touches it. Advice only: older kernels refuse it. */
+    (void)madvise(p, len, MADV_POPULATE_WRITE);
+#endif
+    return p;
+}

@@ -295,8 +295,8 @@ static int fuse_build_common(bkv_filter *f, const bkv_hash *h, size_t n, unsigne
             seed--; /* the same seed again, without duplicates */
         }
     }
-    bkv_free_pages(keys, keys_len), bkv_free_pages(deg, ln), bkv_free_pages(xorh, xorh_len);
-    bkv_free_pages(queue, queue_len), free(uniq), free(spos);
+    bkv_free_scratch(keys, keys_len), bkv_free_scratch(deg, ln), bkv_free_scratch(xorh, xorh_len);
+    bkv_free_scratch(queue, queue_len), free(uniq), free(spos);
     return rc;
 }
 

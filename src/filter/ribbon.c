@@ -230,7 +230,7 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
         rc = bkv_filter_alloc_payload(f);
         if (rc == BKV_OK) solve(f, coeff, result);
     }
-    bkv_free_pages(coeff, coeff_len), bkv_free_pages(result, result_len), bkv_free_pages(a, a_len);
+    bkv_free_scratch(coeff, coeff_len), bkv_free_scratch(result, result_len), bkv_free_scratch(a, a_len);
     return rc;
 }
 

@@ -47,7 +47,12 @@ void *bkv_alloc_probe_region(size_t len) {
  * assembling 2 MiB pages as it faults them in) and 67-70 without. */
 #define SCRATCH_HUGE_MAX (64u << 20)
 
+/* Below this, a mapping and its unmapping cost more than the build:
+ * 1,000-key Ribbon builds measured 166 ns a key mapped, 76 from malloc. */
+#define SCRATCH_MAP_MIN (1u << 20)
+
 void *bkv_alloc_scratch(size_t len) {
+    if (len < SCRATCH_MAP_MIN) return aligned_alloc(64, random_access_size(len));
     void *p = bkv_alloc_pages(len);
     if (!p) return NULL;
 #ifdef MADV_HUGEPAGE
@@ -59,4 +64,9 @@ void *bkv_alloc_scratch(size_t len) {
     (void)madvise(p, len, MADV_POPULATE_WRITE);
 #endif
     return p;
+}
+
+void bkv_free_scratch(void *p, size_t len) {
+    if (len < SCRATCH_MAP_MIN) free(p);
+    else bkv_free_pages(p, len);
 }

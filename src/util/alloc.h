@@ -22,9 +22,10 @@ void *bkv_alloc_random_access(size_t len);
 void *bkv_alloc_pages(size_t len);
 void bkv_free_pages(void *p, size_t len);
 
-/* Zeroed pages for a build's scratch arrays, faulted in up front (a
- * Ribbon build sweeps them in order, so the TLB matters less than the
- * faults); freed with bkv_free_pages(p, len). */
+/* A build's scratch array, its contents undefined, its pages faulted in
+ * up front (a Ribbon build sweeps them in order, so the TLB matters less
+ * than the faults); freed with bkv_free_scratch(p, len). */
 void *bkv_alloc_scratch(size_t len);
+void bkv_free_scratch(void *p, size_t len);
 
 #endif

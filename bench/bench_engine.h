@@ -40,6 +40,7 @@ typedef struct bench_cfg {
     int release_free_memory;      /* bloomkv: trim the C library's heaps after flushes and compactions */
     int max_background_jobs;      /* bloomkv: background threads; 0: the library's default */
     int compaction_nice;          /* bloomkv: nice steps below the caller for the compaction thread */
+    int max_subcompactions;       /* bloomkv: threads a large compaction is split across; 0: the default */
     unsigned find_plan;           /* findvalue: BKV_FIND_PLAN_* */
     int secondary_index;          /* 1: rows carry a composite-key index (--secondary_index composite) */
     size_t filter_partition_size;         /* 0: engine default */

@@ -381,6 +381,7 @@ static void usage(FILE *out) {
             "                     [--filter_memory_budget BYTES] [--wal_mmap 1|0]\n"
             "                     [--compact_for_reads 1|0] [--release_free_memory 1|0]\n"
             "                     [--max_background_jobs N] [--compaction_nice 0..19]\n"
+            "                     [--max_subcompactions 1..8]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
@@ -732,6 +733,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"release_free_memory", required_argument, 0, '4'},
         {"max_background_jobs", required_argument, 0, '5'},
         {"compaction_nice", required_argument, 0, '6'},
+        {"max_subcompactions", required_argument, 0, '7'},
         {"find_plan", required_argument, 0, 'L'},
         {"secondary_index", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
@@ -827,6 +829,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         case '6':
             c.compaction_nice = parse_int(optarg, &bad_number);
             if (c.compaction_nice < 0 || c.compaction_nice > 19) goto bad_value;
+            break;
+        case '7':
+            c.max_subcompactions = parse_int(optarg, &bad_number);
+            if (c.max_subcompactions < 1 || c.max_subcompactions > 8) goto bad_value;
             break;
         case 'h': usage(stdout); return 0;
         default: goto bad;

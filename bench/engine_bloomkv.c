@@ -28,6 +28,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.release_free_memory = cfg->release_free_memory;
     if (cfg->max_background_jobs) o.max_background_jobs = cfg->max_background_jobs;
     o.compaction_nice = cfg->compaction_nice;
+    if (cfg->max_subcompactions) o.max_subcompactions = cfg->max_subcompactions;
     o.filter_partition_size = cfg->filter_partition_size;
     o.filter_memory_budget = cfg->filter_memory_budget;
     o.error_if_exists = 0;

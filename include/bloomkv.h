@@ -241,6 +241,14 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * more level-0 slowdowns (docs/design.md, session 15). 0..19; default
      * 0: not lowered. */
     int    compaction_nice;
+    /* A leveled compaction whose inputs span at least four tables of the
+     * level below is cut at table boundaries of that level into up to
+     * this many key ranges, merged by as many threads at once (the
+     * compacting thread and helpers it starts for the compaction). On a
+     * machine whose writers leave cores idle while level 0 waits for one
+     * compaction thread, this is what lets the background keep up.
+     * 1..8; 0 or unset: 2. */
+    int    max_subcompactions;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

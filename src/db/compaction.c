@@ -10,6 +10,7 @@
  * compaction of them stays bounded), always between user keys so that a
  * user key never spans two tables of one level.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,8 +87,25 @@ static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit
     return rc;
 }
 
-/* Merges the inputs into new tables listed in edit. Runs without db->mu. */
-static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, bkv_err *e) {
+/* A key range of a compaction: user keys from lo (NULL: the first) up to
+ * hi (NULL: past the last), merged into tables listed in its own edit. */
+typedef struct subcompaction {
+    bkv_db *db;
+    bkv_compaction *c;
+    const uint8_t *lo, *hi;
+    size_t lo_len, hi_len;
+    bkv_version_edit edit;
+    bkv_err e;
+    int rc;
+} subcompaction;
+
+/* Merges the inputs' keys in [lo, hi) into new tables listed in
+ * sub->edit. Runs without db->mu. */
+static int merge_range(subcompaction *sub) {
+    bkv_db *db = sub->db;
+    bkv_compaction *c = sub->c;
+    bkv_version_edit *edit = &sub->edit;
+    bkv_err *e = &sub->e;
     size_t n = c->ninputs[0] + c->ninputs[1];
     bkv_ikey_iter **children = calloc(n ? n : 1, sizeof *children);
     bkv_cache_entry **tables = calloc(n ? n : 1, sizeof *tables);
@@ -101,7 +119,6 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
              * (compaction-bytes-read counts this). */
             rc = bkv_table_iter_new(bkv_cache_value(tables[opened]), 0, NULL, &children[opened]);
             opened++;
-            BKV_COUNT(db, compaction_bytes_read, c->inputs[w][i]->size);
         }
     bkv_ikey_iter *it = NULL;
     if (!rc) {
@@ -117,7 +134,15 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     size_t gp_index = 0;
     uint64_t gp_overlap = 0;
     int seen_key = 0;
-    if (it) bkv_ikey_iter_first(it);
+    if (it && sub->lo) {
+        /* The newest version of lo sorts first among its versions. */
+        if (bkv_buf_set(&current, sub->lo, sub->lo_len) || bkv_buf_put_u64(&current, bkv_pack_trailer(BKV_MAX_SEQ, BKV_TYPE_VALUE)))
+            rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
+        else
+            bkv_ikey_iter_seek(it, current.data, current.len);
+    } else if (it) {
+        bkv_ikey_iter_first(it);
+    }
     while (!rc && it && bkv_ikey_iter_valid(it)) {
         if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed)) {
             rc = bkv_fail(e, BKV_BUSY, "compaction interrupted by close");
@@ -134,6 +159,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
         uint64_t seq = pk.seq;
         unsigned type = pk.type;
         int new_key = !have_current || bkv_user_key_compare(k, ul, current.data, current.len) != 0;
+        if (new_key && sub->hi && bkv_user_key_compare(k, ul, sub->hi, sub->hi_len) >= 0) break;
         if (new_key) {
             if (bkv_buf_set(&current, k, ul)) {
                 rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
@@ -177,6 +203,72 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     free(children);
     for (size_t i = 0; i < opened; i++) bkv_cache_release(db->table_cache, tables[i]);
     free(tables);
+    return rc;
+}
+
+static void *run_subcompaction(void *arg) {
+    subcompaction *sub = arg;
+    sub->rc = merge_range(sub);
+    return NULL;
+}
+
+/* How many ranges, and where they meet: at the smallest keys of evenly
+ * spaced tables of the output level, which hold disjoint user keys. Too
+ * few of them and a range would be mostly one table; level-0 outputs
+ * (tiered runs) are not cut. */
+#define MIN_TABLES_PER_RANGE 2
+static size_t plan_ranges(const bkv_db *db, const bkv_compaction *c, subcompaction *subs) {
+    int want = db->opts.max_subcompactions ? db->opts.max_subcompactions : BKV_DEFAULT_SUBCOMPACTIONS;
+    size_t below = c->ninputs[1], n = 1;
+    if (c->output_level > 0 && c->level != c->output_level)
+        while ((int)n < want && below >= (n + 1) * MIN_TABLES_PER_RANGE) n++;
+    for (size_t i = 0; i < n; i++) {
+        subs[i] = (subcompaction){.db = (bkv_db *)db, .c = (bkv_compaction *)c};
+        bkv_edit_init(&subs[i].edit);
+        if (i > 0) {
+            const bkv_file_meta *f = c->inputs[1][below * i / n];
+            subs[i].lo = f->smallest;
+            subs[i].lo_len = f->smallest_len - BKV_IKEY_TRAILER;
+            subs[i - 1].hi = subs[i].lo;
+            subs[i - 1].hi_len = subs[i].lo_len;
+        }
+    }
+    return n;
+}
+
+/* Merges the inputs into new tables listed in edit, each range on its own
+ * thread (the caller's runs the first). Runs without db->mu. */
+static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, bkv_err *e) {
+    subcompaction subs[BKV_MAX_SUBCOMPACTIONS];
+    pthread_t helpers[BKV_MAX_SUBCOMPACTIONS];
+    int started[BKV_MAX_SUBCOMPACTIONS] = {0};
+    size_t n = plan_ranges(db, c, subs);
+    /* Once for the compaction: every range opens every input. */
+    for (int w = 0; w < 2; w++)
+        for (size_t i = 0; i < c->ninputs[w]; i++) BKV_COUNT(db, compaction_bytes_read, c->inputs[w][i]->size);
+    for (size_t i = 1; i < n; i++) started[i] = pthread_create(&helpers[i], NULL, run_subcompaction, &subs[i]) == 0;
+    run_subcompaction(&subs[0]);
+    int rc = BKV_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0) {
+            if (started[i]) pthread_join(helpers[i], NULL);
+            else run_subcompaction(&subs[i]); /* no thread to be had: in turn */
+        }
+        if (subs[i].rc && !rc) {
+            rc = subs[i].rc;
+            *e = subs[i].e;
+        }
+        /* Every range's tables join the edit, failed or not: the caller
+         * deletes the tables of an edit that is not committed. */
+        for (size_t j = 0; j < subs[i].edit.nadded; j++) {
+            bkv_new_file *f = &subs[i].edit.added[j];
+            if (bkv_edit_add_file(edit, f->level, f->meta)) {
+                bkv_db_table_obsolete(db, f->meta->number);
+                if (!rc) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+            }
+        }
+        bkv_edit_free(&subs[i].edit);
+    }
     if (!rc && edit->nadded) rc = db->env->sync_dir(db->env, db->path, e);
     return rc;
 }

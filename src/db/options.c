@@ -41,6 +41,7 @@ void bkv_options_init(bkv_options *o) {
     o->tiered_size_ratio = 20;
     o->tiered_max_size_amplification = 200;
     o->max_background_jobs = 2;
+    o->max_subcompactions = BKV_DEFAULT_SUBCOMPACTIONS;
     o->value_filter_bits = 0;
     o->value_partition_entries = BKV_DEFAULT_VALUE_PARTITION;
     o->value_index_order = 4;
@@ -154,6 +155,9 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
             "max_background_jobs = %d, must be 1..%d", o->max_background_jobs, BKV_MAX_BACKGROUND_JOBS);
     REQUIRE(o->compaction_nice >= 0 && o->compaction_nice <= 19, "compaction_nice = %d, must be 0..19",
             o->compaction_nice);
+    REQUIRE(o->max_subcompactions >= 0 && o->max_subcompactions <= BKV_MAX_SUBCOMPACTIONS,
+            "max_subcompactions = %d, must be 1..%d (0: the default)", o->max_subcompactions,
+            BKV_MAX_SUBCOMPACTIONS);
     REQUIRE(o->write_buffer_size >= 1024, "write_buffer_size = %zu, must be >= 1024", o->write_buffer_size);
     REQUIRE(o->block_size >= 64, "block_size = %zu, must be >= 64", o->block_size);
     REQUIRE(o->max_write_buffer_number >= 2 && o->max_write_buffer_number <= BKV_MAX_IMM + 1,

@@ -19,6 +19,17 @@
 #define BKV_LE64(x) (x)
 #endif
 
+/* Big-endian: the order in which memcmp compares bytes. */
+static inline uint64_t bkv_get_be64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return v;
+#else
+    return __builtin_bswap64(v);
+#endif
+}
+
 static inline void bkv_put_u16(uint8_t *p, uint16_t v) {
     v = BKV_LE16(v);
     memcpy(p, &v, 2);

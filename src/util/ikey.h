@@ -47,9 +47,17 @@ static inline bkv_parsed_ikey bkv_ikey_parse(const uint8_t *ikey, size_t len) {
     return (bkv_parsed_ikey){ikey, len - BKV_IKEY_TRAILER, t >> 8, (unsigned)(t & 0xff)};
 }
 
+/* Keys are short, and every structure compares them on its hot path: eight
+ * bytes at a time as big-endian words (memcmp's order) beat a call to
+ * memcmp, which took a tenth of a fill's CPU with 16-byte keys. */
 static inline int bkv_user_key_compare(const void *a, size_t alen, const void *b, size_t blen) {
     size_t n = alen < blen ? alen : blen;
-    int c = n ? memcmp(a, b, n) : 0;
+    const uint8_t *x = a, *y = b;
+    for (; n >= 8; n -= 8, x += 8, y += 8) {
+        uint64_t u = bkv_get_be64(x), v = bkv_get_be64(y);
+        if (u != v) return u < v ? -1 : 1;
+    }
+    int c = n ? memcmp(x, y, n) : 0;
     if (c) return c;
     return alen < blen ? -1 : alen > blen ? 1 : 0;
 }

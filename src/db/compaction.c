@@ -246,6 +246,7 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     /* Once for the compaction: every range opens every input. */
     for (int w = 0; w < 2; w++)
         for (size_t i = 0; i < c->ninputs[w]; i++) BKV_COUNT(db, compaction_bytes_read, c->inputs[w][i]->size);
+    if (n > 1) BKV_COUNT(db, subcompactions, n);
     for (size_t i = 1; i < n; i++) started[i] = pthread_create(&helpers[i], NULL, run_subcompaction, &subs[i]) == 0;
     run_subcompaction(&subs[0]);
     int rc = BKV_OK;

@@ -70,7 +70,7 @@ typedef struct bkv_db_counters {
         tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
         value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven,
-        seek_compactions;
+        seek_compactions, subcompactions;
 } bkv_db_counters;
 
 _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");

@@ -33,6 +33,7 @@ static const counter_name db_counters[] = {
     DB_COUNTER("compactions", compactions),
     DB_COUNTER("trivial-moves", trivial_moves),
     DB_COUNTER("seek-compactions", seek_compactions),
+    DB_COUNTER("subcompactions", subcompactions),
     DB_COUNTER("compaction-bytes-read", compaction_bytes_read),
     DB_COUNTER("compaction-bytes-written", compaction_bytes_written),
     DB_COUNTER("value-searches", value_searches),

@@ -318,6 +318,16 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
                 v->files[l][v->nfiles[l]++] = edit->added[i].meta;
             }
         qsort(v->files[l], v->nfiles[l], sizeof *v->files[l], l == 0 ? cmp_level0 : cmp_by_smallest);
+        /* Below level 0 a user key lives in one table at most: reads look
+         * in one table a level, so an overlap would hide rows. */
+        for (size_t i = 1; l > 0 && i < v->nfiles[l]; i++) {
+            const bkv_file_meta *a = v->files[l][i - 1], *b = v->files[l][i];
+            if (bkv_user_key_compare(a->largest, a->largest_len - BKV_IKEY_TRAILER, b->smallest,
+                                     b->smallest_len - BKV_IKEY_TRAILER) >= 0) {
+                bkv_tree_version_unref(v);
+                return BKV_CORRUPTION;
+            }
+        }
     }
     *out = v;
     return BKV_OK;

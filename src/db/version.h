@@ -113,7 +113,8 @@ bkv_tree_version *bkv_tree_version_new(void);
 void bkv_tree_version_unref(bkv_tree_version *v);
 /* The version obtained by applying edit to base (base unchanged). Level 0
  * is kept newest data first (by largest sequence); deeper levels by
- * smallest key. */
+ * smallest key. BKV_CORRUPTION when two tables of a level below 0 would
+ * share a user key. */
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Whether table number is in v, at any level. */
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);

@@ -67,6 +67,9 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
         bkv_tree_version *nv;
         rc = bkv_tree_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);
+        if (rc == BKV_CORRUPTION)
+            bkv_fail(e, rc, "%s: the record at offset %llu leaves two tables of one level overlapping", path,
+                     (unsigned long long)r.record_offset);
         if (rc) break;
         bkv_tree_version_unref(v);
         v = nv;
@@ -169,6 +172,7 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     edit->last_sequence = db->last_sequence;
     bkv_tree_version *nv;
     int rc = bkv_tree_version_apply(db->current, edit, &nv);
+    if (rc == BKV_CORRUPTION) return bkv_fail(e, rc, "a version edit would leave two tables of one level overlapping");
     if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
     bkv_buf rec;
     bkv_buf_init(&rec);

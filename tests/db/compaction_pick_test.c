@@ -180,13 +180,40 @@ static void within_target_nothing_is_due(void **state) {
     start(&fx);
     add(&fx, 1, table(50, 9000, 'a', 'z', 1));
     assert_null(pick(&fx));
-    add(&fx, 2, table(51, 90000, 'a', 'z', 0));
+    add(&fx, 2, table(51, 90000, 'a', 'y', 0));
     assert_null(pick(&fx)); /* level 2's target is 100000 */
     add(&fx, 2, table(52, 20000, 'z', 'z', 0));
     bkv_compaction *c = pick(&fx);
     assert_non_null(c);
     assert_int_equal(c->level, 2);
     done(c);
+    finish(&fx);
+}
+
+/* Below level 0 a user key lives in one table: a version that would put it
+ * in two (a compaction's ranges cut wrongly, a damaged manifest) is
+ * refused, while level 0 takes overlapping tables. */
+static void overlapping_tables_below_level_0_are_refused(void **state) {
+    (void)state;
+    fixture fx;
+    start(&fx);
+    add(&fx, 0, table(60, 100, 'a', 'm', 5));
+    add(&fx, 0, table(61, 100, 'k', 'z', 7));
+    add(&fx, 1, table(62, 100, 'a', 'k', 1));
+    const char ranges[][2] = {{'k', 'p'}, {'b', 'c'}, {'a', 'z'}};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        bkv_version_edit e;
+        bkv_edit_init(&e);
+        bkv_file_meta *f = table(63, 100, ranges[i][0], ranges[i][1], 1);
+        assert_int_equal(bkv_edit_add_file(&e, 1, f), BKV_OK);
+        bkv_file_meta_unref(f);
+        bkv_tree_version *nv = NULL;
+        assert_int_equal(bkv_tree_version_apply(fx.v, &e, &nv), BKV_CORRUPTION);
+        assert_null(nv);
+        bkv_edit_free(&e);
+    }
+    add(&fx, 1, table(64, 100, 'l', 'p', 1)); /* next to it, not over it */
+    assert_int_equal(fx.v->nfiles[1], 2);
     finish(&fx);
 }
 
@@ -282,6 +309,7 @@ int main(void) {
         cmocka_unit_test(level0_takes_the_oldest_and_what_overlaps_it),
         cmocka_unit_test(deeper_levels_round_robin),
         cmocka_unit_test(within_target_nothing_is_due),
+        cmocka_unit_test(overlapping_tables_below_level_0_are_refused),
         cmocka_unit_test(seeks_make_a_table_due),
         cmocka_unit_test(level0_seeks_charge_the_newest),
         cmocka_unit_test(tiered_merges_similar_runs),

@@ -136,6 +136,10 @@ static void basic_operations_and_reopen(void **state) {
     o.compaction_nice = 20;
     assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
     assert_non_null(strstr(bkv_errmsg(NULL), "compaction_nice"));
+    bkv_options_init(&o);
+    o.max_subcompactions = 9;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "max_subcompactions"));
 }
 
 /* The nice value of this process's thread tid (field 19 of its stat), or

@@ -69,9 +69,11 @@ fi
 # compaction thread run below the caller, still fill and find every key.
 out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
     --max_background_jobs 1 --json 2>/dev/null; "$B" bench --num 20000 --reads 5000 \
-    --benchmarks fillrandom,readrandom --write_buffer_size 65536 --compaction_nice 10 --json 2>/dev/null)
+    --benchmarks fillrandom,readrandom --write_buffer_size 65536 --compaction_nice 10 --json 2>/dev/null; \
+    "$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
+    --max_subcompactions 4 --json 2>/dev/null)
 found=$(echo "$out" | grep '"benchmark":"readrandom"' | grep -o '"found":[0-9]*' | cut -d: -f2 | tr '\n' ' ')
-if [ "$found" = "5000 5000 " ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: thread knobs: found '$found'"; fi
+if [ "$found" = "5000 5000 5000 " ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: thread knobs: found '$found'"; fi
 
 # The anchor table: one row per anchor, each with our figures beside.
 rows=$("$B" filter-bench --compare-anchor --keys 20000 --json 2>/dev/null | grep -c '"anchor"')
@@ -95,6 +97,7 @@ expect_fail 2 "--reads takes a number" -- --num 100 --reads 10x
 expect_fail 2 "--value_size takes a number" -- --num 100 --value_size ""
 expect_fail 2 "--compaction_nice does not take '20'" -- --num 100 --compaction_nice 20
 expect_fail 2 "--max_background_jobs does not take '0'" -- --num 100 --max_background_jobs 0
+expect_fail 2 "--max_subcompactions does not take '9'" -- --num 100 --max_subcompactions 9
 expect_fail 3 "cannot create" -- --num 100 --plot "$T/missing/parent/dir"
 # --db never deletes a directory that is not a database.
 mkdir -p "$T/precious"

@@ -136,7 +136,8 @@ static int merge_range(subcompaction *sub) {
     int seen_key = 0;
     if (it && sub->lo) {
         /* The newest version of lo sorts first among its versions. */
-        if (bkv_buf_set(&current, sub->lo, sub->lo_len) || bkv_buf_put_u64(&current, bkv_pack_trailer(BKV_MAX_SEQ, BKV_TYPE_VALUE)))
+        if (bkv_buf_set(&current, sub->lo, sub->lo_len) ||
+            bkv_buf_put_u64(&current, bkv_pack_trailer(BKV_MAX_SEQ, BKV_TYPE_VALUE)))
             rc = bkv_fail(e, BKV_NOMEM, "out of memory in compaction");
         else
             bkv_ikey_iter_seek(it, current.data, current.len);
@@ -217,13 +218,13 @@ static void *run_subcompaction(void *arg) {
  * few of them and a range would be mostly one table; level-0 outputs
  * (tiered runs) are not cut. */
 #define MIN_TABLES_PER_RANGE 2
-static size_t plan_ranges(const bkv_db *db, const bkv_compaction *c, subcompaction *subs) {
+static size_t plan_ranges(bkv_db *db, bkv_compaction *c, subcompaction *subs) {
     int want = db->opts.max_subcompactions ? db->opts.max_subcompactions : BKV_DEFAULT_SUBCOMPACTIONS;
     size_t below = c->ninputs[1], n = 1;
     if (c->output_level > 0 && c->level != c->output_level)
         while ((int)n < want && below >= (n + 1) * MIN_TABLES_PER_RANGE) n++;
     for (size_t i = 0; i < n; i++) {
-        subs[i] = (subcompaction){.db = (bkv_db *)db, .c = (bkv_compaction *)c};
+        subs[i] = (subcompaction){.db = db, .c = c};
         bkv_edit_init(&subs[i].edit);
         if (i > 0) {
             const bkv_file_meta *f = c->inputs[1][below * i / n];

@@ -119,10 +119,10 @@ BKV_EXPORT int bkv_filter_delete(bkv_filter *f, bkv_hash h);
  * them); for other types bkv_filter_may_contain's 0 or 1. */
 BKV_EXPORT uint64_t bkv_filter_count(const bkv_filter *f, bkv_hash h);
 
-/* Adds a key while other threads may be probing the same filter (adders
- * must still be serialized among themselves): the bits are set with atomic
- * stores. Slower than bkv_filter_add; meant for in-memory filters of live
- * data such as a memtable's. */
+/* Adds a key while other threads may be probing the same filter or adding
+ * to it: the bits are set with atomic read-modify-writes. Slower than
+ * bkv_filter_add; meant for in-memory filters of live data such as a
+ * memtable's. */
 BKV_EXPORT int bkv_filter_add_concurrent(bkv_filter *f, bkv_hash h);
 
 /* 1 if the key may be in the set, 0 if it certainly is not. Never 0 for an

@@ -92,14 +92,16 @@ static inline unsigned bkv_payload_bit(const uint8_t *p, uint64_t bit) {
     return (unsigned)(__atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED) >> (bit & 7)) & 1u;
 }
 
-/* atomic: concurrent readers may load the byte. Adders are serialized
- * (one writer), so a relaxed load and store suffice: no read-modify-write
- * instruction, which would cost a locked bus cycle per probe. */
+/* atomic: readers and other adders may use the byte at once (a memtable's
+ * writers insert side by side). A load and a store would lose a bit another
+ * adder set in the same byte between them, and the filter would then say
+ * "no" for a key it holds; so the bit is set with a read-modify-write, and
+ * only when the load shows it clear (the locked cycle is paid once a bit). */
 static inline void bkv_payload_set(uint8_t *p, uint64_t bit, bool atomic) {
     uint8_t mask = (uint8_t)(1u << (bit & 7));
     if (atomic) {
-        uint8_t v = __atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED);
-        if (!(v & mask)) __atomic_store_n(&p[bit >> 3], (uint8_t)(v | mask), __ATOMIC_RELAXED);
+        if (!(__atomic_load_n(&p[bit >> 3], __ATOMIC_RELAXED) & mask))
+            __atomic_fetch_or(&p[bit >> 3], mask, __ATOMIC_RELAXED);
     } else {
         p[bit >> 3] |= mask;
     }

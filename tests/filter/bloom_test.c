@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "bloomkv_filter.h"
 #include "test_util.h"
@@ -188,6 +189,55 @@ static void bad_specs_are_rejected(void **state) {
     assert_string_equal(bkv_filter_type_name(BKV_FILTER_NONE), "none");
 }
 
+/* Adders side by side (a memtable's writers insert at once): a bit one
+ * sets must never be lost to another's store into the same byte, or the
+ * filter would say "no" for a key it holds. */
+#define ADDERS 2
+#define ADDED_EACH 200000
+
+typedef struct adder {
+    bkv_filter *f;
+    int id;
+    int *go;
+} adder;
+
+static void *add_keys(void *arg) {
+    adder *a = arg;
+    while (!__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) {
+    }
+    for (uint64_t i = 0; i < ADDED_EACH; i++) bkv_filter_add_concurrent(a->f, test_key_hash((uint64_t)a->id + 10, i));
+    return NULL;
+}
+
+static void concurrent_adders_lose_no_key(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        for (int round = 0; round < 4; round++) {
+            bkv_filter_spec spec = {.type = types[t], .bits_per_key = 10};
+            bkv_filter *f;
+            assert_int_equal(bkv_filter_create(&spec, ADDERS * ADDED_EACH, &f), BKV_OK);
+            int go = 0;
+            adder a[ADDERS];
+            pthread_t th[ADDERS];
+            for (int i = 0; i < ADDERS; i++) {
+                a[i] = (adder){f, i, &go};
+                assert_int_equal(pthread_create(&th[i], NULL, add_keys, &a[i]), 0);
+            }
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+            for (int i = 0; i < ADDERS; i++) pthread_join(th[i], NULL);
+            uint64_t missing = 0;
+            for (int i = 0; i < ADDERS; i++)
+                for (uint64_t k = 0; k < ADDED_EACH; k++)
+                    missing += !bkv_filter_may_contain(f, test_key_hash((uint64_t)i + 10, k));
+            assert_int_equal(missing, 0);
+            bkv_filter_info info;
+            bkv_filter_get_info(f, &info);
+            assert_true(info.num_keys == ADDERS * ADDED_EACH);
+            bkv_filter_destroy(f);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_false_negatives_at_every_bits_per_key),
@@ -197,6 +247,7 @@ int main(void) {
         cmocka_unit_test(optimal_k_and_clamping),
         cmocka_unit_test(fpr_constructor_meets_its_target),
         cmocka_unit_test(batch_agrees_with_single_probes),
+        cmocka_unit_test(concurrent_adders_lose_no_key),
         cmocka_unit_test(empty_filter_says_no_and_null_says_maybe),
         cmocka_unit_test(bad_specs_are_rejected),
     };

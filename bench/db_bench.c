@@ -374,7 +374,7 @@ static void usage(FILE *out) {
             "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
             "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
             "                     [--engine bloomkv|leveldb|rocksdb] [--compare [--plot DIR]] [--threads N]\n"
-            "                     [--value_index none|flat|hierarchy|bitsliced] [--value_filter_bits M]\n"
+            "                     [--value_index none|flat|hierarchy|bitsliced|paged] [--value_filter_bits M]\n"
             "                     [--value_filter_hashes K] [--value_partition_entries P] [--value_index_order D]\n"
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
             "                     [--partition_filters] [--filter_partition_size BYTES]\n"
@@ -787,6 +787,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             else if (strcmp(optarg, "flat") == 0) c.value_index = BKV_VALUE_INDEX_FLAT;
             else if (strcmp(optarg, "hierarchy") == 0) c.value_index = BKV_VALUE_INDEX_HIERARCHY;
             else if (strcmp(optarg, "bitsliced") == 0) c.value_index = BKV_VALUE_INDEX_BITSLICED;
+            else if (strcmp(optarg, "paged") == 0) c.value_index = BKV_VALUE_INDEX_PAGED;
             else goto bad_value;
             break;
         case 'M': c.value_filter_bits = (uint32_t)parse_u64(optarg, &bad_number); break;

@@ -49,8 +49,11 @@ static void search_all_shapes(bkv_vindex *const *vi, const bkv_vf_probe *pr) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size >= 8) {
         bkv_vf_set vf;
+        bkv_vf_layout layout; /* a version 2 header decodes too; its summary must lie within the input */
         uint64_t blocks = (uint64_t)data[0] | (uint64_t)data[1] << 8, entries = (uint64_t)data[2] | (uint64_t)data[3] << 8;
-        if (bkv_vf_decode(data + 4, size - 4, blocks, entries, &vf, "fuzz", 0, NULL) == BKV_OK) {
+        if (bkv_vf_decode(data + 4, size - 4, blocks, entries, &vf, &layout, "fuzz", 0, NULL) == BKV_OK) {
+            if (layout.summary && (layout.summary < data + 4 || layout.summary + layout.summary_len > data + size))
+                abort();
             bkv_vindex *vi = bkv_vindex_new(BKV_VALUE_INDEX_HIERARCHY, &vf.params, 2);
             if (vi) {
                 bkv_vindex_add_table(vi, 1, &vf);

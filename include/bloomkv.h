@@ -71,7 +71,10 @@ enum {
     BKV_VALUE_INDEX_NONE = 0,      /* no value index (or, at an open, whatever the database has) */
     BKV_VALUE_INDEX_FLAT = 1,      /* every partition's filter is probed in turn (the baseline) */
     BKV_VALUE_INDEX_HIERARCHY = 2, /* a tree of order d whose inner nodes OR their children */
-    BKV_VALUE_INDEX_BITSLICED = 3  /* filters stored transposed: k row reads test them all */
+    BKV_VALUE_INDEX_BITSLICED = 3, /* filters stored transposed: k row reads test them all */
+    BKV_VALUE_INDEX_PAGED = 4      /* bounded memory: each table keeps a small summary filter in memory,
+                                      and the rows of its filters stay on disk, read through the block
+                                      cache for the tables whose summary answers "maybe" */
 };
 
 /* bkv_options.value_partition_entries by default. */
@@ -249,6 +252,14 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * compaction thread, this is what lets the background keep up.
      * 1..8; 0 or unset: 2. */
     int    max_subcompactions;
+    /* The paged value index (BKV_VALUE_INDEX_PAGED) keeps in memory, per
+     * table, a summary filter over its distinct value terms that answers
+     * "maybe" for about one absent term in 2^value_summary_bits, taking
+     * about 1.05 x value_summary_bits bits per distinct term: this is its
+     * memory budget (the partition filters are read from disk). Applies
+     * to tables written from then on. 2..16; 0 or unset: 7 (under one
+     * byte per entry). */
+    int    value_summary_bits;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */
@@ -312,9 +323,10 @@ BKV_EXPORT void bkv_free(void *p);
 
 /* What one bkv_find_value did (all counts for that call). */
 typedef struct bkv_find_stats {
-    uint64_t leaves;             /* partition filters in the index */
-    uint64_t nodes_probed;       /* inner nodes tested (hierarchy), rows read (bit-sliced) */
-    uint64_t nodes_positive;     /* inner nodes that answered "maybe" (hierarchy) */
+    uint64_t leaves;             /* partition filters in the index (paged: not counted) */
+    uint64_t nodes_probed;       /* inner nodes tested (hierarchy), rows read (bit-sliced),
+                                    table summaries tested (paged) */
+    uint64_t nodes_positive;     /* inner nodes (hierarchy) or summaries (paged) that answered "maybe" */
     uint64_t leaves_probed;      /* partition filters tested (bit-sliced: all, at once) */
     uint64_t leaves_positive;    /* ... that answered "maybe" (or could not be read) */
     uint64_t partitions_scanned;
@@ -572,7 +584,9 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.value-terms"            the recorded terms extractor ("words/1", "prefix:3/1"; "" if none
  *                                    or the caller's own without a name)
- *   "bloomkv.filter-memory"          bytes of key filters of open tables */
+ *   "bloomkv.filter-memory"          bytes of key filters of open tables
+ *   "bloomkv.value-index-memory"     bytes the value index keeps in memory (paged: the summaries and
+ *                                    partition starts of open tables; NULL without an index) */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 
 /* This thread's last error message, kept per thread like errno (any

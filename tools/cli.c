@@ -40,7 +40,8 @@ typedef struct cli_opts {
 
 /* --value-index names, as the "bloomkv.value-index" property spells them. */
 static const char *const shape_names[] = {
-    [BKV_VALUE_INDEX_FLAT] = "flat", [BKV_VALUE_INDEX_HIERARCHY] = "hierarchy", [BKV_VALUE_INDEX_BITSLICED] = "bitsliced"};
+    [BKV_VALUE_INDEX_FLAT] = "flat", [BKV_VALUE_INDEX_HIERARCHY] = "hierarchy", [BKV_VALUE_INDEX_BITSLICED] = "bitsliced",
+    [BKV_VALUE_INDEX_PAGED] = "paged"};
 
 /* flags: the long options a command accepts; any other is refused by name. */
 typedef struct usage_text {
@@ -50,7 +51,7 @@ typedef struct usage_text {
 #define RECOVERY_FLAG "[--wal-recovery absolute|point-in-time|skip-damaged]"
 
 static const usage_text usages[] = {
-    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced [--terms NAME]] " RECOVERY_FLAG,
+    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "store VALUE under KEY (creates DB if missing, with a value index when asked; --terms: found by the terms "
      "of values rather than whole values: words, field:SEP:N, prefix:N or json:FIELD[.FIELD...], recorded in DB)",
      "hex sync value-index terms wal-recovery"},
@@ -58,7 +59,7 @@ static const usage_text usages[] = {
     {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
     {"scan", "DB [--from K] [--to K] [--limit N] [--hex] " RECOVERY_FLAG,
      "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)", "from to limit hex wal-recovery"},
-    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced [--terms NAME]] " RECOVERY_FLAG,
+    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index terms wal-recovery"},
@@ -73,7 +74,7 @@ static const usage_text usages[] = {
      "--stats reports on stderr what the search touched; --continue-on-error: parts of tables that cannot be read "
      "are skipped, the other results printed, and the first error reported at the end (exit 3)",
      "all any prefix limit after keys-only count json hex stats continue-on-error wal-recovery"},
-    {"value-index", "build DB --shape flat|hierarchy|bitsliced [--terms NAME] | drop DB",
+    {"value-index", "build DB --shape flat|hierarchy|bitsliced|paged [--terms NAME] | drop DB",
      "build: give an existing database a value index (or finish one: tables written before it are rewritten with "
      "value filters, in place; safe to interrupt and run again), searchable meanwhile; drop: remove it",
      "shape value-index terms wal-recovery"},
@@ -85,10 +86,10 @@ static const usage_text usages[] = {
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
      "wal-recovery"},
     {"destroy", "DB", "delete the database: every file it made, then DB unless other files are in it", ""},
-    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced [--terms NAME]]",
+    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
      "order; --value-index (and --terms): for a database that has one", "hex value-index terms"},
-    {"ingest", "DB FILE [--move] [--value-index flat|hierarchy|bitsliced] " RECOVERY_FLAG,
+    {"ingest", "DB FILE [--move] [--value-index flat|hierarchy|bitsliced|paged] " RECOVERY_FLAG,
      "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL (creates DB if missing); "
      "--move links it in and removes FILE instead of copying it", "move value-index wal-recovery"},
     {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
@@ -185,10 +186,10 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'E': o->continue_on_error = 1; break;
         case 'v':
             o->value_index = -1;
-            for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_BITSLICED; shape++)
+            for (int shape = BKV_VALUE_INDEX_FLAT; shape <= BKV_VALUE_INDEX_PAGED; shape++)
                 if (strcmp(optarg, shape_names[shape]) == 0) o->value_index = shape;
             if (o->value_index < 0)
-                return usage_error(cmd, "--value-index (--shape) is flat, hierarchy or bitsliced, not '%s'", optarg);
+                return usage_error(cmd, "--value-index (--shape) is flat, hierarchy, bitsliced or paged, not '%s'", optarg);
             break;
         case 'w':
             if (strcmp(optarg, "absolute") == 0) o->wal_recovery = BKV_WAL_RECOVERY_ABSOLUTE;

@@ -30,6 +30,7 @@ static const name_value value_indexes[] = {{"none", BKV_VALUE_INDEX_NONE},
                                            {"flat", BKV_VALUE_INDEX_FLAT},
                                            {"hierarchy", BKV_VALUE_INDEX_HIERARCHY},
                                            {"bitsliced", BKV_VALUE_INDEX_BITSLICED},
+                                           {"paged", BKV_VALUE_INDEX_PAGED},
                                            {NULL, 0}};
 
 /* name (None: keep *out) -> value; 0 with InvalidArgumentError naming the choices. */
@@ -919,7 +920,7 @@ PyTypeObject bkvpy_db_type = {
               "optimize_filters_for_hits=False, value_index=None, value_partition_entries=128, terms=None, "
               "terms_name=None, partition_filters=False, filter_memory_budget=None)\n\nAn open bloomkv database. Keys and values are bytes. Safe to share between "
               "threads; every call that may wait for a disk or a lock releases the GIL.\n\n"
-              "value_index: None, 'flat', 'hierarchy' or 'bitsliced' enables find_value. terms: a callable "
+              "value_index: None, 'flat', 'hierarchy', 'bitsliced' or 'paged' enables find_value. terms: a callable "
               "mapping a value (bytes) to the terms it is found by (an iterable of bytes), recorded under "
               "terms_name; it runs on the engine's threads and must not raise.",
     .tp_methods = db_methods,

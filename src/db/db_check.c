@@ -43,16 +43,19 @@ typedef struct part_check {
     const bkv_vf_set *vf;
     const uint64_t *bits;
     int whole_values;
-    uint64_t entries, missing;
+    const bkv_filter *summary; /* version 2 blocks: it must hold every value too */
+    uint64_t entries, missing, missing_summary;
 } part_check;
 
 static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
     part_check *pc = arg;
     pc->entries++;
     if (pc->whole_values && ilen >= BKV_IKEY_TRAILER && bkv_ikey_type(ikey, ilen) == BKV_TYPE_VALUE) {
+        uint64_t h = bkv_vf_term_hash(&pc->vf->params, val, vlen);
         bkv_vf_probe pr;
-        bkv_vf_probe_init(&pr, &pc->vf->params, val, vlen);
+        bkv_vf_probe_from_hash(&pr, &pc->vf->params, h);
         pc->missing += !bkv_vf_test(pc->bits, &pr);
+        pc->missing_summary += pc->summary && !bkv_filter_may_contain(pc->summary, h);
     }
     return 0;
 }
@@ -67,8 +70,12 @@ static void check_value_filters(checker *c, bkv_table *t, const char *path) {
         report(c, "%s (value searches scan the whole table instead)", e.msg);
         return;
     }
+    bkv_filter *summary = NULL;
+    int src = bkv_table_value_summary(t, &summary, &e);
+    if (src && src != BKV_NOTFOUND) report(c, "%s (value searches read every row of the table instead)", e.msg);
+    uint64_t missing_summary = 0;
     for (uint32_t i = 0; i < vf.nparts; i++) {
-        part_check pc = {&vf, bkv_vf_part_bits(&vf, i), c->whole_values, 0, 0};
+        part_check pc = {&vf, bkv_vf_part_bits(&vf, i), c->whole_values, summary, 0, 0, 0};
         if (bkv_table_scan_blocks(t, vf.parts[i].first_block, vf.parts[i].last_block, 0, NULL, check_part_entry, &pc,
                                   &e))
             break; /* the data block problem is reported by the entry scan */
@@ -78,7 +85,12 @@ static void check_value_filters(checker *c, bkv_table *t, const char *path) {
         if (pc.missing)
             report(c, "%s: value filter partition %u lacks %llu of its values (searches would miss them)", path, i,
                    (unsigned long long)pc.missing);
+        missing_summary += pc.missing_summary;
     }
+    if (missing_summary)
+        report(c, "%s: value summary lacks %llu of the table's values (searches would miss them)", path,
+               (unsigned long long)missing_summary);
+    bkv_filter_destroy(summary);
     bkv_vf_set_free(&vf);
 }
 
@@ -432,10 +444,25 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
         } else {
             uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
             for (uint64_t i = 0; i < words; i++) ones += (uint64_t)__builtin_popcountll(vf.bits[i]);
-            fprintf(out, "  value filters: %u partitions (P %u), m %u bits, k %u, %llu bytes, %.1f%% of bits set\n",
+            fprintf(out,
+                    "  value filters: %u partitions (P %u), m %u bits, k %u, %llu bytes of filters, block %llu bytes, "
+                    "%.1f%% of bits set\n",
                     vf.nparts, vf.params.partition_entries, vf.params.m_bits, vf.params.k,
-                    (unsigned long long)p->value_filter_bytes, words ? 100.0 * (double)ones / (double)(words * 64) : 0.0);
+                    (unsigned long long)(words * 8), (unsigned long long)p->value_filter_bytes,
+                    words ? 100.0 * (double)ones / (double)(words * 64) : 0.0);
             bkv_vf_set_free(&vf);
+            bkv_filter *summary;
+            int src = bkv_table_value_summary(t, &summary, &e);
+            if (src == BKV_OK) {
+                bkv_filter_info si;
+                bkv_filter_get_info(summary, &si);
+                fprintf(out, "  value summary: %s, %llu distinct terms, %zu bytes, %.2f bits/term, model fpr %.4f%%\n",
+                        bkv_filter_type_name(si.type), (unsigned long long)si.num_keys, si.encoded_bytes,
+                        si.bits_per_key, 100 * si.expected_fpr);
+                bkv_filter_destroy(summary);
+            } else if (src != BKV_NOTFOUND) {
+                fprintf(out, "  value summary: DAMAGED (searches read the rows): %s\n", e.msg);
+            }
         }
     }
     if (entries) {

@@ -23,6 +23,7 @@
 #define BKV_MAX_BACKGROUND_JOBS 16
 #define BKV_MAX_SUBCOMPACTIONS 8
 #define BKV_DEFAULT_SUBCOMPACTIONS 2
+#define BKV_DEFAULT_VALUE_SUMMARY_BITS 7
 
 /* A caller waiting in, or leading, the write queue (db_write.c). */
 typedef struct bkv_writer bkv_writer;

@@ -111,17 +111,41 @@ static bkv_cache_entry *open_table(bkv_db *db, bkv_file_meta *f) {
     return e ? e : bkv_cache_lookup(db->table_cache, f->number, 0);
 }
 
-/* Bytes of key filters of the tables in v that are open now. */
-static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
+/* What bytes() counts over the tables of v that are open now. */
+static uint64_t open_tables_sum(bkv_db *db, const bkv_tree_version *v, size_t (*bytes)(const bkv_table *)) {
     uint64_t total = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             bkv_cache_entry *e = open_table(db, v->files[l][i]);
             if (!e) continue;
-            total += bkv_table_filter_memory(bkv_cache_value(e));
+            total += bytes(bkv_cache_value(e));
             bkv_cache_release(db->table_cache, e);
         }
     return total;
+}
+
+/* Bytes of key filters of the tables in v that are open now. */
+static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
+    return open_tables_sum(db, v, bkv_table_filter_memory);
+}
+
+static bkv_tree_version *ref_current(bkv_db *db) {
+    bkv_db_lock(db);
+    bkv_tree_version *v = db->current;
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    bkv_db_unlock(db);
+    return v;
+}
+
+/* Bytes the value index keeps in memory: the in-memory shapes' leaves and
+ * nodes, or the paged index's summaries and partition starts of the open
+ * tables (the rows it reads are charged to the block cache). */
+static uint64_t value_index_memory(bkv_db *db, const bkv_vindex_info *in) {
+    if (in->shape != BKV_VALUE_INDEX_PAGED) return in->leaf_bytes + in->inner_bytes;
+    bkv_tree_version *v = ref_current(db);
+    uint64_t m = open_tables_sum(db, v, bkv_table_value_memory);
+    bkv_tree_version_unref(v);
+    return m;
 }
 
 /* Per level, from the open tables' properties: key filter bits per key
@@ -191,6 +215,13 @@ static void value_index_report(bkv_db *db, bkv_buf *b) {
     pthread_rwlock_unlock(&db->vindex_lock);
     const bkv_value_index_rec *r = &db->vrec;
     append(b, "value index: %s", bkv_vindex_shape_name(in.shape));
+    if (in.shape == BKV_VALUE_INDEX_PAGED) {
+        append(b, ", m=%llu k=%llu P=%llu%s%s%s, summaries of %u bits per term, %llu bytes in memory (open tables)\n",
+               (unsigned long long)r->m_bits, (unsigned long long)r->k, (unsigned long long)r->partition_entries,
+               *r->terms_name ? ", terms \"" : "", r->terms_name, *r->terms_name ? "\"" : "",
+               db->vparams.summary_bits, (unsigned long long)value_index_memory(db, &in));
+        return;
+    }
     if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
     append(b, ", m=%llu k=%llu P=%llu%s%s%s, %llu tables, %llu leaves (%llu bytes)", (unsigned long long)r->m_bits,
            (unsigned long long)r->k, (unsigned long long)r->partition_entries, *r->terms_name ? ", terms \"" : "",
@@ -316,11 +347,16 @@ char *bkv_property(bkv_db *db, const char *name) {
         append_counters(db, &b, "%s %llu\n");
         return finish_text(&b);
     }
+    if (strcmp(name, "bloomkv.value-index-memory") == 0) {
+        if (!db->vindex) return NULL;
+        bkv_vindex_info in;
+        pthread_rwlock_rdlock(&db->vindex_lock);
+        bkv_vindex_get_info(db->vindex, &in);
+        pthread_rwlock_unlock(&db->vindex_lock);
+        return format("%llu", (unsigned long long)value_index_memory(db, &in));
+    }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
-        bkv_db_lock(db);
-        bkv_tree_version *v = db->current;
-        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-        bkv_db_unlock(db);
+        bkv_tree_version *v = ref_current(db);
         uint64_t m = filter_memory(db, v);
         bkv_tree_version_unref(v);
         return format("%llu", (unsigned long long)m);

@@ -147,6 +147,11 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     }
     db->vparams = (bkv_vf_params){.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k, .seed = r->seed,
                                   .partition_entries = (uint32_t)r->partition_entries};
+    /* The paged index reads rows from version 2 blocks; the in-memory
+     * shapes read every filter whole, for which version 1 is smaller. */
+    if (r->shape == BKV_VALUE_INDEX_PAGED)
+        db->vparams.summary_bits = (uint32_t)(o->value_summary_bits ? o->value_summary_bits
+                                                                    : BKV_DEFAULT_VALUE_SUMMARY_BITS);
     return BKV_OK;
 }
 
@@ -155,6 +160,23 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
  * other parameters become one "maybe" leaf: the whole table is scanned. */
 static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
     bkv_vf_set loaded = {0}, *vf = f->vf;
+    if (db->vrec.shape == BKV_VALUE_INDEX_PAGED) {
+        /* Searches ask the tables themselves; this only notes the tables
+         * a build must rewrite (a version 1 block is read whole per
+         * search), reading what each keeps in memory on the way. */
+        int paged = vf != NULL;
+        bkv_cache_entry *entry;
+        bkv_err e;
+        if (!vf && may_read && bkv_db_get_table(db, f, &entry, &e) == BKV_OK) {
+            paged = bkv_table_value_paged(bkv_cache_value(entry), &db->vparams);
+            bkv_cache_release(db->table_cache, entry);
+        }
+        if (!paged) BKV_COUNT(db, value_filters_unusable, 1);
+        atomic_store_explicit(&f->value_unindexed, !paged, memory_order_relaxed);
+        bkv_vf_set_destroy(f->vf);
+        f->vf = NULL;
+        return;
+    }
     if (!vf && may_read) {
         bkv_cache_entry *entry;
         bkv_err e;
@@ -593,9 +615,47 @@ static size_t intersect_leaves(bkv_vleaf_ref *v, size_t na, size_t nb) {
     return out;
 }
 
+typedef struct table_hits {
+    finder *fd;
+    uint64_t file;
+} table_hits;
+
+static int add_table_part(void *arg, uint32_t first_block, uint32_t last_block) {
+    table_hits *th = arg;
+    th->fd->st->leaves_positive++;
+    return add_leaf(th->fd, &(bkv_vleaf_ref){th->file, first_block, first_block, last_block});
+}
+
+/* The paged index: each table of the read's version answers from its
+ * summary and, past it, from the rows of its filters. */
+static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int read_flags) {
+    int rc = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS && !rc; l++)
+        for (size_t i = 0; i < rs->version->nfiles[l] && !rc; i++) {
+            bkv_file_meta *f = rs->version->files[l][i];
+            bkv_cache_entry *entry;
+            bkv_err e;
+            /* A table that cannot be opened is left to the scan of its partitions, which reports it. */
+            if (bkv_db_get_table(fd->db, f, &entry, &e) != BKV_OK) {
+                rc = add_leaf(fd, &(bkv_vleaf_ref){f->number, 0, 0, UINT32_MAX});
+                continue;
+            }
+            table_hits th = {fd, f->number};
+            bkv_table_vsearch vs;
+            rc = bkv_table_value_search(bkv_cache_value(entry), &fd->db->vparams, h, read_flags, add_table_part,
+                                        &th, &vs);
+            bkv_cache_release(fd->db->table_cache, entry);
+            fd->st->nodes_probed++;
+            fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
+            fd->st->leaves += vs.partitions;
+            if (vs.summary_maybe) fd->st->leaves_probed += vs.partitions;
+        }
+    return rc;
+}
+
 /* The candidate partitions: for ANY the union of each term's, for ALL
  * their intersection, found before any partition is read. */
-static int search_index(finder *fd, const uint64_t *hashes) {
+static int search_index(finder *fd, const bkv_read_state *rs, const uint64_t *hashes, int read_flags) {
     bkv_db *db = fd->db;
     const query *q = fd->q;
     uint64_t leaves = 0;
@@ -605,7 +665,8 @@ static int search_index(finder *fd, const uint64_t *hashes) {
         bkv_vf_probe_from_hash(&probe, &db->vparams, hashes[t]);
         size_t before = fd->nleaves;
         uint64_t counted = fd->st->leaves;
-        int rc = bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
+        int rc = db->vrec.shape == BKV_VALUE_INDEX_PAGED ? search_tables(fd, rs, hashes[t], read_flags)
+                                                         : bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
         if (rc) return rc;
         leaves = fd->st->leaves - counted;
         fd->st->leaves = counted;
@@ -682,19 +743,25 @@ static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *afte
 static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *rs, const uint64_t *hashes,
                        const bkv_buf *after, bkv_err *e) {
     bkv_db *db = fd->db;
-    /* The lock first: the version picked under it has all its tables in
-     * the index until the probe is done. */
-    pthread_rwlock_rdlock(&db->vindex_lock);
-    bkv_read_state_acquire(db, ro, rs);
     int rc = 0;
-    if (!bkv_vindex_broken(db->vindex)) {
-        rc = search_index(fd, hashes);
+    if (db->vrec.shape == BKV_VALUE_INDEX_PAGED) {
+        /* Nothing to lock: each table of the version answers for itself. */
+        bkv_read_state_acquire(db, ro, rs);
+        rc = search_index(fd, rs, hashes, ro ? bkv_db_read_flags(ro) : BKV_READ_FILL_CACHE);
     } else {
-        for (int l = 0; l < BKV_NUM_LEVELS; l++)
-            for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
-                rc = add_leaf(fd, &(bkv_vleaf_ref){rs->version->files[l][i]->number, 0, 0, UINT32_MAX});
+        /* The lock first: the version picked under it has all its tables
+         * in the index until the probe is done. */
+        pthread_rwlock_rdlock(&db->vindex_lock);
+        bkv_read_state_acquire(db, ro, rs);
+        if (!bkv_vindex_broken(db->vindex)) {
+            rc = search_index(fd, rs, hashes, 0);
+        } else {
+            for (int l = 0; l < BKV_NUM_LEVELS; l++)
+                for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
+                    rc = add_leaf(fd, &(bkv_vleaf_ref){rs->version->files[l][i]->number, 0, 0, UINT32_MAX});
+        }
+        pthread_rwlock_unlock(&db->vindex_lock);
     }
-    pthread_rwlock_unlock(&db->vindex_lock);
     fd->snapshot = rs->snapshot;
     if (rc) return bkv_fail(e, BKV_NOMEM, "out of memory collecting partitions");
 

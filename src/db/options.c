@@ -42,6 +42,7 @@ void bkv_options_init(bkv_options *o) {
     o->tiered_max_size_amplification = 200;
     o->max_background_jobs = 2;
     o->max_subcompactions = BKV_DEFAULT_SUBCOMPACTIONS;
+    o->value_summary_bits = BKV_DEFAULT_VALUE_SUMMARY_BITS;
     o->value_filter_bits = 0;
     o->value_partition_entries = BKV_DEFAULT_VALUE_PARTITION;
     o->value_index_order = 4;
@@ -92,9 +93,12 @@ int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *w
     } while (0)
 
 static int check_value_options(const bkv_options *o, bkv_err *e) {
+    REQUIRE(o->value_summary_bits == 0 || (o->value_summary_bits >= 2 && o->value_summary_bits <= 16),
+            "value_summary_bits = %d, must be 2..16 (0: the default, %d)", o->value_summary_bits,
+            BKV_DEFAULT_VALUE_SUMMARY_BITS);
     if (o->value_index == BKV_VALUE_INDEX_NONE && !o->value_terms) return BKV_OK;
-    REQUIRE(o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_BITSLICED,
-            "value_index = %d, must be one of BKV_VALUE_INDEX_* (0..3)", o->value_index);
+    REQUIRE(o->value_index >= BKV_VALUE_INDEX_NONE && o->value_index <= BKV_VALUE_INDEX_PAGED,
+            "value_index = %d, must be one of BKV_VALUE_INDEX_* (0..4)", o->value_index);
     REQUIRE(o->value_filter_bits == 0 || (o->value_filter_bits >= 64 && o->value_filter_bits % 64 == 0 &&
                                           o->value_filter_bits <= (UINT32_C(1) << 31)),
             "value_filter_bits = %u, must be 0 (automatic) or a multiple of 64 in 64..2^31", o->value_filter_bits);

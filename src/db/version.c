@@ -203,7 +203,7 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
                 goto bad;
             bkv_vf_params vp = {.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k};
             if (r->m_bits > UINT32_MAX || r->k > BKV_VF_MAX_K || !bkv_vf_params_valid(&vp) ||
-                r->partition_entries > UINT32_MAX || r->shape < 1 || r->shape > 3 || r->order < 2 || r->order > 1024)
+                r->partition_entries > UINT32_MAX || r->shape < 1 || r->shape > BKV_VALUE_INDEX_PAGED || r->order < 2 || r->order > 1024)
                 goto bad;
             memcpy(r->terms_name, p, (size_t)slen);
             r->terms_name[slen] = 0;

@@ -67,43 +67,87 @@ int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block) {
     return BKV_OK;
 }
 
-int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
-    int rc = 0;
-    rc |= bkv_buf_put_u32(out, BKV_VF_MAGIC);
-    uint8_t v[4] = {BKV_VF_VERSION, 0, (uint8_t)s->params.k, 0};
+static int encode_header(const bkv_vf_set *s, int version, uint32_t word28, bkv_buf *out) {
+    int rc = bkv_buf_put_u32(out, BKV_VF_MAGIC);
+    uint8_t v[4] = {(uint8_t)version, 0, (uint8_t)s->params.k, 0};
     rc |= bkv_buf_append(out, v, 4);
     rc |= bkv_buf_put_u32(out, s->params.m_bits);
     rc |= bkv_buf_put_u32(out, s->nparts);
     rc |= bkv_buf_put_u64(out, s->params.seed);
     rc |= bkv_buf_put_u32(out, s->params.partition_entries);
-    rc |= bkv_buf_put_u32(out, 0);
+    rc |= bkv_buf_put_u32(out, word28);
+    return rc;
+}
+
+static int encode_directory(const bkv_vf_set *s, bkv_buf *out) {
+    int rc = 0;
     for (uint32_t i = 0; i < s->nparts; i++) {
         rc |= bkv_buf_put_u32(out, s->parts[i].first_block);
         rc |= bkv_buf_put_u32(out, s->parts[i].last_block);
         rc |= bkv_buf_put_u32(out, s->parts[i].entries);
         rc |= bkv_buf_put_u32(out, s->parts[i].terms);
     }
+    return rc;
+}
+
+int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
+    int rc = encode_header(s, BKV_VF_VERSION, 0, out);
+    rc |= encode_directory(s, out);
     size_t words = bkv_vf_words(&s->params) * s->nparts;
     for (size_t i = 0; i < words; i++) rc |= bkv_buf_put_u64(out, s->bits[i]);
     return rc;
 }
 
+int bkv_vf_encode_row(const bkv_vf_set *s, uint32_t w, bkv_buf *out) {
+    size_t words = bkv_vf_words(&s->params);
+    int rc = 0;
+    for (uint32_t i = 0; i < s->nparts; i++) rc |= bkv_buf_put_u64(out, s->bits[(size_t)i * words + w]);
+    return rc;
+}
+
+int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, const uint8_t *summary, size_t summary_len,
+                        bkv_buf *out) {
+    if (summary_len > UINT32_MAX) return -1;
+    int rc = encode_header(s, BKV_VF_VERSION_PAGED, (uint32_t)summary_len, out);
+    rc |= bkv_buf_put_u64(out, rows_offset);
+    rc |= encode_directory(s, out);
+    rc |= bkv_buf_append(out, summary, summary_len);
+    return rc;
+}
+
+void bkv_vf_set_row(bkv_vf_set *s, uint32_t w, const uint8_t *row) {
+    size_t words = bkv_vf_words(&s->params);
+    for (uint32_t i = 0; i < s->nparts; i++) s->bits[(size_t)i * words + w] = bkv_get_u64(row + 8 * (size_t)i);
+}
+
 int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,
-                  bkv_vf_set *out, const char *name, uint64_t offset, bkv_err *e) {
+                  bkv_vf_set *out, bkv_vf_layout *layout, const char *name, uint64_t offset, bkv_err *e) {
     memset(out, 0, sizeof *out);
+    bkv_vf_layout lay = {0};
 #define BAD(at, what) \
     return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block: %s at offset %llu", name, what, \
                     (unsigned long long)(offset + (at)))
     if (len < BKV_VF_HEADER) BAD(0, "truncated header");
     if (bkv_get_u32(p) != BKV_VF_MAGIC) BAD(0, "bad magic");
-    if (bkv_get_u16(p + 4) != BKV_VF_VERSION) BAD(4, "unsupported version");
+    lay.version = bkv_get_u16(p + 4);
+    if (lay.version != BKV_VF_VERSION && !(layout && lay.version == BKV_VF_VERSION_PAGED))
+        BAD(4, "unsupported version");
     bkv_vf_params params = {.k = p[6], .m_bits = bkv_get_u32(p + 8), .seed = bkv_get_u64(p + 16),
                             .partition_entries = bkv_get_u32(p + 24)};
     uint32_t n = bkv_get_u32(p + 12);
-    if (p[7] != 0 || bkv_get_u32(p + 28) != 0) BAD(7, "reserved bytes not zero");
+    int paged = lay.version == BKV_VF_VERSION_PAGED;
+    if (p[7] != 0 || (!paged && bkv_get_u32(p + 28) != 0)) BAD(7, "reserved bytes not zero");
     if (!bkv_vf_params_valid(&params)) BAD(6, "bad m or k");
     uint64_t words = params.m_bits / 64;
-    if ((uint64_t)len != BKV_VF_HEADER + (uint64_t)n * BKV_VF_DIR_ENTRY + (uint64_t)n * words * 8)
+    size_t header = BKV_VF_HEADER;
+    if (paged) {
+        if (len < BKV_VF_HEADER_PAGED) BAD(0, "truncated header");
+        header = BKV_VF_HEADER_PAGED;
+        lay.summary_len = bkv_get_u32(p + 28);
+        lay.rows_offset = bkv_get_u64(p + 32);
+    }
+    uint64_t tail = paged ? lay.summary_len : (uint64_t)n * words * 8;
+    if ((uint64_t)len != header + (uint64_t)n * BKV_VF_DIR_ENTRY + tail)
         BAD(12, "length does not match the partition count");
     if ((n == 0) != (num_data_blocks == 0)) BAD(12, "partition count does not match the table");
     out->params = params;
@@ -116,7 +160,7 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
     }
     uint64_t next = 0, entries = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *d = p + BKV_VF_HEADER + (size_t)i * BKV_VF_DIR_ENTRY;
+        const uint8_t *d = p + header + (size_t)i * BKV_VF_DIR_ENTRY;
         bkv_vf_part *pt = &out->parts[i];
         *pt = (bkv_vf_part){bkv_get_u32(d), bkv_get_u32(d + 4), bkv_get_u32(d + 8), bkv_get_u32(d + 12)};
         entries += pt->entries;
@@ -130,8 +174,10 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
         bkv_vf_set_free(out);
         BAD(12, "partitions do not cover the table");
     }
-    const uint8_t *b = p + BKV_VF_HEADER + (size_t)n * BKV_VF_DIR_ENTRY;
-    for (size_t i = 0; i < n * words; i++) out->bits[i] = bkv_get_u64(b + 8 * i);
+    const uint8_t *b = p + header + (size_t)n * BKV_VF_DIR_ENTRY;
+    if (paged && lay.summary_len) lay.summary = b;
+    for (size_t i = 0; !paged && i < n * words; i++) out->bits[i] = bkv_get_u64(b + 8 * i);
+    if (layout) *layout = lay;
 #undef BAD
     return BKV_OK;
 }

@@ -16,15 +16,23 @@
 
 #define BKV_VF_MAGIC 0x76564B42u /* "BKVv" */
 #define BKV_VF_VERSION 1
+#define BKV_VF_VERSION_PAGED 2 /* filters stored as rows before the block, plus a table summary */
 #define BKV_VF_MAX_K 30
 #define BKV_VF_HEADER 32
 #define BKV_VF_DIR_ENTRY 16
+#define BKV_VF_HEADER_PAGED 40
 
 typedef struct bkv_vf_params {
     uint32_t m_bits;            /* multiple of 64 */
     uint32_t k;
     uint64_t seed;
     uint32_t partition_entries; /* P; 0 = whole table */
+    /* Layout of new tables' blocks: 0 writes version 1 (every filter in
+     * the block, read whole into an in-memory index); > 0 writes version 2
+     * (the paged index reads single rows on demand) with a summary filter
+     * of about this many bits per distinct term. Not part of what must
+     * match for two sets to be OR-ed. */
+    uint32_t summary_bits;
 } bkv_vf_params;
 
 int bkv_vf_params_valid(const bkv_vf_params *p);
@@ -76,9 +84,31 @@ static inline uint64_t *bkv_vf_part_bits(const bkv_vf_set *s, uint32_t i) {
 }
 
 BKV_MUST_CHECK int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out); /* -1: out of memory */
+
+/* Version 2 (docs/format.md): row w, word w of every partition's filter,
+ * is a block of its own, the rows one after the other from rows_offset;
+ * the value filter block itself holds the header, the directory and the
+ * summary, a serialized filter (bloomkv_filter.h) over the term hashes. */
+BKV_MUST_CHECK int bkv_vf_encode_row(const bkv_vf_set *s, uint32_t w, bkv_buf *out);
+BKV_MUST_CHECK int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, const uint8_t *summary,
+                                       size_t summary_len, bkv_buf *out);
+
+/* What the block says beyond the filters' bits. */
+typedef struct bkv_vf_layout {
+    int version;                /* BKV_VF_VERSION or BKV_VF_VERSION_PAGED */
+    uint64_t rows_offset;       /* version 2: file offset of row 0 */
+    const uint8_t *summary;     /* version 2: within the decoded block; NULL when it has none */
+    size_t summary_len;
+} bkv_vf_layout;
+
 /* Decodes and validates (docs/format.md) block contents of a table with
- * num_data_blocks data blocks and num_entries entries into a fresh set. */
+ * num_data_blocks data blocks and num_entries entries into a fresh set.
+ * A version 2 block leaves the set's bits zero (they are in the rows:
+ * bkv_vf_set_row fills them) and says where in layout (may be NULL for a
+ * caller that only accepts version 1). */
 int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64_t num_entries,
-                  bkv_vf_set *out, const char *name, uint64_t offset, bkv_err *e);
+                  bkv_vf_set *out, bkv_vf_layout *layout, const char *name, uint64_t offset, bkv_err *e);
+/* Copies row w (nparts little-endian words) into the set's filters. */
+void bkv_vf_set_row(bkv_vf_set *s, uint32_t w, const uint8_t *row);
 
 #endif

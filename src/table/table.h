@@ -154,6 +154,30 @@ uint64_t bkv_table_file_size(const bkv_table *t);
 /* Reads and validates the table's value filter block: BKV_OK, BKV_NOTFOUND
  * when the table has none, or the error (naming file and offset). */
 int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
+/* The paged value index's probe of one table: calls fn for each partition
+ * (its data blocks first..last, last = UINT32_MAX: to the table's end)
+ * that may hold the term hashed to h under params (the database's). A
+ * version 2 block answers from its summary and the k rows the term names,
+ * read through the block cache; a version 1 block is read whole; a block
+ * that is missing, damaged or made with other parameters answers "maybe"
+ * for the whole table. Returns fn's first non-zero answer, or BKV_NOMEM;
+ * *out says what was tested. */
+typedef int (*bkv_table_part_fn)(void *arg, uint32_t first_block, uint32_t last_block);
+typedef struct bkv_table_vsearch {
+    uint32_t partitions; /* the table's (1: it answers for itself whole) */
+    int summary_maybe;   /* the table got past its summary: every partition was tested */
+} bkv_table_vsearch;
+int bkv_table_value_search(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags,
+                           bkv_table_part_fn fn, void *arg, bkv_table_vsearch *out);
+/* 1 when the table has a usable version 2 block for params (reading what
+ * the paged index keeps of it in memory). */
+int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params);
+/* The summary of a version 2 block, opened into a filter of its own (the
+ * caller destroys it): BKV_OK, BKV_NOTFOUND when the table has none, or
+ * the error naming file and offset. */
+int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e);
+/* Bytes the paged index keeps for the table (0 before it is first read). */
+size_t bkv_table_value_memory(const bkv_table *t);
 
 /* The user keys of data blocks first..last (last clamped) lie in
  * [*lo, *hi]: *lo is the last key of block first - 1 (NULL for the first

@@ -29,6 +29,9 @@ struct bkv_table_builder {
     int failed;
     bkv_vf_set vf;             /* value filters (opts.value_filter) */
     uint32_t part_entries;     /* entries in the open partition */
+    uint64_t *term_hashes;     /* every term's hash, for the summary (paged layout) */
+    size_t nterm_hashes, term_hash_cap;
+    int term_hashes_lost;      /* out of memory collecting them */
     double fpr_keys;           /* sum over key filters of expected rate x keys */
 };
 
@@ -59,6 +62,7 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     bkv_buf_free(&b->last_ikey);
     bkv_buf_free(&b->compressed);
     free(b->hashes);
+    free(b->term_hashes);
     bkv_vf_set_free(&b->vf);
     free(b);
 }
@@ -120,12 +124,29 @@ typedef struct term_sink {
     uint64_t *bits;
 } term_sink;
 
+static void keep_term_hash(bkv_table_builder *b, uint64_t h) {
+    if (b->nterm_hashes == b->term_hash_cap) {
+        size_t cap = b->term_hash_cap ? b->term_hash_cap * 2 : 1024;
+        uint64_t *grown = b->term_hashes_lost ? NULL : realloc(b->term_hashes, cap * sizeof *grown);
+        if (!grown) {
+            b->term_hashes_lost = 1;
+            return;
+        }
+        b->term_hashes = grown;
+        b->term_hash_cap = cap;
+    }
+    b->term_hashes[b->nterm_hashes++] = h;
+}
+
 static void add_term(void *ctx, const void *term, size_t len) {
     term_sink *ts = ctx;
+    bkv_table_builder *b = ts->b;
+    uint64_t h = bkv_vf_term_hash(&b->vf.params, term, len);
     bkv_vf_probe pr;
-    bkv_vf_probe_init(&pr, &ts->b->vf.params, term, len);
+    bkv_vf_probe_from_hash(&pr, &b->vf.params, h);
     bkv_vf_insert(ts->bits, &pr);
-    ts->b->vf.parts[ts->b->vf.nparts - 1].terms++;
+    b->vf.parts[b->vf.nparts - 1].terms++;
+    if (b->vf.params.summary_bits) keep_term_hash(b, h);
 }
 
 /* Partitions end on a block boundary: a full partition ends its block
@@ -277,6 +298,93 @@ static int put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
     return bkv_block_builder_add(blk, (const uint8_t *)name, strlen(name), buf, n);
 }
 
+static int write_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e) {
+    bkv_buf enc;
+    bkv_buf_init(&enc);
+    int rc = bkv_vf_encode(&b->vf, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+                                         : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, vh, e);
+    bkv_buf_free(&enc);
+    return rc;
+}
+
+/* The summary: a Ribbon filter answering "maybe" for about one absent
+ * term in 2^summary_bits, over the table's distinct terms. Without one
+ * (no terms, or their hashes were lost to a lack of memory) a search
+ * reads the rows of every probe. */
+/* Sorts h[0, n) by its top 16 bits into tmp, then each bucket (a few
+ * hashes) by insertion, and keeps each value once, in h; the count kept.
+ * Two linear passes over hashes that are uniform: every flush and
+ * compaction pays this, a comparison sort would pay n log n calls. */
+static size_t sort_unique(uint64_t *h, size_t n, uint64_t *tmp) {
+    enum { BUCKETS = 1 << 16 };
+    uint32_t *start = calloc(BUCKETS + 1, sizeof *start);
+    if (!start) return n; /* duplicates are only space in a Ribbon filter */
+    for (size_t i = 0; i < n; i++) start[(h[i] >> 48) + 1]++;
+    for (size_t i = 1; i <= BUCKETS; i++) start[i] += start[i - 1];
+    for (size_t i = 0; i < n; i++) tmp[start[h[i] >> 48]++] = h[i];
+    size_t out = 0;
+    for (size_t lo = 0, b = 0; b < BUCKETS; b++) {
+        size_t hi = start[b]; /* the bucket is tmp[lo, hi) after the scatter */
+        for (size_t i = lo + 1; i < hi; i++)
+            for (size_t j = i; j > lo && tmp[j - 1] > tmp[j]; j--) {
+                uint64_t x = tmp[j];
+                tmp[j] = tmp[j - 1];
+                tmp[j - 1] = x;
+            }
+        for (size_t i = lo; i < hi; i++)
+            if (out == 0 || h[out - 1] != tmp[i]) h[out++] = tmp[i];
+        lo = hi;
+    }
+    free(start);
+    return out;
+}
+
+static int build_summary(bkv_table_builder *b, uint8_t **out, size_t *len, bkv_err *e) {
+    *out = NULL;
+    *len = 0;
+    if (b->term_hashes_lost || b->nterm_hashes == 0) return BKV_OK;
+    uint64_t *tmp = malloc(b->nterm_hashes * sizeof *tmp);
+    if (tmp) b->nterm_hashes = sort_unique(b->term_hashes, b->nterm_hashes, tmp);
+    free(tmp);
+    bkv_filter_spec spec = {.type = BKV_FILTER_RIBBON, .fpr = ldexp(1.0, -(int)b->vf.params.summary_bits),
+                            .hash_seed = (uint32_t)b->vf.params.seed};
+    bkv_filter *flt;
+    int rc = bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt);
+    if (rc) return bkv_fail(e, rc, "%s: cannot build the value summary: %s", b->name, bkv_strerror(rc));
+    *len = bkv_filter_encoded_size(flt);
+    if (!(*out = malloc(*len))) rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding the value summary", b->name);
+    else bkv_filter_encode(flt, *out, *len);
+    bkv_filter_destroy(flt);
+    return rc;
+}
+
+/* Version 2 (docs/format.md): every row (word w of each partition's
+ * filter) as a block of its own, so a search reads the k rows its term
+ * names, then the block naming them. */
+static int write_paged_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e) {
+    uint8_t *summary;
+    size_t slen;
+    int rc = build_summary(b, &summary, &slen, e);
+    uint64_t rows_offset = b->offset;
+    bkv_buf enc;
+    bkv_buf_init(&enc);
+    for (uint32_t w = 0; !rc && w < bkv_vf_words(&b->vf.params); w++) {
+        bkv_handle rh;
+        bkv_buf_clear(&enc);
+        rc = bkv_vf_encode_row(&b->vf, w, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+                                                : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &rh, e);
+    }
+    if (!rc) {
+        bkv_buf_clear(&enc);
+        rc = bkv_vf_encode_paged(&b->vf, rows_offset, summary, slen, &enc)
+                 ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+                 : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, vh, e);
+    }
+    bkv_buf_free(&enc);
+    free(summary);
+    return rc;
+}
+
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     int rc = flush_data_block(b, e);
     if (rc) return rc;
@@ -293,12 +401,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     }
 
     if (b->opts.value_filter) {
-        bkv_buf enc;
-        bkv_buf_init(&enc);
         bkv_handle vh;
-        rc = bkv_vf_encode(&b->vf, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
-                     : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &vh, e);
-        bkv_buf_free(&enc);
+        rc = b->vf.params.summary_bits ? write_paged_value_filters(b, &vh, e) : write_value_filters(b, &vh, e);
         if (rc) return rc;
         b->props.value_filter_offset = vh.offset;
         b->props.value_filter_bytes = vh.size;

@@ -52,6 +52,10 @@ struct bkv_table {
      * cache miss of its own). view_bytes: their memory. */
     _Atomic(bkv_filter *) *views;
     atomic_size_t view_bytes;
+    /* The paged value index's view of the table, read on a search's first
+     * visit (under index_mu) and kept for the table's life. */
+    atomic_int vhead_ready;
+    struct value_head *vhead;
     bkv_table_stats *stats;   /* where partition reads are counted */
     bkv_table_props props;
     uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
@@ -241,6 +245,32 @@ fail:
     return rc;
 }
 
+/* What a table's version 2 value filter block says (docs/format.md):
+ * where each partition starts and its summary, the rest (the rows) being
+ * read per search through the block cache. A table without one answers
+ * "maybe" for every term (whole), and one with a version 1 block is read
+ * whole per search (v1). */
+enum { VHEAD_PAGED, VHEAD_V1, VHEAD_WHOLE };
+
+typedef struct value_head {
+    int kind;
+    bkv_vf_params params;
+    uint32_t nparts;
+    uint32_t *first_block;   /* per partition; each ends where the next begins */
+    bkv_filter *summary;     /* NULL: none ("maybe") */
+    uint64_t rows_offset;
+    atomic_uchar *row_verified; /* per row of a mapped file: its checksum held */
+    size_t memory;
+} value_head;
+
+static void free_value_head(value_head *vh) {
+    if (!vh) return;
+    free(vh->first_block);
+    bkv_filter_destroy(vh->summary);
+    free(vh->row_verified);
+    free(vh);
+}
+
 void bkv_table_close(bkv_table *t) {
     if (!t) return;
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
@@ -256,6 +286,7 @@ void bkv_table_close(bkv_table *t) {
     free(t->index_data);
     free(t->fences);
     free(t->verified);
+    free_value_head(t->vhead);
     pthread_mutex_destroy(&t->index_mu);
     free(t->name);
     free(t);
@@ -460,19 +491,252 @@ static int block_in_file(const bkv_table *t, bkv_handle h) {
     return h.offset <= size && size - h.offset >= h.size + BKV_BLOCK_TRAILER;
 }
 
-int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
+/* Row w of a version 2 block: word w of every partition's filter. */
+static bkv_handle row_handle(uint64_t rows_offset, uint32_t nparts, uint32_t w) {
+    uint64_t len = 8 * (uint64_t)nparts;
+    return (bkv_handle){rows_offset + (uint64_t)w * (len + BKV_BLOCK_TRAILER), len};
+}
+
+/* Reads the value filter block (head) and decodes it. */
+static int read_value_block(bkv_table *t, bkv_vf_set *out, bkv_vf_layout *layout, uint8_t **data, bkv_err *e) {
     memset(out, 0, sizeof *out);
+    memset(layout, 0, sizeof *layout);
+    *data = NULL;
     bkv_handle h = {t->props.value_filter_offset, t->props.value_filter_bytes};
     if (h.size == 0) return BKV_NOTFOUND;
     if (!block_in_file(t, h))
         return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block at offset %llu runs past the end of the file",
                         t->name, (unsigned long long)h.offset);
+    size_t len;
+    int rc = bkv_read_block(t->file, t->name, h, data, &len, e);
+    if (rc) return rc;
+    rc = bkv_vf_decode(*data, len, t->props.num_data_blocks, t->props.num_entries, out, layout, t->name, h.offset, e);
+    /* The rows lie right before the block that names them. */
+    uint64_t rows = layout->version == BKV_VF_VERSION_PAGED ? bkv_vf_words(&out->params) : 0;
+    uint64_t rows_bytes = rows * (8 * (uint64_t)out->nparts + BKV_BLOCK_TRAILER); /* < 2^61 */
+    if (!rc && rows && (layout->rows_offset > h.offset || h.offset - layout->rows_offset != rows_bytes)) {
+        bkv_vf_set_free(out);
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter rows at offset %llu do not end at the block (offset %llu)",
+                      t->name, (unsigned long long)layout->rows_offset, (unsigned long long)h.offset);
+    }
+    if (rc) {
+        free(*data);
+        *data = NULL;
+    }
+    return rc;
+}
+
+int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
+    uint8_t *data;
+    bkv_vf_layout layout;
+    int rc = read_value_block(t, out, &layout, &data, e);
+    for (uint32_t w = 0; !rc && layout.version == BKV_VF_VERSION_PAGED && w < bkv_vf_words(&out->params); w++) {
+        uint8_t *row;
+        size_t len;
+        bkv_handle rh = row_handle(layout.rows_offset, out->nparts, w);
+        if (!(rc = bkv_read_block(t->file, t->name, rh, &row, &len, e))) {
+            if (len == rh.size) bkv_vf_set_row(out, w, row);
+            else rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter row %u at offset %llu has %zu bytes, not %llu",
+                               t->name, w, (unsigned long long)rh.offset, len, (unsigned long long)rh.size);
+            free(row);
+        }
+    }
+    if (rc && rc != BKV_NOTFOUND) bkv_vf_set_free(out);
+    free(data);
+    return rc;
+}
+
+/* The head, read once. Any failure leaves the table answering "maybe"
+ * (whole) for good, except a lack of memory, which the next search tries
+ * again. */
+static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
+    if (atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return BKV_OK;
+    pthread_mutex_lock(&t->index_mu);
+    int rc = BKV_OK;
+    if (!atomic_load_explicit(&t->vhead_ready, memory_order_relaxed)) {
+        value_head *vh = calloc(1, sizeof *vh);
+        bkv_vf_set set;
+        bkv_vf_layout layout = {0};
+        uint8_t *data = NULL;
+        bkv_err e;
+        int read = vh ? read_value_block(t, &set, &layout, &data, &e) : BKV_NOMEM;
+        if (read == BKV_OK) {
+            const bkv_vf_params *p = &set.params;
+            vh->params = *p;
+            vh->nparts = set.nparts;
+            if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed) vh->kind = VHEAD_WHOLE;
+            else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
+            else if (!(vh->first_block = malloc((set.nparts + 1) * sizeof *vh->first_block)) ||
+                     !(vh->row_verified = calloc(bkv_vf_words(p), 1)))
+                read = BKV_NOMEM;
+            else {
+                vh->kind = VHEAD_PAGED;
+                vh->rows_offset = layout.rows_offset;
+                for (uint32_t i = 0; i < set.nparts; i++) vh->first_block[i] = set.parts[i].first_block;
+                vh->first_block[set.nparts] = (uint32_t)t->props.num_data_blocks;
+                /* A summary that does not open costs reading the rows, never a wrong "no". */
+                if (layout.summary && bkv_filter_open(layout.summary, layout.summary_len,
+                                                      BKV_FILTER_OPEN_TRUSTED | BKV_FILTER_OPEN_COPY, &vh->summary,
+                                                      NULL, 0) != BKV_OK) {
+                    vh->summary = NULL;
+                    if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+                }
+                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->first_block + bkv_vf_words(p) +
+                             (vh->summary ? bkv_filter_memory(vh->summary) : 0);
+            }
+            bkv_vf_set_free(&set);
+        } else if (vh && read != BKV_NOMEM) {
+            vh->kind = VHEAD_WHOLE;
+            if (read != BKV_NOTFOUND && t->stats)
+                atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+        }
+        free(data);
+        if (read == BKV_NOMEM) {
+            free_value_head(vh);
+            rc = BKV_NOMEM;
+        } else {
+            t->vhead = vh;
+            atomic_store_explicit(&t->vhead_ready, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&t->index_mu);
+    return rc;
+}
+
+int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e) {
+    *out = NULL;
+    bkv_vf_set set;
+    bkv_vf_layout layout;
+    uint8_t *data;
+    int rc = read_value_block(t, &set, &layout, &data, e);
+    if (rc) return rc;
+    if (!layout.summary) {
+        rc = BKV_NOTFOUND;
+    } else {
+        char why[200];
+        if (bkv_filter_open(layout.summary, layout.summary_len, BKV_FILTER_OPEN_COPY, out, why, sizeof why))
+            rc = bkv_fail(e, BKV_CORRUPTION, "%s: value summary at offset %llu: %s", t->name,
+                          (unsigned long long)(t->props.value_filter_offset + (uint64_t)(layout.summary - data)), why);
+    }
+    bkv_vf_set_free(&set);
+    free(data);
+    return rc;
+}
+
+int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params) {
+    return load_value_head(t, params) == BKV_OK && t->vhead->kind == VHEAD_PAGED;
+}
+
+size_t bkv_table_value_memory(const bkv_table *t) {
+    return atomic_load_explicit(&t->vhead_ready, memory_order_acquire) ? t->vhead->memory : 0;
+}
+
+typedef struct cached_row {
     uint8_t *data;
     size_t len;
-    int rc = bkv_read_block(t->file, t->name, h, &data, &len, e);
-    if (rc) return rc;
-    rc = bkv_vf_decode(data, len, t->props.num_data_blocks, t->props.num_entries, out, t->name, h.offset, e);
-    free(data);
+} cached_row;
+
+static void delete_row(uint64_t k1, uint64_t k2, void *v) {
+    (void)k1, (void)k2;
+    cached_row *r = v;
+    free(r->data);
+    free(r);
+}
+
+/* Row w's words, from the map, the block cache or the file; NULL when it
+ * cannot be read or fails its checksum (it then answers "maybe"). What
+ * holds it is left in *entry or *own for the caller to release. */
+static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int read_flags, bkv_cache_entry **entry,
+                               cached_row **own) {
+    *entry = NULL;
+    *own = NULL;
+    bkv_handle h = row_handle(vh->rows_offset, vh->nparts, w);
+    if (!block_in_file(t, h)) return NULL;
+    const uint8_t *map = bkv_file_mapped(t->file);
+    if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
+        if (!atomic_load_explicit(&vh->row_verified[w], memory_order_acquire)) {
+            if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
+            atomic_store_explicit(&vh->row_verified[w], 1, memory_order_release);
+        }
+        return map + h.offset;
+    }
+    if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
+        return ((cached_row *)bkv_cache_value(*entry))->data;
+    cached_row *r = calloc(1, sizeof *r);
+    if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {
+        if (r) free(r->data);
+        free(r);
+        return NULL;
+    }
+    if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
+        (*entry = bkv_cache_insert(t->cache, t->number, h.offset, r, r->len + sizeof *r, delete_row)))
+        return r->data;
+    *own = r;
+    return r->data;
+}
+
+/* A version 1 block, read whole: each partition is tested in turn. */
+static int search_whole_block(bkv_table *t, const bkv_vf_probe *pr, bkv_table_part_fn fn, void *arg) {
+    bkv_vf_set set;
+    bkv_err e;
+    if (bkv_table_value_filters(t, &set, &e) != BKV_OK) return fn(arg, 0, UINT32_MAX);
+    int rc = 0;
+    for (uint32_t i = 0; i < set.nparts && !rc; i++)
+        if (bkv_vf_test(bkv_vf_part_bits(&set, i), pr)) rc = fn(arg, set.parts[i].first_block, set.parts[i].last_block);
+    bkv_vf_set_free(&set);
+    return rc;
+}
+
+int bkv_table_value_search(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags,
+                           bkv_table_part_fn fn, void *arg, bkv_table_vsearch *out) {
+    *out = (bkv_table_vsearch){1, 1};
+    if (load_value_head(t, params)) return BKV_NOMEM;
+    value_head *vh = t->vhead;
+    if (vh->kind == VHEAD_WHOLE) return fn(arg, 0, UINT32_MAX);
+    out->partitions = vh->nparts;
+    bkv_vf_probe pr;
+    bkv_vf_probe_from_hash(&pr, params, h);
+    if (vh->kind == VHEAD_V1) return search_whole_block(t, &pr, fn, arg);
+    if (vh->summary && !bkv_filter_may_contain(vh->summary, h)) return out->summary_maybe = 0;
+    /* The partitions still alive, narrowed row by row: the first row
+     * tests every partition, the next ones only the survivors (about the
+     * filters' fill each time). */
+    uint32_t stack[256], *live = vh->nparts <= 256 ? stack : malloc(vh->nparts * sizeof *live);
+    if (!live) return BKV_NOMEM;
+    uint32_t nlive = vh->nparts, all = 1;
+    uint32_t done[BKV_VF_MAX_K];
+    for (uint32_t i = 0; i < pr.k && nlive; i++) {
+        uint32_t w = pr.pos[i] >> 6, seen = 0;
+        for (uint32_t j = 0; j < i && !seen; j++) seen = done[j] == w;
+        done[i] = w;
+        if (seen) continue; /* each row once, with the mask of every probe bit it holds */
+        uint64_t mask = 0;
+        for (uint32_t j = i; j < pr.k; j++)
+            if (pr.pos[j] >> 6 == w) mask |= UINT64_C(1) << (pr.pos[j] & 63);
+        bkv_cache_entry *entry;
+        cached_row *own;
+        const uint8_t *row = read_row(t, vh, w, read_flags, &entry, &own);
+        if (!row) {
+            if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+            continue; /* this row's bits answer "maybe" */
+        }
+        uint32_t kept = 0;
+        for (uint32_t x = 0; x < nlive; x++) {
+            uint32_t p = all ? x : live[x];
+            live[kept] = p;
+            kept += (bkv_get_u64(row + 8 * (size_t)p) & mask) == mask;
+        }
+        nlive = kept;
+        all = 0;
+        if (entry) bkv_cache_release(t->cache, entry);
+        if (own) delete_row(0, 0, own);
+    }
+    int rc = 0;
+    for (uint32_t x = 0; x < nlive && !rc; x++) {
+        uint32_t p = all ? x : live[x];
+        rc = fn(arg, vh->first_block[p], vh->first_block[p + 1] - 1);
+    }
+    if (live != stack) free(live);
     return rc;
 }
 

@@ -94,6 +94,7 @@ const char *bkv_vindex_shape_name(int shape) {
     case BKV_VALUE_INDEX_FLAT: return "flat";
     case BKV_VALUE_INDEX_HIERARCHY: return "hierarchy";
     case BKV_VALUE_INDEX_BITSLICED: return "bitsliced";
+    case BKV_VALUE_INDEX_PAGED: return "paged"; /* the tables answer: this index stays empty */
     default: return NULL;
     }
 }

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "bloomkv.h"
+#include "table/format.h"
 #include "table/table.h"
 #include "test_db.h"
 #include "test_dir.h"
@@ -425,6 +426,16 @@ static void test_oracle_builtin(void **s) {
     run_config(&(config){"json-hier", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_TIERED, TERMS_JSON, 512, 16, 3});
 }
 
+/* The paged index answers from the tables' summaries and rows: the same
+ * results as every in-memory shape, with whole values and with terms. */
+static void test_oracle_paged(void **s) {
+    (void)s;
+    run_config(&(config){"paged", BKV_VALUE_INDEX_PAGED, BKV_COMPACTION_LEVELED, 0, 256, 8, 2});
+    run_config(&(config){"paged-tiered", BKV_VALUE_INDEX_PAGED, BKV_COMPACTION_TIERED, 0, 512, 16, 2});
+    run_config(&(config){"terms-paged", BKV_VALUE_INDEX_PAGED, BKV_COMPACTION_LEVELED, TERMS_SPLIT, 512, 16, 2});
+    run_config(&(config){"words-paged", BKV_VALUE_INDEX_PAGED, BKV_COMPACTION_TIERED, TERMS_WORDS, 256, 0, 2});
+}
+
 static void test_oracle_whole_table(void **s) {
     (void)s;
     run_config(&(config){"whole", BKV_VALUE_INDEX_HIERARCHY, BKV_COMPACTION_LEVELED, 0, 4096, 0, 2});
@@ -538,6 +549,136 @@ static void test_damaged_value_filters(void **s) {
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
     assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+/* Rewrites the trailer of the block at h in path so that it verifies
+ * again (damage a checksum cannot see). */
+static void reseal_block(const char *path, bkv_handle h) {
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint8_t *data = malloc((size_t)h.size + 1);
+    assert_int_equal(fseek(f, (long)h.offset, SEEK_SET), 0);
+    assert_int_equal(fread(data, 1, (size_t)h.size + 1, f), (size_t)h.size + 1);
+    uint64_t sum = bkv_block_checksum(data, (size_t)h.size, data[h.size]);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++) le[i] = (uint8_t)(sum >> (8 * i));
+    assert_int_equal(fseek(f, (long)(h.offset + h.size + 1), SEEK_SET), 0);
+    assert_int_equal(fwrite(le, 1, 8, f), 8);
+    assert_int_equal(fclose(f), 0);
+    free(data);
+}
+
+static void expect_v7_holders(const char *path, const bkv_options *o, const char *ctx) {
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, o, &db), BKV_OK);
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, NULL), BKV_OK);
+    if (n != 10) fail_msg("%s: %d results, not 10", ctx, n);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v777", 4, count_result, &n, NULL), BKV_OK);
+    if (n != 0) fail_msg("%s: %d results for an absent value", ctx, n);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static void check_problems(void *arg, const char *line) {
+    (void)line;
+    (*(int *)arg)++;
+}
+
+/* The paged layout (format.md, value filter block version 2): an absent
+ * value stops at a table's summary; a damaged row answers "maybe" for its
+ * bits only; a summary that does not open costs reading the rows; a
+ * damaged head costs a scan of the table. Never a missed result, and
+ * check names each. */
+static void test_paged_damage(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    uint64_t number = one_table_db("paged-damage", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    bkv_handle head = {bkv_table_properties(t)->value_filter_offset, bkv_table_properties(t)->value_filter_bytes};
+    bkv_filter *summary;
+    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_destroy(summary);
+    bkv_table_close(t);
+    FILE *f = fopen(tpath, "rb");
+    uint8_t hdr[40];
+    assert_int_equal(fseek(f, (long)head.offset, SEEK_SET), 0);
+    assert_int_equal(fread(hdr, 1, sizeof hdr, f), sizeof hdr);
+    fclose(f);
+    assert_int_equal(hdr[4], 2); /* version 2 */
+    uint32_t nparts = (uint32_t)hdr[12] | (uint32_t)hdr[13] << 8 | (uint32_t)hdr[14] << 16 | (uint32_t)hdr[15] << 24;
+    uint64_t rows_offset = 0;
+    for (int i = 7; i >= 0; i--) rows_offset = rows_offset << 8 | hdr[32 + i];
+    uint64_t row_len = 8 * (uint64_t)nparts + 9, summary_at = head.offset + 40 + 16 * (uint64_t)nparts;
+    assert_true(nparts > 1);
+    assert_int_equal(rows_offset + 64 * row_len, head.offset); /* m = 4096: 64 rows */
+
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    bkv_find_stats st;
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "absent", 6, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(st.nodes_probed, 1);
+    assert_int_equal(st.nodes_positive, 0); /* the summary said no: no row was read */
+    assert_int_equal(st.partitions_scanned, 0);
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 10);
+    assert_true(st.partitions_scanned <= 12); /* the rows narrowed 40 partitions to the 10 holders' */
+    char *mem = bkv_property(db, "bloomkv.value-index-memory");
+    assert_true(strtoull(mem, NULL, 10) > 0 && strtoull(mem, NULL, 10) < 5000); /* a byte per entry at most */
+    bkv_free(mem);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    /* Rows damaged in turn (in the middle of their words): still every result. */
+    for (uint64_t w = 0; w < 64; w += 9) {
+        uint64_t at = rows_offset + w * row_len + 8 * (nparts / 2) + 3;
+        assert_int_equal(test_xor_byte(tpath, (long)at, 0xff), 0);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "row %llu damaged", (unsigned long long)w);
+        expect_v7_holders(path, &o, ctx);
+        int problems = 0;
+        assert_int_equal(bkv_check(path, check_problems, &problems), BKV_CORRUPTION);
+        assert_true(problems >= 1);
+        assert_int_equal(test_xor_byte(tpath, (long)at, 0xff), 0);
+    }
+
+    /* A summary whose bytes are wrong but whose block checksum holds: it
+     * does not open as a filter, so the rows decide. */
+    assert_int_equal(test_xor_byte(tpath, (long)summary_at + 2, 0x40), 0);
+    reseal_block(tpath, head);
+    expect_v7_holders(path, &o, "summary damaged");
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_find_value(db, NULL, "absent", 6, count_result, &n, &st), BKV_OK);
+    assert_int_equal(st.nodes_positive, 1); /* past the summary it cannot trust */
+    assert_true(test_counter(db, "filter-corrupt") >= 1);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    int problems = 0;
+    assert_int_equal(bkv_check(path, check_problems, &problems), BKV_CORRUPTION);
+    assert_int_equal(problems, 1);
+    assert_int_equal(test_xor_byte(tpath, (long)summary_at + 2, 0x40), 0);
+    reseal_block(tpath, head);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+
+    /* A head whose rows would not end at it, resealed; then a head that
+     * fails its checksum: the whole table is scanned. */
+    assert_int_equal(test_xor_byte(tpath, (long)head.offset + 32, 0x08), 0);
+    reseal_block(tpath, head);
+    expect_v7_holders(path, &o, "rows misplaced");
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 1);
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &(int){0}, &st), BKV_OK);
+    assert_int_equal(st.entries_scanned, 5000);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(test_xor_byte(tpath, (long)head.offset + 32, 0x08), 0);
+    reseal_block(tpath, head);
+    assert_int_equal(test_xor_byte(tpath, (long)head.offset + 13, 0x01), 0);
+    expect_v7_holders(path, &o, "head damaged");
+    assert_int_equal(test_xor_byte(tpath, (long)head.offset + 13, 0x01), 0);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
 }
 
 static int mark_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
@@ -723,6 +864,56 @@ static void test_value_index_lifecycle(void **s) {
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
     check_lifecycle(db, &model, 1, &rng, "terms, reopened");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    state_free(&model);
+}
+
+/* A database moves between the paged layout and the in-memory shapes at
+ * an open: version 1 tables are read whole by the paged index until
+ * bkv_value_index_build rewrites them, version 2 tables feed an in-memory
+ * index through their rows. */
+static void test_paged_reshape(void **s) {
+    (void)s;
+    char path[300];
+    snprintf(path, sizeof path, "%s/reshape-paged", dir);
+    static state model;
+    memset(&model, 0, sizeof model);
+    uint64_t rng = 0x9a6ed;
+    bkv_options o;
+    lifecycle_options(&o, BKV_VALUE_INDEX_BITSLICED, 0);
+    o.level0_compaction_trigger = o.level0_slowdown_trigger = o.level0_stop_trigger = 1000;
+    o.max_bytes_for_level_base = 1u << 30;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    write_random(db, &model, &rng, 3000);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    o.value_index = BKV_VALUE_INDEX_PAGED;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID); /* a shape change is asked for */
+    o.value_index_reshape = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    uint64_t old_tables = test_counter(db, "value-filters-unusable");
+    assert_true(old_tables > 3);
+    check_lifecycle(db, &model, 0, &rng, "paged over version 1 tables");
+    write_random(db, &model, &rng, 600); /* new tables are version 2 */
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    check_lifecycle(db, &model, 0, &rng, "paged, both versions");
+    uint64_t rewritten;
+    assert_int_equal(bkv_value_index_build(db, &rewritten), BKV_OK);
+    assert_true(rewritten > 0);
+    check_lifecycle(db, &model, 0, &rng, "paged, built");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    check_lifecycle(db, &model, 0, &rng, "paged, reopened");
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+
+    o.value_index = BKV_VALUE_INDEX_HIERARCHY;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0); /* their rows read */
+    check_lifecycle(db, &model, 0, &rng, "hierarchy over version 2 tables");
     assert_int_equal(bkv_close(db), BKV_OK);
     state_free(&model);
 }
@@ -1274,6 +1465,8 @@ int main(void) {
         cmocka_unit_test(test_oracle_bitsliced),  cmocka_unit_test(test_oracle_terms),
         cmocka_unit_test(test_oracle_builtin),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
+        cmocka_unit_test(test_oracle_paged),       cmocka_unit_test(test_paged_damage),
+        cmocka_unit_test(test_paged_reshape),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
         cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),
         cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),

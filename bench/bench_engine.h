@@ -45,6 +45,11 @@ typedef struct bench_cfg {
     int secondary_index;          /* 1: rows carry a composite-key index (--secondary_index composite) */
     size_t filter_partition_size;         /* 0: engine default */
     uint64_t filter_memory_budget;        /* 0: none */
+    int value_summary_bits;               /* bloomkv, paged value index: 0: the default */
+    /* findvalue: each search on the database reopened with its pages
+     * dropped from the page cache first (a cold cache: what stays in
+     * memory is only what the engine keeps resident from its open). */
+    int cold;
 } bench_cfg;
 
 #define BENCH_FIND_FIRST 1    /* stop at the first match */

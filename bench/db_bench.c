@@ -48,6 +48,10 @@ typedef struct run_state {
     uint64_t expected;     /* ops this thread will record */
     bkv_find_stats fst;    /* summed over findvalue searches */
     char *vbuf;            /* value being built (value_size bytes) */
+    /* --cold: time spent reopening between searches (not the benchmark's),
+     * and the opens themselves. */
+    double paused_ns, open_ns, open_ns_max;
+    uint64_t opens;
 } run_state;
 
 static uint64_t next_rand(uint64_t *s) {
@@ -134,6 +138,42 @@ static uint64_t dir_size(const char *path) {
     return total;
 }
 
+/* Drops the pages of every file in dir from the page cache (clean pages
+ * that no process maps). */
+static void drop_pages(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        int fd = open(p, O_RDONLY | O_NOFOLLOW);
+        if (fd < 0) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* --cold, before a search: the database closed (unmapping its tables),
+ * its pages dropped, opened again (timed), and the pages the open read
+ * but does not keep mapped dropped again. */
+static int reopen_cold(run_state *s) {
+    double p0 = bench_now_ns();
+    s->eng->close(s->h);
+    s->h = NULL;
+    drop_pages(s->cfg->db);
+    double o0 = bench_now_ns();
+    if (s->eng->open(s->cfg, &s->h)) return -1;
+    double open_ns = bench_now_ns() - o0;
+    drop_pages(s->cfg->db);
+    s->open_ns += open_ns;
+    if (open_ns > s->open_ns_max) s->open_ns_max = open_ns;
+    s->opens++;
+    s->paused_ns += bench_now_ns() - p0;
+    return 0;
+}
+
 /* Runs one named benchmark; returns ops done, or -1 on error. */
 static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     const bench_cfg *c = s->cfg;
@@ -158,6 +198,8 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     uint64_t share = ops / (uint64_t)s->nthreads + ((uint64_t)s->tid < ops % (uint64_t)s->nthreads);
     s->nlat = 0;
     s->bytes = 0;
+    s->paused_ns = s->open_ns = s->open_ns_max = 0;
+    s->opens = 0;
     s->expected = share;
     memset(&s->fst, 0, sizeof s->fst);
     s->progress = isatty(STDERR_FILENO) && !c->json ? name : NULL;
@@ -243,6 +285,7 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         for (uint64_t i = 0; i < ops; i++) {
             const char *v = value_for(s, next_rand(&s->rng) % c->num, s->vbuf);
             bkv_find_stats st = {0};
+            if (c->cold && reopen_cold(s)) return -1;
             double t0 = op_start(s);
             long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
                      : indexed   ? s->eng->find_indexed(s->h, v, (size_t)c->value_size)
@@ -383,13 +426,16 @@ static void usage(FILE *out) {
             "                     [--max_background_jobs N] [--compaction_nice 0..19]\n"
             "                     [--max_subcompactions 1..8]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
+            "                     [--value_summary_bits 2..16] [--cold]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
             "            without one, run --scan_searches times) findvalue_first (the same searches, each\n"
             "            stopped at its first result) findvalue_and (each the AND of the value with itself)\n"
             "            findvalue_scan (the full scan on any engine); NAMEwhilewriting runs NAME (readrandom for\n"
-            "            read) while one more thread overwrites random keys as fast as it can\n"
+            "            read) while one more thread overwrites random keys as fast as it can; --cold: before\n"
+            "            each search the database is closed, its pages dropped from the page cache, and opened\n"
+            "            again (open times reported, not counted)\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
@@ -569,7 +615,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         double t0 = bench_now_ns();
         long ops = run_threads(&s, base, &found, max_ops);
         end_progress(&s);
-        double secs = (bench_now_ns() - t0) / 1e9;
+        double secs = (bench_now_ns() - t0 - s.paused_ns) / 1e9;
         double writer_rate = 0;
         if (writer) {
             atomic_store(&writer->stop, 1);
@@ -600,6 +646,9 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             s.eng->counter(s.h, "blocks-read", &blocks1);
             s.eng->counter(s.h, "filter-memory", &filter_bytes);
         }
+        uint64_t vindex_bytes = 0;
+        if (indexed_search && s.eng->counter) s.eng->counter(s.h, "value-index-memory", &vindex_bytes);
+        double open_ms = s.opens ? s.open_ns / (double)s.opens / 1e6 : 0;
         double blocks_per_op = ops ? (double)(blocks1 - blocks0) / (double)ops : 0;
         uint64_t anon = anon_memory_bytes();
         if (c.json) {
@@ -613,6 +662,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                 printf(",\"blocks_read_per_op\":%.4f,\"filter_memory_bytes\":%llu", blocks_per_op,
                        (unsigned long long)filter_bytes);
             if (writing) printf(",\"writer_ops_per_sec\":%.1f", writer_rate);
+            if (s.opens) printf(",\"cold_open_ms\":%.3f,\"cold_open_ms_max\":%.3f", open_ms, s.open_ns_max / 1e6);
+            if (indexed_search) printf(",\"value_index_memory_bytes\":%llu", (unsigned long long)vindex_bytes);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
                 printf(",\"find\":{\"leaves\":%.1f,\"nodes_probed\":%.2f,\"nodes_positive\":%.2f,"
@@ -641,7 +692,12 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                        s.fst.leaves ? 100.0 * s.fst.leaves_probed / (double)s.fst.leaves : 0.0,
                        s.fst.leaves / n, s.fst.partitions_scanned / n,
                        (s.fst.partitions_scanned - s.fst.partitions_matched) / n, 100.0 * s.fst.plan_scan / n);
+                printf(", index memory %.1f MB (%.2f bytes/entry)", (double)vindex_bytes / 1048576.0,
+                       c.num ? (double)vindex_bytes / (double)c.num : 0.0);
             }
+            if (s.opens)
+                printf(" [cold: reopened before each search, open %.1f ms mean, %.1f max]", open_ms,
+                       s.open_ns_max / 1e6);
             printf("\n");
             if (c.histogram)
                 printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
@@ -736,6 +792,8 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"max_subcompactions", required_argument, 0, '7'},
         {"find_plan", required_argument, 0, 'L'},
         {"secondary_index", required_argument, 0, 'I'},
+        {"value_summary_bits", required_argument, 0, '8'},
+        {"cold", no_argument, 0, '9'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -835,6 +893,11 @@ int bkv_db_bench_main(int argc, char **argv) {
             c.max_subcompactions = parse_int(optarg, &bad_number);
             if (c.max_subcompactions < 1 || c.max_subcompactions > 8) goto bad_value;
             break;
+        case '8':
+            c.value_summary_bits = parse_int(optarg, &bad_number);
+            if (c.value_summary_bits < 2 || c.value_summary_bits > 16) goto bad_value;
+            break;
+        case '9': c.cold = 1; break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }
@@ -848,6 +911,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         c.value_size > (1 << 20) || c.bloom_bits <= 0 || c.value_distinct <= 0 || c.value_distinct > 100)
         goto bad;
     if (!have_reads) c.reads = c.num;
+    if (c.cold && (c.threads > 1 || strstr(c.benchmarks, WHILE_WRITING))) {
+        fprintf(stderr, "bench: --cold reopens the database before each search: one thread, no writer beside\n");
+        return 2;
+    }
 
     static const bench_engine *const engines[] = {&bkv_bench_engine_bloomkv, &bkv_bench_engine_leveldb,
                                                   &bkv_bench_engine_rocksdb};

@@ -22,6 +22,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->value_filter_hashes) o.value_filter_hashes = cfg->value_filter_hashes;
     if (cfg->value_partition_entries >= 0) o.value_partition_entries = (uint32_t)cfg->value_partition_entries;
     if (cfg->value_index_order) o.value_index_order = cfg->value_index_order;
+    if (cfg->value_summary_bits) o.value_summary_bits = cfg->value_summary_bits;
     o.partition_filters = cfg->partition_filters;
     o.wal_mmap = cfg->wal_mmap;
     o.compact_for_reads = cfg->compact_for_reads;
@@ -126,11 +127,13 @@ static void bkv_bench_report(void *h, FILE *out) {
     bkv_free(vi);
 }
 
-/* "filter-memory": pinned filters plus partitions in the block cache. */
+/* "filter-memory": pinned filters plus partitions in the block cache;
+ * "value-index-memory": what the value index keeps in memory. */
 static int bkv_bench_counter(void *h, const char *name, uint64_t *value) {
     char prop[64];
     int filter = strcmp(name, "filter-memory") == 0;
-    snprintf(prop, sizeof prop, filter ? "bloomkv.filter-memory" : "bloomkv.counter.%s", name);
+    snprintf(prop, sizeof prop, filter || strcmp(name, "value-index-memory") == 0 ? "bloomkv.%s" : "bloomkv.counter.%s",
+             name);
     char *v = bkv_property(h, prop);
     *value = v ? strtoull(v, NULL, 10) : 0;
     bkv_free(v);

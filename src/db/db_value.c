@@ -627,8 +627,20 @@ static int add_table_part(void *arg, uint32_t first_block, uint32_t last_block) 
 }
 
 /* The paged index: each table of the read's version answers from its
- * summary and, past it, from the rows of its filters. */
+ * summary and, past it, from the rows of its filters. Every table's
+ * summary first, so that the rows of all the tables that say "maybe" are
+ * asked of the device together (a cold search then waits about once for
+ * rows, once for the blocks they name). */
 static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int read_flags) {
+    size_t n = 0;
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) n += rs->version->nfiles[l];
+    typedef struct maybe_table {
+        bkv_cache_entry *entry;
+        uint64_t number;
+    } maybe_table;
+    maybe_table stack[64], *maybe = n <= 64 ? stack : malloc(n * sizeof *maybe);
+    if (!maybe) return BKV_NOMEM;
+    size_t nmaybe = 0;
     int rc = 0;
     for (int l = 0; l < BKV_NUM_LEVELS && !rc; l++)
         for (size_t i = 0; i < rs->version->nfiles[l] && !rc; i++) {
@@ -640,16 +652,26 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
                 rc = add_leaf(fd, &(bkv_vleaf_ref){f->number, 0, 0, UINT32_MAX});
                 continue;
             }
-            table_hits th = {fd, f->number};
             bkv_table_vsearch vs;
-            rc = bkv_table_value_search(bkv_cache_value(entry), &fd->db->vparams, h, read_flags, add_table_part,
-                                        &th, &vs);
-            bkv_cache_release(fd->db->table_cache, entry);
+            rc = bkv_table_value_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
             fd->st->nodes_probed++;
             fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
             fd->st->leaves += vs.partitions;
-            if (vs.summary_maybe) fd->st->leaves_probed += vs.partitions;
+            if (!rc && vs.summary_maybe) {
+                fd->st->leaves_probed += vs.partitions;
+                maybe[nmaybe++] = (maybe_table){entry, f->number};
+            } else {
+                bkv_cache_release(fd->db->table_cache, entry);
+            }
         }
+    for (size_t i = 0; i < nmaybe; i++) {
+        table_hits th = {fd, maybe[i].number};
+        if (!rc)
+            rc = bkv_table_value_match(bkv_cache_value(maybe[i].entry), &fd->db->vparams, h, read_flags, add_table_part,
+                                       &th);
+        bkv_cache_release(fd->db->table_cache, maybe[i].entry);
+    }
+    if (maybe != stack) free(maybe);
     return rc;
 }
 

@@ -79,20 +79,21 @@ static int encode_header(const bkv_vf_set *s, int version, uint32_t word28, bkv_
     return rc;
 }
 
-static int encode_directory(const bkv_vf_set *s, bkv_buf *out) {
+static int encode_directory(const bkv_vf_set *s, int paged, bkv_buf *out) {
     int rc = 0;
     for (uint32_t i = 0; i < s->nparts; i++) {
         rc |= bkv_buf_put_u32(out, s->parts[i].first_block);
         rc |= bkv_buf_put_u32(out, s->parts[i].last_block);
         rc |= bkv_buf_put_u32(out, s->parts[i].entries);
         rc |= bkv_buf_put_u32(out, s->parts[i].terms);
+        if (paged) rc |= bkv_buf_put_u64(out, s->parts[i].offset);
     }
     return rc;
 }
 
 int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out) {
     int rc = encode_header(s, BKV_VF_VERSION, 0, out);
-    rc |= encode_directory(s, out);
+    rc |= encode_directory(s, 0, out);
     size_t words = bkv_vf_words(&s->params) * s->nparts;
     for (size_t i = 0; i < words; i++) rc |= bkv_buf_put_u64(out, s->bits[i]);
     return rc;
@@ -110,7 +111,7 @@ int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, const uint8_t
     if (summary_len > UINT32_MAX) return -1;
     int rc = encode_header(s, BKV_VF_VERSION_PAGED, (uint32_t)summary_len, out);
     rc |= bkv_buf_put_u64(out, rows_offset);
-    rc |= encode_directory(s, out);
+    rc |= encode_directory(s, 1, out);
     rc |= bkv_buf_append(out, summary, summary_len);
     return rc;
 }
@@ -139,15 +140,16 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
     if (p[7] != 0 || (!paged && bkv_get_u32(p + 28) != 0)) BAD(7, "reserved bytes not zero");
     if (!bkv_vf_params_valid(&params)) BAD(6, "bad m or k");
     uint64_t words = params.m_bits / 64;
-    size_t header = BKV_VF_HEADER;
+    size_t header = BKV_VF_HEADER, entry = BKV_VF_DIR_ENTRY;
     if (paged) {
         if (len < BKV_VF_HEADER_PAGED) BAD(0, "truncated header");
         header = BKV_VF_HEADER_PAGED;
+        entry = BKV_VF_DIR_ENTRY_PAGED;
         lay.summary_len = bkv_get_u32(p + 28);
         lay.rows_offset = bkv_get_u64(p + 32);
     }
     uint64_t tail = paged ? lay.summary_len : (uint64_t)n * words * 8;
-    if ((uint64_t)len != header + (uint64_t)n * BKV_VF_DIR_ENTRY + tail)
+    if ((uint64_t)len != header + (uint64_t)n * entry + tail)
         BAD(12, "length does not match the partition count");
     if ((n == 0) != (num_data_blocks == 0)) BAD(12, "partition count does not match the table");
     out->params = params;
@@ -160,11 +162,13 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
     }
     uint64_t next = 0, entries = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *d = p + header + (size_t)i * BKV_VF_DIR_ENTRY;
+        const uint8_t *d = p + header + (size_t)i * entry;
         bkv_vf_part *pt = &out->parts[i];
-        *pt = (bkv_vf_part){bkv_get_u32(d), bkv_get_u32(d + 4), bkv_get_u32(d + 8), bkv_get_u32(d + 12)};
+        *pt = (bkv_vf_part){bkv_get_u32(d), bkv_get_u32(d + 4), bkv_get_u32(d + 8), bkv_get_u32(d + 12),
+                            paged ? bkv_get_u64(d + 16) : 0};
         entries += pt->entries;
-        if (pt->first_block != next || pt->last_block < pt->first_block || pt->last_block >= num_data_blocks) {
+        if (pt->first_block != next || pt->last_block < pt->first_block || pt->last_block >= num_data_blocks ||
+            (paged && (i == 0 ? pt->offset != 0 : pt->offset <= out->parts[i - 1].offset))) {
             bkv_vf_set_free(out);
             BAD((size_t)(d - p), "partition does not follow the previous one");
         }
@@ -174,7 +178,7 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
         bkv_vf_set_free(out);
         BAD(12, "partitions do not cover the table");
     }
-    const uint8_t *b = p + header + (size_t)n * BKV_VF_DIR_ENTRY;
+    const uint8_t *b = p + header + (size_t)n * entry;
     if (paged && lay.summary_len) lay.summary = b;
     for (size_t i = 0; !paged && i < n * words; i++) out->bits[i] = bkv_get_u64(b + 8 * i);
     if (layout) *layout = lay;

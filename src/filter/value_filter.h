@@ -21,6 +21,7 @@
 #define BKV_VF_HEADER 32
 #define BKV_VF_DIR_ENTRY 16
 #define BKV_VF_HEADER_PAGED 40
+#define BKV_VF_DIR_ENTRY_PAGED 24 /* version 1's entry and the partition's file offset */
 
 typedef struct bkv_vf_params {
     uint32_t m_bits;            /* multiple of 64 */
@@ -64,6 +65,7 @@ static inline int bkv_vf_test(const uint64_t *bits, const bkv_vf_probe *pr) {
 typedef struct bkv_vf_part {
     uint32_t first_block, last_block; /* data block ordinals, inclusive */
     uint32_t entries, terms;
+    uint64_t offset; /* version 2: file offset of data block first_block (a search prefetches from it) */
 } bkv_vf_part;
 
 /* The value filters of one table, decoded or being built. */

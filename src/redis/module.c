@@ -3,7 +3,7 @@
  * filter family as Redis data types (docs/redis.md).
  *
  *   redis-server --loadmodule bloomkv_redis.so [dir PATH] [sync yes|no]
- *                [value_index none|flat|hierarchy|bitsliced]
+ *                [value_index none|flat|hierarchy|bitsliced|paged]
  *                [write_buffer_size BYTES] [cache_size BYTES]
  *
  * Rows are routed by the user's key like any Redis key (commands declare
@@ -463,9 +463,9 @@ static int parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, b
             ok = !strcasecmp(val, "yes") || !strcasecmp(val, "no");
             g->sync = !strcasecmp(val, "yes");
         } else if (!strcasecmp(opt, "value_index")) {
-            static const char *const shapes[] = {"none", "flat", "hierarchy", "bitsliced"};
+            static const char *const shapes[] = {"none", "flat", "hierarchy", "bitsliced", "paged"};
             ok = 0;
-            for (int s = 0; s < 4; s++)
+            for (int s = 0; s < 5; s++)
                 if (!strcasecmp(val, shapes[s])) g->opts.value_index = s, ok = 1;
         } else if (!strcasecmp(opt, "write_buffer_size") || !strcasecmp(opt, "cache_size")) {
             ok = RedisModule_StringToLongLong(argv[i + 1], &n) == REDISMODULE_OK && n > 0;

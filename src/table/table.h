@@ -154,21 +154,27 @@ uint64_t bkv_table_file_size(const bkv_table *t);
 /* Reads and validates the table's value filter block: BKV_OK, BKV_NOTFOUND
  * when the table has none, or the error (naming file and offset). */
 int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
-/* The paged value index's probe of one table: calls fn for each partition
- * (its data blocks first..last, last = UINT32_MAX: to the table's end)
- * that may hold the term hashed to h under params (the database's). A
- * version 2 block answers from its summary and the k rows the term names,
- * read through the block cache; a version 1 block is read whole; a block
- * that is missing, damaged or made with other parameters answers "maybe"
- * for the whole table. Returns fn's first non-zero answer, or BKV_NOMEM;
- * *out says what was tested. */
+/* The paged value index's probe of one table for the term hashed to h
+ * under params (the database's), in two steps so that a search asks the
+ * device for what every table needs before it waits for any.
+ * bkv_table_value_probe asks the table's summary (a version 2 block);
+ * when it says "maybe" (*out), the rows the term names are prefetched
+ * and bkv_table_value_match then reads them (through the block cache when
+ * the file is not mapped) and calls fn for each partition (its data blocks
+ * first..last, last = UINT32_MAX: to the table's end) that may hold the
+ * term, after prefetching the index and those partitions' blocks. A
+ * version 1 block is read whole by match; a block that is missing,
+ * damaged or made with other parameters answers "maybe" for the whole
+ * table. Both return BKV_NOMEM when out of memory; match returns fn's
+ * first non-zero answer. */
 typedef int (*bkv_table_part_fn)(void *arg, uint32_t first_block, uint32_t last_block);
 typedef struct bkv_table_vsearch {
     uint32_t partitions; /* the table's (1: it answers for itself whole) */
-    int summary_maybe;   /* the table got past its summary: every partition was tested */
+    int summary_maybe;   /* past its summary: match must test every partition */
 } bkv_table_vsearch;
-int bkv_table_value_search(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags,
-                           bkv_table_part_fn fn, void *arg, bkv_table_vsearch *out);
+int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out);
+int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags, bkv_table_part_fn fn,
+                          void *arg);
 /* 1 when the table has a usable version 2 block for params (reading what
  * the paged index keeps of it in memory). */
 int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params);

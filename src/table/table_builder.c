@@ -159,6 +159,7 @@ static int add_value_terms(bkv_table_builder *b, unsigned type, const uint8_t *v
         if (!rc && bkv_vf_set_add_part(&b->vf, (uint32_t)b->props.num_data_blocks))
             rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory building value filters", b->name);
         if (rc) return rc;
+        b->vf.parts[b->vf.nparts - 1].offset = b->offset; /* where the block flushed above ended */
         b->part_entries = 0;
     }
     b->part_entries++;

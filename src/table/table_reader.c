@@ -252,11 +252,20 @@ fail:
  * whole per search (v1). */
 enum { VHEAD_PAGED, VHEAD_V1, VHEAD_WHOLE };
 
+/* Where a partition starts: its first data block, and the 4 KiB page of
+ * the file that block starts in (what a search prefetches from; 32 bits
+ * of pages span 16 TiB). */
+typedef struct value_part {
+    uint32_t block, page;
+} value_part;
+
+#define VALUE_PAGE_SHIFT 12
+
 typedef struct value_head {
     int kind;
     bkv_vf_params params;
     uint32_t nparts;
-    uint32_t *first_block;   /* per partition; each ends where the next begins */
+    value_part *parts;       /* nparts + 1: each partition ends where the next begins */
     bkv_filter *summary;     /* NULL: none ("maybe") */
     uint64_t rows_offset;
     atomic_uchar *row_verified; /* per row of a mapped file: its checksum held */
@@ -265,7 +274,7 @@ typedef struct value_head {
 
 static void free_value_head(value_head *vh) {
     if (!vh) return;
-    free(vh->first_block);
+    free(vh->parts);
     bkv_filter_destroy(vh->summary);
     free(vh->row_verified);
     free(vh);
@@ -566,14 +575,18 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
             vh->nparts = set.nparts;
             if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed) vh->kind = VHEAD_WHOLE;
             else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
-            else if (!(vh->first_block = malloc((set.nparts + 1) * sizeof *vh->first_block)) ||
+            else if (!(vh->parts = malloc((set.nparts + 1) * sizeof *vh->parts)) ||
                      !(vh->row_verified = calloc(bkv_vf_words(p), 1)))
                 read = BKV_NOMEM;
             else {
                 vh->kind = VHEAD_PAGED;
                 vh->rows_offset = layout.rows_offset;
-                for (uint32_t i = 0; i < set.nparts; i++) vh->first_block[i] = set.parts[i].first_block;
-                vh->first_block[set.nparts] = (uint32_t)t->props.num_data_blocks;
+                for (uint32_t i = 0; i < set.nparts; i++)
+                    vh->parts[i] = (value_part){set.parts[i].first_block,
+                                                (uint32_t)(set.parts[i].offset >> VALUE_PAGE_SHIFT)};
+                uint64_t data_end = t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset;
+                vh->parts[set.nparts] = (value_part){(uint32_t)t->props.num_data_blocks,
+                                                     (uint32_t)((data_end + (1u << VALUE_PAGE_SHIFT) - 1) >> VALUE_PAGE_SHIFT)};
                 /* A summary that does not open costs reading the rows, never a wrong "no". */
                 if (layout.summary && bkv_filter_open(layout.summary, layout.summary_len,
                                                       BKV_FILTER_OPEN_TRUSTED | BKV_FILTER_OPEN_COPY, &vh->summary,
@@ -581,7 +594,7 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
                     vh->summary = NULL;
                     if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
                 }
-                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->first_block + bkv_vf_words(p) +
+                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->parts + bkv_vf_words(p) +
                              (vh->summary ? bkv_filter_memory(vh->summary) : 0);
             }
             bkv_vf_set_free(&set);
@@ -687,55 +700,99 @@ static int search_whole_block(bkv_table *t, const bkv_vf_probe *pr, bkv_table_pa
     return rc;
 }
 
-int bkv_table_value_search(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags,
-                           bkv_table_part_fn fn, void *arg, bkv_table_vsearch *out) {
+int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out) {
     *out = (bkv_table_vsearch){1, 1};
     if (load_value_head(t, params)) return BKV_NOMEM;
     value_head *vh = t->vhead;
-    if (vh->kind == VHEAD_WHOLE) return fn(arg, 0, UINT32_MAX);
+    if (vh->kind == VHEAD_WHOLE) return BKV_OK;
     out->partitions = vh->nparts;
-    bkv_vf_probe pr;
-    bkv_vf_probe_from_hash(&pr, params, h);
-    if (vh->kind == VHEAD_V1) return search_whole_block(t, &pr, fn, arg);
-    if (vh->summary && !bkv_filter_may_contain(vh->summary, h)) return out->summary_maybe = 0;
-    /* The partitions still alive, narrowed row by row: the first row
-     * tests every partition, the next ones only the survivors (about the
-     * filters' fill each time). */
-    uint32_t stack[256], *live = vh->nparts <= 256 ? stack : malloc(vh->nparts * sizeof *live);
-    if (!live) return BKV_NOMEM;
-    uint32_t nlive = vh->nparts, all = 1;
+    if (vh->kind != VHEAD_PAGED) return BKV_OK;
+    if (vh->summary && !bkv_filter_may_contain(vh->summary, h)) {
+        out->summary_maybe = 0;
+        return BKV_OK;
+    }
+    /* Rows not read since the table was opened are likely on the device
+     * only: asked for now, for every table the search will test, their
+     * reads overlap instead of following one another. */
+    if (bkv_file_mapped(t->file)) {
+        bkv_vf_probe pr;
+        bkv_vf_probe_from_hash(&pr, params, h);
+        for (uint32_t i = 0; i < pr.k; i++) {
+            uint32_t w = pr.pos[i] >> 6;
+            if (!atomic_load_explicit(&vh->row_verified[w], memory_order_relaxed)) {
+                bkv_handle rh = row_handle(vh->rows_offset, vh->nparts, w);
+                bkv_file_prefetch(t->file, rh.offset, rh.size + BKV_BLOCK_TRAILER);
+            }
+        }
+    }
+    return BKV_OK;
+}
+
+/* The partitions of a paged table that may hold the term, narrowed row by
+ * row into live[0, *nlive): the first row tests every partition, the
+ * next ones only the survivors (about the filters' fill each time). A row
+ * that cannot be read answers "maybe" for its bits. */
+static void match_rows(bkv_table *t, value_head *vh, const bkv_vf_probe *pr, int read_flags, uint32_t *live,
+                       uint32_t *nlive) {
+    uint32_t n = vh->nparts, all = 1;
     uint32_t done[BKV_VF_MAX_K];
-    for (uint32_t i = 0; i < pr.k && nlive; i++) {
-        uint32_t w = pr.pos[i] >> 6, seen = 0;
+    for (uint32_t i = 0; i < pr->k && n; i++) {
+        uint32_t w = pr->pos[i] >> 6, seen = 0;
         for (uint32_t j = 0; j < i && !seen; j++) seen = done[j] == w;
         done[i] = w;
         if (seen) continue; /* each row once, with the mask of every probe bit it holds */
         uint64_t mask = 0;
-        for (uint32_t j = i; j < pr.k; j++)
-            if (pr.pos[j] >> 6 == w) mask |= UINT64_C(1) << (pr.pos[j] & 63);
+        for (uint32_t j = i; j < pr->k; j++)
+            if (pr->pos[j] >> 6 == w) mask |= UINT64_C(1) << (pr->pos[j] & 63);
         bkv_cache_entry *entry;
         cached_row *own;
         const uint8_t *row = read_row(t, vh, w, read_flags, &entry, &own);
         if (!row) {
             if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-            continue; /* this row's bits answer "maybe" */
+            continue;
         }
         uint32_t kept = 0;
-        for (uint32_t x = 0; x < nlive; x++) {
+        for (uint32_t x = 0; x < n; x++) {
             uint32_t p = all ? x : live[x];
             live[kept] = p;
             kept += (bkv_get_u64(row + 8 * (size_t)p) & mask) == mask;
         }
-        nlive = kept;
+        n = kept;
         all = 0;
         if (entry) bkv_cache_release(t->cache, entry);
         if (own) delete_row(0, 0, own);
     }
-    int rc = 0;
-    for (uint32_t x = 0; x < nlive && !rc; x++) {
-        uint32_t p = all ? x : live[x];
-        rc = fn(arg, vh->first_block[p], vh->first_block[p + 1] - 1);
+    if (all)
+        for (uint32_t x = 0; x < n; x++) live[x] = x;
+    *nlive = n;
+}
+
+int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags, bkv_table_part_fn fn,
+                          void *arg) {
+    if (load_value_head(t, params)) return BKV_NOMEM;
+    value_head *vh = t->vhead;
+    if (vh->kind == VHEAD_WHOLE) return fn(arg, 0, UINT32_MAX);
+    bkv_vf_probe pr;
+    bkv_vf_probe_from_hash(&pr, params, h);
+    if (vh->kind == VHEAD_V1) return search_whole_block(t, &pr, fn, arg);
+    uint32_t stack[256], *live = vh->nparts <= 256 ? stack : malloc(vh->nparts * sizeof *live);
+    if (!live) return BKV_NOMEM;
+    uint32_t nlive;
+    match_rows(t, vh, &pr, read_flags, live, &nlive);
+    /* The scan of these partitions needs the index and their blocks:
+     * asked for at once, for every partition, before any is read. */
+    if (nlive && bkv_file_mapped(t->file)) {
+        if (!atomic_load_explicit(&t->index_ready, memory_order_relaxed))
+            bkv_file_prefetch(t->file, t->index_handle.offset, t->index_handle.size + BKV_BLOCK_TRAILER);
+        for (uint32_t x = 0; x < nlive; x++) {
+            const value_part *p = &vh->parts[live[x]];
+            uint64_t from = (uint64_t)p->page << VALUE_PAGE_SHIFT, to = (uint64_t)p[1].page << VALUE_PAGE_SHIFT;
+            if (to > from) bkv_file_prefetch(t->file, from, to - from);
+        }
     }
+    int rc = 0;
+    for (uint32_t x = 0; x < nlive && !rc; x++)
+        rc = fn(arg, vh->parts[live[x]].block, vh->parts[live[x] + 1].block - 1);
     if (live != stack) free(live);
     return rc;
 }
@@ -1070,6 +1127,39 @@ int bkv_table_blocks_key_range(bkv_table *t, uint32_t first, uint32_t last, cons
     return index_user_key_at(t, last, hi, hi_len, e);
 }
 
+/* Readahead for a reader that goes through blocks in file order. Table
+ * maps are read at random (env_posix.c), so what comes next is asked for
+ * explicitly: after a block that follows the one before it, the next
+ * window (doubling from RA_MIN to RA_MAX) is prefetched, half a window
+ * before it is needed. A jump starts over. */
+#define RA_MIN (64u << 10)
+#define RA_MAX (2u << 20)
+
+typedef struct readahead {
+    uint64_t next;   /* where a block following the last one starts */
+    uint64_t end;    /* prefetched up to here */
+    uint64_t window; /* 0: not reading in order */
+    uint64_t limit;  /* nothing at or past here is asked for */
+} readahead;
+
+static void readahead_before(bkv_table *t, readahead *ra, bkv_handle h) {
+    uint64_t end = h.offset + h.size + BKV_BLOCK_TRAILER;
+    int in_order = h.offset == ra->next;
+    ra->next = end;
+    if (!in_order) {
+        ra->window = 0;
+        ra->end = end;
+        return;
+    }
+    ra->window = ra->window ? (ra->window * 2 < RA_MAX ? ra->window * 2 : RA_MAX) : RA_MIN;
+    if (ra->end > end + ra->window / 2) return;
+    uint64_t from = ra->end > h.offset ? ra->end : h.offset;
+    uint64_t n = from < ra->limit ? ra->limit - from : 0;
+    if (n > ra->window) n = ra->window;
+    if (n) bkv_file_prefetch(t->file, from, n);
+    ra->end = from + n;
+}
+
 int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_flags, bkv_table_stats *stats,
                           bkv_table_entry_fn fn, void *arg, bkv_err *e) {
     int rc = load_index(t, e);
@@ -1078,10 +1168,16 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
                                                                         : t->index.num_restarts;
     if (nblocks == 0) return BKV_OK;
     if (last >= nblocks) last = (uint32_t)(nblocks - 1);
+    /* More than one block: read in order from the first. */
+    bkv_handle first_h, last_h;
+    readahead ra = {UINT64_MAX, 0, 0, 0};
+    if (last > first && !index_handle_at(t, first, &first_h, NULL) && !index_handle_at(t, last, &last_h, NULL))
+        ra = (readahead){first_h.offset, 0, 0, last_h.offset + last_h.size + BKV_BLOCK_TRAILER};
     for (uint32_t i = first; i <= last; i++) {
         bkv_handle h;
         block_ref br;
         rc = index_handle_at(t, i, &h, e);
+        if (!rc) readahead_before(t, &ra, h);
         if (!rc) rc = load_block(t, h, i, read_flags, &br, stats, e);
         if (rc) return rc;
         bkv_block_iter bi;
@@ -1119,6 +1215,7 @@ typedef struct table_iter {
     int rc;                   /* first error */
     bkv_err err;
     bkv_buf key;              /* an ingested table's current key, at its global sequence */
+    readahead ra;
 } table_iter;
 
 static void drop_block(table_iter *ti) {
@@ -1150,6 +1247,7 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
+    if (!rc) readahead_before(ti->t, &ti->ra, h);
     if (!rc) rc = load_block(ti->t, h, bkv_block_iter_restart_ordinal(&ti->index_it), ti->read_flags, &ti->cur, ti->stats, &e);
     if (rc) {
         set_error(ti, rc, &e);
@@ -1264,6 +1362,7 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     ti->t = t;
     ti->read_flags = read_flags;
     ti->stats = stats;
+    ti->ra = (readahead){UINT64_MAX, 0, 0, t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset};
     /* An index that cannot be read makes an iterator that reports why. */
     static const bkv_block no_index;
     ti->rc = load_index(t, &ti->err);

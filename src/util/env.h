@@ -51,6 +51,9 @@ struct bkv_env {
     /* The whole file mapped read-only in memory, or NULL when this env
      * does not map (readers then use read_at). Valid until closed. */
     const uint8_t *(*mapped)(bkv_rfile *f);
+    /* Advice: bytes [off, off + n) will be read soon, so the env may start
+     * reading them from the device now, all at once. Optional (NULL). */
+    void (*prefetch)(bkv_rfile *f, uint64_t off, uint64_t n);
     void (*close_readable)(bkv_rfile *f);
 
     /* Whether the name exists (a dangling symbolic link counts). */
@@ -103,6 +106,9 @@ static inline int bkv_file_read_at(bkv_rfile *f, uint64_t off, size_t n, void *d
 }
 static inline uint64_t bkv_file_size(bkv_rfile *f) { return f->env->size(f); }
 static inline const uint8_t *bkv_file_mapped(bkv_rfile *f) { return f->env->mapped ? f->env->mapped(f) : NULL; }
+static inline void bkv_file_prefetch(bkv_rfile *f, uint64_t off, uint64_t n) {
+    if (f->env->prefetch) f->env->prefetch(f, off, n);
+}
 static inline void bkv_file_close_readable(bkv_rfile *f) { f->env->close_readable(f); }
 
 /* Copies file from to a new file to (mode), synced. */

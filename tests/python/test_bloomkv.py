@@ -398,8 +398,9 @@ def test_close_closes_iterators_and_snapshots(path):
 
 # ---- search by value -----------------------------------------------------------
 
-def test_find_value(path):
-    with bloomkv.DB(path, create_if_missing=True, value_index="bitsliced", write_buffer_size=1 << 16) as d:
+@pytest.mark.parametrize("shape", ["bitsliced", "paged"])
+def test_find_value(path, shape):
+    with bloomkv.DB(path, create_if_missing=True, value_index=shape, write_buffer_size=1 << 16) as d:
         rng = random.Random(3)
         model = {}
         for i in range(4000):

@@ -46,6 +46,7 @@ typedef struct bench_cfg {
     size_t filter_partition_size;         /* 0: engine default */
     uint64_t filter_memory_budget;        /* 0: none */
     int value_summary_bits;               /* bloomkv, paged value index: 0: the default */
+    uint64_t target_file_size;            /* table size (LevelDB: max_file_size); 0: engine default */
     /* findvalue: each search on the database reopened with its pages
      * dropped from the page cache first (a cold cache: what stays in
      * memory is only what the engine keeps resident from its open). */

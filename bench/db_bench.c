@@ -76,20 +76,24 @@ static size_t make_key(char *buf, int key_size, uint64_t i, int missing) {
     return len;
 }
 
-static uint64_t value_id(const bench_cfg *c, uint64_t i) {
+static uint64_t value_ids(const bench_cfg *c) {
     uint64_t distinct = (uint64_t)((double)c->num * c->value_distinct / 100.0);
-    return i % (distinct ? distinct : 1);
+    return distinct ? distinct : 1;
 }
 
-/* Key i's value: a slice of the pool, its first bytes replaced by the
- * value id in hex. buf holds value_size bytes. */
-static const char *value_for(run_state *s, uint64_t i, char *buf) {
+static uint64_t value_id(const bench_cfg *c, uint64_t i) { return i % value_ids(c); }
+
+/* The value of id: a slice of the pool, its first bytes replaced by the
+ * id in hex. buf holds value_size bytes. */
+static const char *value_of_id(run_state *s, uint64_t id, char *buf) {
     size_t vs = (size_t)s->cfg->value_size;
-    uint64_t id = value_id(s->cfg, i);
     memcpy(buf, s->values + (id * 97) % (s->pool - vs), vs);
     for (size_t d = 0; d < 16 && d < vs; d++) buf[d] = "0123456789abcdef"[(id >> (60 - 4 * d)) & 15];
     return buf;
 }
+
+/* Key i's value. */
+static const char *value_for(run_state *s, uint64_t i, char *buf) { return value_of_id(s, value_id(s->cfg, i), buf); }
 
 static void add_find_stats(bkv_find_stats *sum, const bkv_find_stats *st) {
     const uint64_t *src = (const uint64_t *)st;
@@ -190,7 +194,9 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
     unsigned find_flags = strcmp(name, "findvalue_first") == 0 ? BENCH_FIND_FIRST
                           : strcmp(name, "findvalue_and") == 0 ? BENCH_FIND_AND_SELF
                                                                : 0;
-    int find = strcmp(name, "findvalue") == 0 || find_flags;
+    /* findvalue_absent: values no key holds (ids past those written). */
+    int absent = strcmp(name, "findvalue_absent") == 0;
+    int find = strcmp(name, "findvalue") == 0 || find_flags || absent;
     int scan_search = strcmp(name, "findvalue_scan") == 0 || (find && !s->eng->find_value && !indexed);
     if (find || scan_search) ops = scan_search ? c->scan_searches : c->searches;
     /* This thread's share: every nthreads-th key for fills, an equal part
@@ -283,16 +289,18 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
         /* The value of a random key: unique values have one match. */
         ops = share;
         for (uint64_t i = 0; i < ops; i++) {
-            const char *v = value_for(s, next_rand(&s->rng) % c->num, s->vbuf);
+            uint64_t r = next_rand(&s->rng);
+            const char *v = absent ? value_of_id(s, value_ids(c) + r % value_ids(c), s->vbuf)
+                                   : value_for(s, r % c->num, s->vbuf);
             bkv_find_stats st = {0};
             if (c->cold && reopen_cold(s)) return -1;
             double t0 = op_start(s);
-            long r = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
+            long n = scan_search ? s->eng->scan_value(s->h, v, (size_t)c->value_size)
                      : indexed   ? s->eng->find_indexed(s->h, v, (size_t)c->value_size)
                                  : s->eng->find_value(s->h, v, (size_t)c->value_size, c->find_plan, find_flags, &st);
             record(s, t0);
-            if (r < 0) return -1;
-            found += r > 0;
+            if (n < 0) return -1;
+            found += n > 0;
             add_find_stats(&s->fst, &st);
         }
     } else if (strcmp(name, "compact") == 0) {
@@ -426,12 +434,13 @@ static void usage(FILE *out) {
             "                     [--max_background_jobs N] [--compaction_nice 0..19]\n"
             "                     [--max_subcompactions 1..8]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
-            "                     [--value_summary_bits 2..16] [--cold]\n"
+            "                     [--value_summary_bits 2..16] [--cold] [--target_file_size BYTES]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
             "            without one, run --scan_searches times) findvalue_first (the same searches, each\n"
             "            stopped at its first result) findvalue_and (each the AND of the value with itself)\n"
+            "            findvalue_absent (searches for values no key holds)\n"
             "            findvalue_scan (the full scan on any engine); NAMEwhilewriting runs NAME (readrandom for\n"
             "            read) while one more thread overwrites random keys as fast as it can; --cold: before\n"
             "            each search the database is closed, its pages dropped from the page cache, and opened\n"
@@ -635,10 +644,11 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         }
         ops_per_sec[(*nbench)++] = ops / (secs > 0 ? secs : 1);
         int indexed_search = (strcmp(base, "findvalue") == 0 || strcmp(base, "findvalue_first") == 0 ||
-                              strcmp(base, "findvalue_and") == 0) &&
+                              strcmp(base, "findvalue_and") == 0 || strcmp(base, "findvalue_absent") == 0) &&
                              s.eng->find_value && !c.secondary_index;
         if (s.timed) qsort(s.lat_ns, s.nlat, sizeof *s.lat_ns, cmp_u32);
         double p50 = s.nlat ? s.lat_ns[s.nlat / 2] / 1e3 : 0, p99 = s.nlat ? s.lat_ns[s.nlat * 99 / 100] / 1e3 : 0;
+        double p999 = s.nlat ? s.lat_ns[s.nlat * 999 / 1000] / 1e3 : 0;
         double micros = ops ? secs * 1e6 / (double)ops : 0;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
@@ -653,10 +663,11 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         uint64_t anon = anon_memory_bytes();
         if (c.json) {
             printf("{\"engine\":\"%s\",\"benchmark\":\"%s\",\"num\":%llu,\"ops\":%ld,\"seconds\":%.4f,"
-                   "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"found\":%llu,"
+                   "\"ops_per_sec\":%.1f,\"micros_per_op\":%.4f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,"
+                   "\"found\":%llu,"
                    "\"bytes_written\":%llu,\"db_size_bytes\":%llu,\"peak_rss_bytes\":%llu,\"anon_bytes\":%llu",
                    s.eng->name, name, (unsigned long long)c.num, ops, secs, ops / (secs > 0 ? secs : 1), micros, p50,
-                   p99, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
+                   p99, p999, (unsigned long long)found, (unsigned long long)s.bytes, (unsigned long long)dir_size(c.db),
                    (unsigned long long)ru.ru_maxrss * 1024, (unsigned long long)anon);
             if (have_blocks)
                 printf(",\"blocks_read_per_op\":%.4f,\"filter_memory_bytes\":%llu", blocks_per_op,
@@ -701,8 +712,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             printf("\n");
             if (c.histogram)
                 printf("    latency us: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50,
-                       s.lat_ns[s.nlat * 9 / 10] / 1e3, p99, s.lat_ns[s.nlat * 999 / 1000] / 1e3,
-                       s.lat_ns[s.nlat - 1] / 1e3);
+                       s.lat_ns[s.nlat * 9 / 10] / 1e3, p99, p999, s.lat_ns[s.nlat - 1] / 1e3);
         }
         fflush(stdout);
     }
@@ -794,6 +804,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"secondary_index", required_argument, 0, 'I'},
         {"value_summary_bits", required_argument, 0, '8'},
         {"cold", no_argument, 0, '9'},
+        {"target_file_size", required_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -898,6 +909,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             if (c.value_summary_bits < 2 || c.value_summary_bits > 16) goto bad_value;
             break;
         case '9': c.cold = 1; break;
+        case 'Y': c.target_file_size = parse_u64(optarg, &bad_number); break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

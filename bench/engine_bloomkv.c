@@ -23,6 +23,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->value_partition_entries >= 0) o.value_partition_entries = (uint32_t)cfg->value_partition_entries;
     if (cfg->value_index_order) o.value_index_order = cfg->value_index_order;
     if (cfg->value_summary_bits) o.value_summary_bits = cfg->value_summary_bits;
+    if (cfg->target_file_size) o.target_file_size = cfg->target_file_size;
     o.partition_filters = cfg->partition_filters;
     o.wal_mmap = cfg->wal_mmap;
     o.compact_for_reads = cfg->compact_for_reads;

@@ -39,6 +39,7 @@ static int ldb_open(const bench_cfg *cfg, void **h) {
     leveldb_options_set_write_buffer_size(l->opts, cfg->write_buffer_size);
     leveldb_options_set_block_size(l->opts, 4096);
     leveldb_options_set_max_open_files(l->opts, 1000);
+    if (cfg->target_file_size) leveldb_options_set_max_file_size(l->opts, cfg->target_file_size);
     leveldb_options_set_compression(l->opts, leveldb_no_compression);
     if (cfg->cache_size) {
         l->cache = leveldb_cache_create_lru(cfg->cache_size);

@@ -43,6 +43,7 @@ static int rdb_open(const bench_cfg *cfg, void **h) {
     rocksdb_options_set_write_buffer_size(r->opts, cfg->write_buffer_size);
     rocksdb_options_set_max_background_jobs(r->opts, 2);
     rocksdb_options_set_max_open_files(r->opts, 1000);
+    if (cfg->target_file_size) rocksdb_options_set_target_file_size_base(r->opts, cfg->target_file_size);
     int comp = cfg->compression == BKV_COMPRESSION_LZ4    ? rocksdb_lz4_compression
                : cfg->compression == BKV_COMPRESSION_ZSTD ? rocksdb_zstd_compression
                                                            : rocksdb_no_compression;

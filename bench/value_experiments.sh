@@ -10,16 +10,25 @@
 # SCALE=full (default) uses N = 1M, 10M, 30M (about 30 minutes and 4 GB
 # of disk here); SCALE=small uses N = 100k, 300k, 1M (a minute). Results
 # go to OUT_DIR/*.dat (whitespace columns) and OUT_DIR/*.png (gnuplot).
-# ONLY=search (E1-E4), ONLY=write (E5) or ONLY=plan (E6) runs one part.
+# ONLY=search (E1-E4), ONLY=write (E5), ONLY=plan (E6), ONLY=memory (E8:
+# the paged index against the bit-sliced one at the defaults, warm and
+# from a cold cache, absent values too) or ONLY=workloads (E9: overwrites
+# and deletes without a final compaction, searches beside a writer, the
+# paper's own layout) runs one part. E8 and E9 go up to 30 M and 50 M
+# entries (about an hour and 15 GB of disk in all).
 set -eu
+declare -A fills
 B=$1
 OUT=$2
 SCALE=${3:-full}
 mkdir -p "$OUT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-vx-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-if [ "$SCALE" = small ]; then SIZES="100000 300000 1000000"; MID=300000; SEARCHES=500; else
-    SIZES="1000000 10000000 30000000"; MID=10000000; SEARCHES=1000; fi
+if [ "$SCALE" = small ]; then SIZES="100000 300000 1000000"; MID=300000; BIG=1000000; PAPER="300000 1000000"
+    SEARCHES=500; else
+    SIZES="1000000 10000000 30000000"; MID=10000000; BIG=30000000; PAPER="10000000 50000000"; SEARCHES=1000; fi
+RUNS=${RUNS:-5}     # E8, E9: alternated runs, reported each and as median and spread
+COLD=${COLD:-300}   # searches per cold run (each reopens the database)
 ORDERS="2 3 5 10"
 
 num() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
@@ -178,6 +187,115 @@ for n in $(echo "$SIZES" | cut -d' ' -f1) $MID; do
 done
 fi
 rm -rf "$WORK/w"
+
+# One findvalue-family benchmark on an existing database: micros/op, p50,
+# p99, p999, mean cold open ms (0 when warm), index bytes, found.
+measure() { # DB N SHAPE BENCHMARK SEARCHES PARAMS...
+    local db=$1 n=$2 shape=$3 bm=$4 searches=$5 line
+    shift 5
+    line=$("$B" bench --db "$db" --use_existing_db --num "$n" --benchmarks "$bm" --value_index "$shape" \
+        --searches "$searches" --compact_for_reads 0 --json "$@" 2>/dev/null | grep "\"$bm\"")
+    local f v out=""
+    for f in micros_per_op p50_us p99_us p999_us cold_open_ms value_index_memory_bytes found; do
+        v=$(echo "$line" | num $f)
+        out="$out ${v:-0}"
+    done
+    echo $out
+}
+
+# E8: bounded memory. The paged index (summaries in memory, rows on disk)
+# against the bit-sliced one (every filter in memory) at the defaults, at
+# the middle and the largest size: warm searches (the page cache holding
+# the database), the paged index from a cold cache (each search on the
+# database reopened with its pages dropped: what stays in memory is the
+# summaries and partition starts), and values nobody holds.
+if want memory; then
+echo "# E8: n shape run fill_us warm_us warm_p50 warm_p99 warm_p999 cold_us cold_p50 cold_p99 cold_p999 open_ms index_bytes absent_us absent_p99" >"$OUT/memory.dat"
+for n in $MID $BIG; do
+    for shape in paged bitsliced; do
+        fills[$shape]=$(fill "$WORK/mem-$shape" "$n" --value_index $shape)
+    done
+    for run in $(seq "$RUNS"); do
+        for shape in paged bitsliced; do
+            db="$WORK/mem-$shape"
+            set -- $(measure "$db" "$n" $shape findvalue 2000 --histogram)
+            warm="$1 $2 $3 $4" bytes=$6
+            set -- $(measure "$db" "$n" $shape findvalue_absent 2000 --histogram)
+            absent="$1 $3"
+            cold="- - - - -"
+            if [ $shape = paged ]; then
+                set -- $(measure "$db" "$n" $shape findvalue "$COLD" --cold --histogram)
+                cold="$1 $2 $3 $4 $5"
+            fi
+            echo "$n $shape $run ${fills[$shape]} $warm $cold $bytes $absent" >>"$OUT/memory.dat"
+        done
+    done
+    rm -rf "$WORK"/mem-*
+    echo "memory $n done" >&2
+done
+fi
+
+# E9: the workloads users meet, at the middle size, paged and bit-sliced:
+# (a) overwrites and deletes with no final compaction (fillrandom, then
+# overwrite and deleterandom of as many random keys: about 37% of the
+# keys stay, level 0 and the memtable hold versions); (b) searches while
+# a writer overwrites at full speed; and (c) the paper's own layout: 2 MB
+# tables of ~29-byte entries (13-byte keys, 16-byte values), one filter
+# of m = 2^21 bits per table (P = 0, k = 4), searched from a cold cache
+# by the paper's hierarchy and by the paged index.
+if want workloads; then
+echo "# E9a: shape run fill_us warm_us warm_p50 warm_p99 warm_p999 cold_us cold_p50 cold_p99 cold_p999 open_ms found" >"$OUT/churn.dat"
+for shape in paged bitsliced; do
+    fill_us=$("$B" bench --db "$WORK/churn-$shape" --num "$MID" --benchmarks fillrandom,overwrite,deleterandom \
+        --value_index $shape --json 2>/dev/null | grep '"fillrandom"' | num micros_per_op)
+    fills[$shape]=$fill_us
+done
+for run in $(seq "$RUNS"); do
+    for shape in paged bitsliced; do
+        db="$WORK/churn-$shape"
+        set -- $(measure "$db" "$MID" $shape findvalue 2000 --histogram)
+        warm="$1 $2 $3 $4" found=$7
+        cold="- - - - -"
+        if [ $shape = paged ]; then
+            set -- $(measure "$db" "$MID" $shape findvalue "$COLD" --cold --histogram)
+            cold="$1 $2 $3 $4 $5"
+        fi
+        echo "$shape $run ${fills[$shape]} $warm $cold $found" >>"$OUT/churn.dat"
+    done
+done
+echo "# E9b: shape run idle_us idle_p50 idle_p99 idle_p999 writing_us writing_p50 writing_p99 writing_p999 writer_puts_per_s" >"$OUT/writing.dat"
+for run in $(seq "$RUNS"); do
+    for shape in paged bitsliced; do
+        line=$("$B" bench --db "$WORK/churn-$shape" --use_existing_db --num "$MID" --value_index $shape \
+            --benchmarks findvalue,findvaluewhilewriting --searches 5000 --compact_for_reads 0 --histogram --json 2>/dev/null)
+        idle=$(echo "$line" | grep '"findvalue"')
+        busy=$(echo "$line" | grep '"findvaluewhilewriting"')
+        echo "$shape $run $(for f in micros_per_op p50_us p99_us p999_us; do echo "$idle" | num $f; done | tr '\n' ' ')" \
+            "$(for f in micros_per_op p50_us p99_us p999_us writer_ops_per_sec; do echo "$busy" | num $f; done | tr '\n' ' ')" >>"$OUT/writing.dat"
+    done
+done
+rm -rf "$WORK"/churn-*
+echo "churn and writing done" >&2
+echo "# E9c: n shape run fill_us tables cold_us cold_p50 cold_p99 cold_p999 open_ms index_bytes warm_us" >"$OUT/paper-layout.dat"
+PL="--key_size 13 --value_size 16 --target_file_size 2097152 --value_filter_bits 2097152 --value_partition_entries 0 --value_filter_hashes 4"
+for n in $PAPER; do
+    for shape in hierarchy paged; do
+        fills[$shape]=$(fill "$WORK/pl-$shape" "$n" --value_index $shape $PL)
+    done
+    for run in $(seq "$RUNS"); do
+        for shape in hierarchy paged; do
+            db="$WORK/pl-$shape"
+            tables=$(ls "$db" | grep -c 'sst$')
+            set -- $(measure "$db" "$n" $shape findvalue "$((COLD / 3))" --cold --histogram --value_index_order 3 $PL)
+            cold="$1 $2 $3 $4 $5" bytes=$6
+            warm=$(measure "$db" "$n" $shape findvalue 500 --value_index_order 3 $PL | cut -d' ' -f1)
+            echo "$n $shape $run ${fills[$shape]} $tables $cold $bytes $warm" >>"$OUT/paper-layout.dat"
+        done
+    done
+    rm -rf "$WORK"/pl-*
+    echo "paper layout $n done" >&2
+done
+fi
 
 if want search && command -v gnuplot >/dev/null; then
     gnuplot <<GP

@@ -46,6 +46,22 @@ for engine in bloomkv leveldb rocksdb; do
     check "composite index findvalue found" "$(field findvalue found)" 200
 done
 
+# The paged value index from a cold cache: every search reopens the
+# database with its pages dropped, finds its key, and absent values none.
+out=$("$B" bench --num 20000 --benchmarks fillrandom,compact,findvalue,findvalue_absent --value_index paged \
+    --searches 40 --cold --json 2>/dev/null)
+field() { echo "$out" | grep "\"benchmark\":\"$1\"" | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
+check() {
+    if [ "$2" = "$3" ]; then pass=$((pass + 1)); else
+        fail=$((fail + 1))
+        echo "FAIL: paged $1: got '$2', wanted '$3'"
+    fi
+}
+check "findvalue found" "$(field findvalue found)" 40
+check "findvalue_absent found" "$(field findvalue_absent found)" 0
+check "reopened" "$(echo "$out" | grep -c '"cold_open_ms"')" 2
+check "index memory reported" "$(field findvalue value_index_memory_bytes | grep -c '^[1-9]')" 1
+
 # Partitioned filters and a filter memory budget: same answers, and the
 # per-benchmark blocks read and filter memory are reported.
 out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom,readmissing \
@@ -98,6 +114,9 @@ expect_fail 2 "--value_size takes a number" -- --num 100 --value_size ""
 expect_fail 2 "--compaction_nice does not take '20'" -- --num 100 --compaction_nice 20
 expect_fail 2 "--max_background_jobs does not take '0'" -- --num 100 --max_background_jobs 0
 expect_fail 2 "--max_subcompactions does not take '9'" -- --num 100 --max_subcompactions 9
+expect_fail 2 "--value_summary_bits does not take '1'" -- --num 100 --value_summary_bits 1
+expect_fail 2 "one thread, no writer beside" -- --num 100 --cold --threads 2
+expect_fail 2 "one thread, no writer beside" -- --num 100 --cold --benchmarks fillrandom,findvaluewhilewriting
 expect_fail 3 "cannot create" -- --num 100 --plot "$T/missing/parent/dir"
 # --db never deletes a directory that is not a database.
 mkdir -p "$T/precious"

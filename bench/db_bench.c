@@ -722,7 +722,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
         bkv_free(st);
     }
     free(list);
-    s.eng->close(s.h);
+    if (s.h) s.eng->close(s.h); /* NULL after a --cold reopen that failed */
     free(s.values);
     free(s.lat_ns);
     free(s.vbuf);

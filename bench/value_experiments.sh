@@ -138,7 +138,7 @@ done
 fi
 
 # E5: the write cost of the index at its defaults: fillrandom with none,
-# the bit-sliced index and the hierarchy (d = 3), alternated; with the
+# the bit-sliced index, the hierarchy (d = 3) and the paged index, alternated; with the
 # index's own background time and, for the hierarchy, the inner nodes
 # recomputed over how many updates.
 fill_counters() { # DB N PARAMS...: micros/op, index update seconds, nodes recomputed, updates
@@ -148,13 +148,15 @@ fill_counters() { # DB N PARAMS...: micros/op, index update seconds, nodes recom
     echo "$(echo "$line" | num micros_per_op) $(awk "BEGIN{printf \"%.2f\", $(echo "$line" | num value-index-update-micros)/1e6}") $(echo "$line" | num value-index-nodes-recomputed) $(echo "$line" | num value-index-updates)"
 }
 if want write; then
-echo "# E5: run none_us bitsliced_us hierarchy_us bitsliced_update_s hierarchy_update_s hierarchy_nodes_recomputed hierarchy_updates" >"$OUT/write.dat"
-for run in 1 2 3 4 5; do
+echo "# E5: run none_us bitsliced_us hierarchy_us bitsliced_update_s hierarchy_update_s hierarchy_nodes_recomputed hierarchy_updates paged_us" >"$OUT/write.dat"
+for run in $(seq "$RUNS"); do
     a=$(fill "$WORK/w" "$MID" --value_index none)
     set -- $(fill_counters "$WORK/w" "$MID" --value_index bitsliced)
     b=$1 bu=$2
     set -- $(fill_counters "$WORK/w" "$MID" --value_index hierarchy --value_index_order 3)
-    echo "$run $a $b $1 $bu $2 $3 $4" >>"$OUT/write.dat"
+    h="$1 $bu $2 $3 $4"
+    p=$(fill "$WORK/w" "$MID" --value_index paged)
+    echo "$run $a $b $h $p" >>"$OUT/write.dat"
 done
 fi
 
@@ -203,6 +205,10 @@ measure() { # DB N SHAPE BENCHMARK SEARCHES PARAMS...
     echo $out
 }
 
+# Reads every file of a database, so that warm figures are warm even
+# after a cold run dropped its pages.
+warm_up() { cat "$1"/* >/dev/null; }
+
 # E8: bounded memory. The paged index (summaries in memory, rows on disk)
 # against the bit-sliced one (every filter in memory) at the defaults, at
 # the middle and the largest size: warm searches (the page cache holding
@@ -218,6 +224,7 @@ for n in $MID $BIG; do
     for run in $(seq "$RUNS"); do
         for shape in paged bitsliced; do
             db="$WORK/mem-$shape"
+            warm_up "$db"
             set -- $(measure "$db" "$n" $shape findvalue 2000 --histogram)
             warm="$1 $2 $3 $4" bytes=$6
             set -- $(measure "$db" "$n" $shape findvalue_absent 2000 --histogram)
@@ -253,6 +260,7 @@ done
 for run in $(seq "$RUNS"); do
     for shape in paged bitsliced; do
         db="$WORK/churn-$shape"
+        warm_up "$db"
         set -- $(measure "$db" "$MID" $shape findvalue 2000 --histogram)
         warm="$1 $2 $3 $4" found=$7
         cold="- - - - -"
@@ -266,6 +274,7 @@ done
 echo "# E9b: shape run idle_us idle_p50 idle_p99 idle_p999 writing_us writing_p50 writing_p99 writing_p999 writer_puts_per_s" >"$OUT/writing.dat"
 for run in $(seq "$RUNS"); do
     for shape in paged bitsliced; do
+        warm_up "$WORK/churn-$shape"
         line=$("$B" bench --db "$WORK/churn-$shape" --use_existing_db --num "$MID" --value_index $shape \
             --benchmarks findvalue,findvaluewhilewriting --searches 5000 --compact_for_reads 0 --histogram --json 2>/dev/null)
         idle=$(echo "$line" | grep '"findvalue"')
@@ -288,6 +297,7 @@ for n in $PAPER; do
             tables=$(ls "$db" | grep -c 'sst$')
             set -- $(measure "$db" "$n" $shape findvalue "$((COLD / 3))" --cold --histogram --value_index_order 3 $PL)
             cold="$1 $2 $3 $4 $5" bytes=$6
+            warm_up "$db"
             warm=$(measure "$db" "$n" $shape findvalue 500 --value_index_order 3 $PL | cut -d' ' -f1)
             echo "$n $shape $run ${fills[$shape]} $tables $cold $bytes $warm" >>"$OUT/paper-layout.dat"
         done

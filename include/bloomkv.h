@@ -72,9 +72,10 @@ enum {
     BKV_VALUE_INDEX_FLAT = 1,      /* every partition's filter is probed in turn (the baseline) */
     BKV_VALUE_INDEX_HIERARCHY = 2, /* a tree of order d whose inner nodes OR their children */
     BKV_VALUE_INDEX_BITSLICED = 3, /* filters stored transposed: k row reads test them all */
-    BKV_VALUE_INDEX_PAGED = 4      /* bounded memory: each table keeps a small summary filter in memory,
-                                      and the rows of its filters stay on disk, read through the block
-                                      cache for the tables whose summary answers "maybe" */
+    BKV_VALUE_INDEX_PAGED = 4      /* bounded memory: each table keeps a summary filter of its values in
+                                      memory (value_summary_bits) and its partition filters on disk,
+                                      stored by row: a search reads k rows of the tables whose summary
+                                      answers "maybe". Nothing is built at open, nothing to update */
 };
 
 /* bkv_options.value_partition_entries by default. */
@@ -253,12 +254,13 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * 1..8; 0 or unset: 2. */
     int    max_subcompactions;
     /* The paged value index (BKV_VALUE_INDEX_PAGED) keeps in memory, per
-     * table, a summary filter over its distinct value terms that answers
-     * "maybe" for about one absent term in 2^value_summary_bits, taking
-     * about 1.05 x value_summary_bits bits per distinct term: this is its
-     * memory budget (the partition filters are read from disk). Applies
-     * to tables written from then on. 2..16; 0 or unset: 7 (under one
-     * byte per entry). */
+     * open table, a summary filter over its distinct value terms that
+     * answers "maybe" for about one absent term in 2^value_summary_bits,
+     * taking about 1.05 x value_summary_bits bits per distinct term, plus
+     * 8 bytes per partition: this is its memory budget (0.98 bytes per
+     * entry at the defaults with unique values; property
+     * "bloomkv.value-index-memory"). More bits: fewer tables' rows read per
+     * search. Applies to tables written from then on. 2..16; 0 or unset: 7. */
     int    value_summary_bits;
 } bkv_options;
 

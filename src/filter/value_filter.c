@@ -106,11 +106,20 @@ int bkv_vf_encode_row(const bkv_vf_set *s, uint32_t w, bkv_buf *out) {
     return rc;
 }
 
-int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, const uint8_t *summary, size_t summary_len,
-                        bkv_buf *out) {
+uint32_t bkv_vf_rows_per_block(const bkv_vf_set *s) {
+    uint64_t row = 8 * (uint64_t)s->nparts, words = bkv_vf_words(&s->params);
+    uint32_t r = 1;
+    while (words % (2 * r) == 0 && 2 * r * row <= BKV_VF_ROW_BLOCK) r *= 2;
+    return r;
+}
+
+int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, uint32_t rows_per_block, const uint8_t *summary,
+                        size_t summary_len, bkv_buf *out) {
     if (summary_len > UINT32_MAX) return -1;
     int rc = encode_header(s, BKV_VF_VERSION_PAGED, (uint32_t)summary_len, out);
     rc |= bkv_buf_put_u64(out, rows_offset);
+    rc |= bkv_buf_put_u32(out, rows_per_block);
+    rc |= bkv_buf_put_u32(out, 0);
     rc |= encode_directory(s, 1, out);
     rc |= bkv_buf_append(out, summary, summary_len);
     return rc;
@@ -147,6 +156,9 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
         entry = BKV_VF_DIR_ENTRY_PAGED;
         lay.summary_len = bkv_get_u32(p + 28);
         lay.rows_offset = bkv_get_u64(p + 32);
+        lay.rows_per_block = bkv_get_u32(p + 40);
+        if (lay.rows_per_block == 0 || words % lay.rows_per_block) BAD(40, "rows per block do not divide the rows");
+        if (bkv_get_u32(p + 44) != 0) BAD(44, "reserved bytes not zero");
     }
     uint64_t tail = paged ? lay.summary_len : (uint64_t)n * words * 8;
     if ((uint64_t)len != header + (uint64_t)n * entry + tail)

@@ -20,7 +20,8 @@
 #define BKV_VF_MAX_K 30
 #define BKV_VF_HEADER 32
 #define BKV_VF_DIR_ENTRY 16
-#define BKV_VF_HEADER_PAGED 40
+#define BKV_VF_HEADER_PAGED 48
+#define BKV_VF_ROW_BLOCK 4096 /* the writer puts rows together up to this many bytes a block */
 #define BKV_VF_DIR_ENTRY_PAGED 24 /* version 1's entry and the partition's file offset */
 
 typedef struct bkv_vf_params {
@@ -87,18 +88,23 @@ static inline uint64_t *bkv_vf_part_bits(const bkv_vf_set *s, uint32_t i) {
 
 BKV_MUST_CHECK int bkv_vf_encode(const bkv_vf_set *s, bkv_buf *out); /* -1: out of memory */
 
-/* Version 2 (docs/format.md): row w, word w of every partition's filter,
- * is a block of its own, the rows one after the other from rows_offset;
- * the value filter block itself holds the header, the directory and the
- * summary, a serialized filter (bloomkv_filter.h) over the term hashes. */
+/* Version 2 (docs/format.md): row w is word w of every partition's
+ * filter; rows_per_block consecutive rows make a block, the blocks one
+ * after the other from rows_offset; the value filter block itself holds
+ * the header, the directory and the summary, a serialized filter
+ * (bloomkv_filter.h) over the term hashes. bkv_vf_rows_per_block is the
+ * writer's choice: as many rows as fit BKV_VF_ROW_BLOCK bytes (at least
+ * one), a power of two dividing the row count. */
+uint32_t bkv_vf_rows_per_block(const bkv_vf_set *s);
 BKV_MUST_CHECK int bkv_vf_encode_row(const bkv_vf_set *s, uint32_t w, bkv_buf *out);
-BKV_MUST_CHECK int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, const uint8_t *summary,
-                                       size_t summary_len, bkv_buf *out);
+BKV_MUST_CHECK int bkv_vf_encode_paged(const bkv_vf_set *s, uint64_t rows_offset, uint32_t rows_per_block,
+                                       const uint8_t *summary, size_t summary_len, bkv_buf *out);
 
 /* What the block says beyond the filters' bits. */
 typedef struct bkv_vf_layout {
     int version;                /* BKV_VF_VERSION or BKV_VF_VERSION_PAGED */
-    uint64_t rows_offset;       /* version 2: file offset of row 0 */
+    uint64_t rows_offset;       /* version 2: file offset of the first block of rows */
+    uint32_t rows_per_block;    /* version 2: >= 1, divides m / 64 */
     const uint8_t *summary;     /* version 2: within the decoded block; NULL when it has none */
     size_t summary_len;
 } bkv_vf_layout;

@@ -308,10 +308,6 @@ static int write_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e)
     return rc;
 }
 
-/* The summary: a Ribbon filter answering "maybe" for about one absent
- * term in 2^summary_bits, over the table's distinct terms. Without one
- * (no terms, or their hashes were lost to a lack of memory) a search
- * reads the rows of every probe. */
 /* Sorts h[0, n) by its top 16 bits into tmp, then each bucket (a few
  * hashes) by insertion, and keeps each value once, in h; the count kept.
  * Two linear passes over hashes that are uniform: every flush and
@@ -340,44 +336,50 @@ static size_t sort_unique(uint64_t *h, size_t n, uint64_t *tmp) {
     return out;
 }
 
-static int build_summary(bkv_table_builder *b, uint8_t **out, size_t *len, bkv_err *e) {
+/* The summary: a Ribbon filter answering "maybe" for about one absent
+ * term in 2^summary_bits, over the table's distinct terms; *out NULL when
+ * there is none (no terms, or memory ran short: the summary only spares
+ * searches the rows, so the table is written without it). */
+static void build_summary(bkv_table_builder *b, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    if (b->term_hashes_lost || b->nterm_hashes == 0) return BKV_OK;
+    if (b->term_hashes_lost || b->nterm_hashes == 0) return;
     uint64_t *tmp = malloc(b->nterm_hashes * sizeof *tmp);
     if (tmp) b->nterm_hashes = sort_unique(b->term_hashes, b->nterm_hashes, tmp);
     free(tmp);
     bkv_filter_spec spec = {.type = BKV_FILTER_RIBBON, .fpr = ldexp(1.0, -(int)b->vf.params.summary_bits),
                             .hash_seed = (uint32_t)b->vf.params.seed};
     bkv_filter *flt;
-    int rc = bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt);
-    if (rc) return bkv_fail(e, rc, "%s: cannot build the value summary: %s", b->name, bkv_strerror(rc));
+    if (bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt) != BKV_OK) return;
     *len = bkv_filter_encoded_size(flt);
-    if (!(*out = malloc(*len))) rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding the value summary", b->name);
-    else bkv_filter_encode(flt, *out, *len);
+    if ((*out = malloc(*len))) bkv_filter_encode(flt, *out, *len);
+    else *len = 0;
     bkv_filter_destroy(flt);
-    return rc;
 }
 
-/* Version 2 (docs/format.md): every row (word w of each partition's
- * filter) as a block of its own, so a search reads the k rows its term
- * names, then the block naming them. */
+/* Version 2 (docs/format.md): the rows (word w of each partition's
+ * filter) in blocks of a few KiB at most, so a search reads the blocks of
+ * the k rows its term names; then the block naming them. */
 static int write_paged_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e) {
     uint8_t *summary;
     size_t slen;
-    int rc = build_summary(b, &summary, &slen, e);
+    build_summary(b, &summary, &slen);
+    int rc = BKV_OK;
     uint64_t rows_offset = b->offset;
+    uint32_t per_block = bkv_vf_rows_per_block(&b->vf);
     bkv_buf enc;
     bkv_buf_init(&enc);
-    for (uint32_t w = 0; !rc && w < bkv_vf_words(&b->vf.params); w++) {
+    for (uint32_t w = 0; !rc && w < bkv_vf_words(&b->vf.params); w += per_block) {
         bkv_handle rh;
+        int failed = 0;
         bkv_buf_clear(&enc);
-        rc = bkv_vf_encode_row(&b->vf, w, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
-                                                : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &rh, e);
+        for (uint32_t r = 0; r < per_block; r++) failed |= bkv_vf_encode_row(&b->vf, w + r, &enc);
+        rc = failed ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
+                    : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &rh, e);
     }
     if (!rc) {
         bkv_buf_clear(&enc);
-        rc = bkv_vf_encode_paged(&b->vf, rows_offset, summary, slen, &enc)
+        rc = bkv_vf_encode_paged(&b->vf, rows_offset, per_block, summary, slen, &enc)
                  ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
                  : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, vh, e);
     }

@@ -245,11 +245,11 @@ fail:
     return rc;
 }
 
-/* What a table's version 2 value filter block says (docs/format.md):
- * where each partition starts and its summary, the rest (the rows) being
- * read per search through the block cache. A table without one answers
- * "maybe" for every term (whole), and one with a version 1 block is read
- * whole per search (v1). */
+/* What the paged value index keeps of a table (docs/format.md, value
+ * filter block version 2): where each partition starts and the summary;
+ * the rows are read per search, from the map or through the block cache.
+ * A table without a usable block answers "maybe" for every term (WHOLE);
+ * one with a version 1 block has it read whole by each search (V1). */
 enum { VHEAD_PAGED, VHEAD_V1, VHEAD_WHOLE };
 
 /* Where a partition starts: its first data block, and the 4 KiB page of
@@ -268,12 +268,13 @@ typedef struct value_head {
     value_part *parts;       /* nparts + 1: each partition ends where the next begins */
     bkv_filter *summary;     /* NULL: none ("maybe") */
     uint64_t rows_offset;
-    atomic_uchar *row_verified; /* a bit per row of a mapped file: its checksum held */
+    uint32_t rows_per_block;
+    atomic_uchar *row_verified; /* a bit per block of rows of a mapped file: its checksum held */
     size_t memory;
 } value_head;
 
-static int row_is_verified(value_head *vh, uint32_t w, memory_order order) {
-    return atomic_load_explicit(&vh->row_verified[w / 8], order) >> (w % 8) & 1;
+static int rows_verified(value_head *vh, uint32_t g, memory_order order) {
+    return atomic_load_explicit(&vh->row_verified[g / 8], order) >> (g % 8) & 1;
 }
 
 static void free_value_head(value_head *vh) {
@@ -506,24 +507,27 @@ static int block_in_file(const bkv_table *t, bkv_handle h) {
 
 /* Readahead for a reader that goes through blocks in file order. Table
  * maps are read at random (env_posix.c), so what comes next is asked for
- * explicitly: after a block that follows the one before it, the next
- * window (doubling from RA_MIN to RA_MAX) is prefetched, half a window
- * before it is needed. A jump starts over. */
+ * explicitly: from the third block in a row that each follow the one
+ * before (a seek and a step or two ask for nothing), the next window
+ * (doubling from RA_MIN to RA_MAX) is prefetched, half a window before it
+ * is needed. A jump starts over. */
 #define RA_MIN (64u << 10)
 #define RA_MAX (2u << 20)
+#define RA_AFTER 3
 
 typedef struct readahead {
     uint64_t next;   /* where a block following the last one starts */
     uint64_t end;    /* prefetched up to here */
-    uint64_t window; /* 0: not reading in order */
+    uint64_t window; /* 0: not prefetching yet */
     uint64_t limit;  /* nothing at or past here is asked for */
+    unsigned run;    /* blocks in file order, this one included */
 } readahead;
 
 static void readahead_before(bkv_table *t, readahead *ra, bkv_handle h) {
     uint64_t end = h.offset + h.size + BKV_BLOCK_TRAILER;
-    int in_order = h.offset == ra->next;
+    ra->run = h.offset == ra->next ? ra->run + 1 : 1;
     ra->next = end;
-    if (!in_order) {
+    if (ra->run < RA_AFTER) {
         ra->window = 0;
         ra->end = end;
         return;
@@ -537,10 +541,11 @@ static void readahead_before(bkv_table *t, readahead *ra, bkv_handle h) {
     ra->end = from + n;
 }
 
-/* Row w of a version 2 block: word w of every partition's filter. */
-static bkv_handle row_handle(uint64_t rows_offset, uint32_t nparts, uint32_t w) {
-    uint64_t len = 8 * (uint64_t)nparts;
-    return (bkv_handle){rows_offset + (uint64_t)w * (len + BKV_BLOCK_TRAILER), len};
+/* Block g of the rows of a version 2 block: rows g * per_block onward,
+ * each word w of every partition's filter. */
+static bkv_handle rows_handle(uint64_t rows_offset, uint32_t nparts, uint32_t per_block, uint32_t g) {
+    uint64_t len = 8 * (uint64_t)nparts * per_block;
+    return (bkv_handle){rows_offset + (uint64_t)g * (len + BKV_BLOCK_TRAILER), len};
 }
 
 /* Reads the value filter block (head) and decodes it. */
@@ -559,7 +564,8 @@ static int read_value_block(bkv_table *t, bkv_vf_set *out, bkv_vf_layout *layout
     rc = bkv_vf_decode(*data, len, t->props.num_data_blocks, t->props.num_entries, out, layout, t->name, h.offset, e);
     /* The rows lie right before the block that names them. */
     uint64_t rows = layout->version == BKV_VF_VERSION_PAGED ? bkv_vf_words(&out->params) : 0;
-    uint64_t rows_bytes = rows * (8 * (uint64_t)out->nparts + BKV_BLOCK_TRAILER); /* < 2^61 */
+    uint64_t rows_bytes = rows ? rows / layout->rows_per_block * BKV_BLOCK_TRAILER + rows * 8 * (uint64_t)out->nparts
+                               : 0; /* < 2^61 */
     if (!rc && rows && (layout->rows_offset > h.offset || h.offset - layout->rows_offset != rows_bytes)) {
         bkv_vf_set_free(out);
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter rows at offset %llu do not end at the block (offset %llu)",
@@ -576,15 +582,17 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
     uint8_t *data;
     bkv_vf_layout layout;
     int rc = read_value_block(t, out, &layout, &data, e);
-    for (uint32_t w = 0; !rc && layout.version == BKV_VF_VERSION_PAGED && w < bkv_vf_words(&out->params); w++) {
-        uint8_t *row;
+    uint32_t per = layout.rows_per_block;
+    for (uint32_t w = 0; !rc && layout.version == BKV_VF_VERSION_PAGED && w < bkv_vf_words(&out->params); w += per) {
+        uint8_t *rows;
         size_t len;
-        bkv_handle rh = row_handle(layout.rows_offset, out->nparts, w);
-        if (!(rc = bkv_read_block(t->file, t->name, rh, &row, &len, e))) {
-            if (len == rh.size) bkv_vf_set_row(out, w, row);
-            else rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter row %u at offset %llu has %zu bytes, not %llu",
-                               t->name, w, (unsigned long long)rh.offset, len, (unsigned long long)rh.size);
-            free(row);
+        bkv_handle rh = rows_handle(layout.rows_offset, out->nparts, per, w / per);
+        if (!(rc = bkv_read_block(t->file, t->name, rh, &rows, &len, e))) {
+            if (len != rh.size)
+                rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter rows at offset %llu have %zu bytes, not %llu",
+                              t->name, (unsigned long long)rh.offset, len, (unsigned long long)rh.size);
+            for (uint32_t r = 0; !rc && r < per; r++) bkv_vf_set_row(out, w + r, rows + 8 * (size_t)out->nparts * r);
+            free(rows);
         }
     }
     if (rc && rc != BKV_NOTFOUND) bkv_vf_set_free(out);
@@ -613,11 +621,12 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
             if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed) vh->kind = VHEAD_WHOLE;
             else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
             else if (!(vh->parts = malloc((set.nparts + 1) * sizeof *vh->parts)) ||
-                     !(vh->row_verified = calloc((bkv_vf_words(p) + 7) / 8, 1)))
+                     !(vh->row_verified = calloc((bkv_vf_words(p) / layout.rows_per_block + 7) / 8, 1)))
                 read = BKV_NOMEM;
             else {
                 vh->kind = VHEAD_PAGED;
                 vh->rows_offset = layout.rows_offset;
+                vh->rows_per_block = layout.rows_per_block;
                 for (uint32_t i = 0; i < set.nparts; i++)
                     vh->parts[i] = (value_part){set.parts[i].first_block,
                                                 (uint32_t)(set.parts[i].offset >> VALUE_PAGE_SHIFT)};
@@ -631,7 +640,8 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
                     vh->summary = NULL;
                     if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
                 }
-                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->parts + (bkv_vf_words(p) + 7) / 8 +
+                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->parts +
+                             (bkv_vf_words(p) / layout.rows_per_block + 7) / 8 +
                              (vh->summary ? bkv_filter_memory(vh->summary) : 0);
             }
             bkv_vf_set_free(&set);
@@ -693,25 +703,31 @@ static void delete_row(uint64_t k1, uint64_t k2, void *v) {
     free(r);
 }
 
-/* Row w's words, from the map, the block cache or the file; NULL when it
- * cannot be read or fails its checksum (it then answers "maybe"). What
- * holds it is left in *entry or *own for the caller to release. */
+static bkv_handle rows_of(const value_head *vh, uint32_t w) {
+    return rows_handle(vh->rows_offset, vh->nparts, vh->rows_per_block, w / vh->rows_per_block);
+}
+
+/* Row w's words, from the map, the block cache or the file; NULL when its
+ * block cannot be read or fails its checksum (it then answers "maybe").
+ * What holds it is left in *entry or *own for the caller to release. */
 static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int read_flags, bkv_cache_entry **entry,
                                cached_row **own) {
     *entry = NULL;
     *own = NULL;
-    bkv_handle h = row_handle(vh->rows_offset, vh->nparts, w);
+    bkv_handle h = rows_of(vh, w);
+    size_t at = 8 * (size_t)vh->nparts * (w % vh->rows_per_block);
     if (!block_in_file(t, h)) return NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
+    uint32_t g = w / vh->rows_per_block;
     if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
-        if (!row_is_verified(vh, w, memory_order_acquire)) {
+        if (!rows_verified(vh, g, memory_order_acquire)) {
             if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
-            atomic_fetch_or_explicit(&vh->row_verified[w / 8], (unsigned char)(1u << (w % 8)), memory_order_release);
+            atomic_fetch_or_explicit(&vh->row_verified[g / 8], (unsigned char)(1u << (g % 8)), memory_order_release);
         }
-        return map + h.offset;
+        return map + h.offset + at;
     }
     if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
-        return ((cached_row *)bkv_cache_value(*entry))->data;
+        return ((cached_row *)bkv_cache_value(*entry))->data + at;
     cached_row *r = calloc(1, sizeof *r);
     if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {
         if (r) free(r->data);
@@ -720,9 +736,9 @@ static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int rea
     }
     if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
         (*entry = bkv_cache_insert(t->cache, t->number, h.offset, r, r->len + sizeof *r, delete_row)))
-        return r->data;
+        return r->data + at;
     *own = r;
-    return r->data;
+    return r->data + at;
 }
 
 /* A version 1 block, read whole: each partition is tested in turn. */
@@ -756,8 +772,8 @@ int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h,
         bkv_vf_probe_from_hash(&pr, params, h);
         for (uint32_t i = 0; i < pr.k; i++) {
             uint32_t w = pr.pos[i] >> 6;
-            if (!row_is_verified(vh, w, memory_order_relaxed)) {
-                bkv_handle rh = row_handle(vh->rows_offset, vh->nparts, w);
+            if (!rows_verified(vh, w / vh->rows_per_block, memory_order_relaxed)) {
+                bkv_handle rh = rows_of(vh, w);
                 bkv_file_prefetch(t->file, rh.offset, rh.size + BKV_BLOCK_TRAILER);
             }
         }
@@ -1175,11 +1191,11 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
                                                                         : t->index.num_restarts;
     if (nblocks == 0) return BKV_OK;
     if (last >= nblocks) last = (uint32_t)(nblocks - 1);
-    /* More than one block: read in order from the first. */
+    /* More than one block: read in order from the first, so read ahead at once. */
     bkv_handle first_h, last_h;
-    readahead ra = {UINT64_MAX, 0, 0, 0};
+    readahead ra = {UINT64_MAX, 0, 0, 0, 0};
     if (last > first && !index_handle_at(t, first, &first_h, NULL) && !index_handle_at(t, last, &last_h, NULL))
-        ra = (readahead){first_h.offset, 0, 0, last_h.offset + last_h.size + BKV_BLOCK_TRAILER};
+        ra = (readahead){first_h.offset, 0, 0, last_h.offset + last_h.size + BKV_BLOCK_TRAILER, RA_AFTER - 1};
     for (uint32_t i = first; i <= last; i++) {
         bkv_handle h;
         block_ref br;
@@ -1369,7 +1385,7 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     ti->t = t;
     ti->read_flags = read_flags;
     ti->stats = stats;
-    ti->ra = (readahead){UINT64_MAX, 0, 0, t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset};
+    ti->ra = (readahead){UINT64_MAX, 0, 0, t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset, 0};
     /* An index that cannot be read makes an iterator that reports why. */
     static const bkv_block no_index;
     ti->rc = load_index(t, &ti->err);

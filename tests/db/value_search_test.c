@@ -603,7 +603,7 @@ static void test_paged_damage(void **s) {
     bkv_filter_destroy(summary);
     bkv_table_close(t);
     FILE *f = fopen(tpath, "rb");
-    uint8_t hdr[40];
+    uint8_t hdr[48];
     assert_int_equal(fseek(f, (long)head.offset, SEEK_SET), 0);
     assert_int_equal(fread(hdr, 1, sizeof hdr, f), sizeof hdr);
     fclose(f);
@@ -611,9 +611,11 @@ static void test_paged_damage(void **s) {
     uint32_t nparts = (uint32_t)hdr[12] | (uint32_t)hdr[13] << 8 | (uint32_t)hdr[14] << 16 | (uint32_t)hdr[15] << 24;
     uint64_t rows_offset = 0;
     for (int i = 7; i >= 0; i--) rows_offset = rows_offset << 8 | hdr[32 + i];
-    uint64_t row_len = 8 * (uint64_t)nparts + 9, summary_at = head.offset + 40 + 16 * (uint64_t)nparts;
-    assert_true(nparts > 1);
-    assert_int_equal(rows_offset + 64 * row_len, head.offset); /* m = 4096: 64 rows */
+    uint32_t per_block = (uint32_t)hdr[40] | (uint32_t)hdr[41] << 8;
+    /* m = 4096: 64 rows of 8 n bytes, as many to a block as fit 4 KiB. */
+    assert_true(nparts > 1 && per_block >= 1 && per_block * 8 * nparts <= 4096 && 64 % per_block == 0);
+    uint64_t block_len = 8 * (uint64_t)nparts * per_block + 9, summary_at = head.offset + 48 + 24 * (uint64_t)nparts;
+    assert_int_equal(rows_offset + 64 / per_block * block_len, head.offset);
 
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
@@ -633,12 +635,12 @@ static void test_paged_damage(void **s) {
     bkv_free(mem);
     assert_int_equal(bkv_close(db), BKV_OK);
 
-    /* Rows damaged in turn (in the middle of their words): still every result. */
-    for (uint64_t w = 0; w < 64; w += 9) {
-        uint64_t at = rows_offset + w * row_len + 8 * (nparts / 2) + 3;
+    /* Blocks of rows damaged in turn (in the middle of their words): still every result. */
+    for (uint64_t g = 0; g < 64 / per_block; g++) {
+        uint64_t at = rows_offset + g * block_len + block_len / 2;
         assert_int_equal(test_xor_byte(tpath, (long)at, 0xff), 0);
         char ctx[64];
-        snprintf(ctx, sizeof ctx, "row %llu damaged", (unsigned long long)w);
+        snprintf(ctx, sizeof ctx, "rows block %llu damaged", (unsigned long long)g);
         expect_v7_holders(path, &o, ctx);
         int problems = 0;
         assert_int_equal(bkv_check(path, check_problems, &problems), BKV_CORRUPTION);
@@ -648,12 +650,16 @@ static void test_paged_damage(void **s) {
 
     /* A summary whose bytes are wrong but whose block checksum holds: it
      * does not open as a filter, so the rows decide. */
+    assert_int_equal(summary_at + 2 < head.offset + head.size, 1);
     assert_int_equal(test_xor_byte(tpath, (long)summary_at + 2, 0x40), 0);
     reseal_block(tpath, head);
     expect_v7_holders(path, &o, "summary damaged");
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     assert_int_equal(bkv_find_value(db, NULL, "absent", 6, count_result, &n, &st), BKV_OK);
     assert_int_equal(st.nodes_positive, 1); /* past the summary it cannot trust */
+    assert_int_equal(st.leaves_probed, nparts); /* to the rows, not to a scan of the table */
+    assert_int_equal(st.partitions_scanned, 0);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
     assert_true(test_counter(db, "filter-corrupt") >= 1);
     assert_int_equal(bkv_close(db), BKV_OK);
     int problems = 0;

@@ -270,6 +270,76 @@ static void index_seeks_match_whole_keys(void **state) {
 
 /* Where each partition of a version-2 table lies (from its footer and
  * partition index). */
+/* An env that is the POSIX one but notes every prefetch it is asked for. */
+typedef struct prefetch_log {
+    uint64_t off[4096], len[4096];
+    size_t n;
+} prefetch_log;
+
+static prefetch_log *logged;
+
+static void note_prefetch(bkv_rfile *f, uint64_t off, uint64_t n) {
+    (void)f;
+    if (logged->n < 4096) logged->off[logged->n] = off, logged->len[logged->n++] = n;
+}
+
+/* A reader that goes through the blocks in order asks for what comes next,
+ * in growing windows that stay within the data and cover it; a seek with
+ * a short read after it asks for nothing ahead. */
+static void readers_in_order_prefetch_ahead(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/readahead.sst", dir);
+    bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .bits_per_key = 10,
+                           .filter_type = BKV_FILTER_BLOCKED_BLOOM};
+    build_table_opts(path, 200000, &o);
+    static prefetch_log log;
+    logged = &log;
+    bkv_env env = *bkv_env_posix();
+    env.prefetch = note_prefetch;
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(&env, path, 1, NULL, NULL, &t, NULL), BKV_OK);
+    uint64_t data_end = bkv_table_properties(t)->data_bytes;
+    assert_true(data_end > (8u << 20)); /* several of the largest windows */
+
+    bkv_ikey_iter *it;
+    assert_int_equal(bkv_table_iter_new(t, 0, NULL, &it), BKV_OK);
+    log.n = 0;
+    size_t entries = 0;
+    for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) entries++;
+    assert_int_equal(bkv_ikey_iter_status(it, NULL), BKV_OK);
+    assert_true(entries >= 200000);
+    assert_true(log.n >= 4 && log.n < 64);
+    uint64_t covered = log.off[0], largest = 0;
+    assert_true(covered < 4 * 1024); /* from the third block */
+    for (size_t i = 0; i < log.n; i++) {
+        assert_true(log.off[i] + log.len[i] <= data_end);
+        assert_true(log.len[i] <= (2u << 20));
+        assert_true(log.off[i] <= covered); /* no gap */
+        if (log.off[i] + log.len[i] > covered) covered = log.off[i] + log.len[i];
+        if (log.len[i] > largest) largest = log.len[i];
+    }
+    assert_true(covered == data_end);
+    assert_true(largest == (2u << 20)); /* grown to the largest window */
+
+    /* Seeks, each followed by a next or two: nothing is read ahead. */
+    log.n = 0;
+    for (int i = 0; i < 200; i++) {
+        char k[40];
+        make_key(k, (int)((uint64_t)i * 7919 % 400000));
+        uint8_t ik[48];
+        size_t kl = strlen(k);
+        memcpy(ik, k, kl);
+        bkv_put_u64(ik + kl, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+        bkv_ikey_iter_seek(it, ik, kl + 8);
+        if (bkv_ikey_iter_valid(it)) bkv_ikey_iter_next(it);
+    }
+    assert_int_equal(log.n, 0);
+    bkv_ikey_iter_destroy(it);
+    bkv_table_close(t);
+    logged = NULL;
+}
+
 static uint32_t partition_handles(const uint8_t *data, size_t len, uint64_t (*h)[2], uint32_t max) {
     const uint8_t *footer = data + len - BKV_FOOTER_LEN;
     const uint8_t *ix = data + bkv_get_u64(footer + 16);
@@ -585,6 +655,7 @@ int main(void) {
         cmocka_unit_test(partitioned_filters_know_every_key),
         cmocka_unit_test(damaged_partitions_read_maybe),
         cmocka_unit_test(index_seeks_match_whole_keys),
+        cmocka_unit_test(readers_in_order_prefetch_ahead),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

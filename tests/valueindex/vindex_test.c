@@ -198,13 +198,15 @@ static void test_codec(void **state) {
     const uint8_t summary[5] = {1, 2, 3, 4, 5};
     for (uint32_t i = 0; i < 4; i++) mt.vf.parts[i].offset = 4000 * i;
     bkv_buf_clear(&b);
-    assert_int_equal(bkv_vf_encode_paged(&mt.vf, 1000, summary, sizeof summary, &b), 0);
+    assert_int_equal(bkv_vf_rows_per_block(&mt.vf), 8); /* 8 rows of 32 bytes */
+    assert_int_equal(bkv_vf_encode_paged(&mt.vf, 1000, 2, summary, sizeof summary, &b), 0);
     assert_int_equal(b.len, BKV_VF_HEADER_PAGED + 4 * BKV_VF_DIR_ENTRY_PAGED + sizeof summary);
     bkv_vf_layout lay;
     assert_int_equal(bkv_vf_decode(b.data, b.len, 4, 32, &out, NULL, "t", 0, NULL), BKV_CORRUPTION); /* v1 only */
     assert_int_equal(bkv_vf_decode(b.data, b.len, 4, 32, &out, &lay, "t", 0, NULL), BKV_OK);
     assert_int_equal(lay.version, BKV_VF_VERSION_PAGED);
     assert_int_equal(lay.rows_offset, 1000);
+    assert_int_equal(lay.rows_per_block, 2);
     assert_int_equal(lay.summary_len, sizeof summary);
     assert_memory_equal(lay.summary, summary, sizeof summary);
     assert_int_equal(out.parts[3].offset, 12000);

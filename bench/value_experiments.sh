@@ -14,7 +14,7 @@
 # the paged index against the bit-sliced one at the defaults, warm and
 # from a cold cache, absent values too) or ONLY=workloads (E9: overwrites
 # and deletes without a final compaction, searches beside a writer, the
-# paper's own layout) runs one part. E8 and E9 go up to 30 M and 50 M
+# paper's own layout; ONLY=paper runs that last one alone) runs one part. E8 and E9 go up to 30 M and 50 M
 # entries (about an hour and 15 GB of disk in all).
 set -eu
 declare -A fills
@@ -285,6 +285,8 @@ for run in $(seq "$RUNS"); do
 done
 rm -rf "$WORK"/churn-*
 echo "churn and writing done" >&2
+fi
+if want workloads || want paper; then
 echo "# E9c: n shape run fill_us tables cold_us cold_p50 cold_p99 cold_p999 open_ms index_bytes warm_us" >"$OUT/paper-layout.dat"
 PL="--key_size 13 --value_size 16 --target_file_size 2097152 --value_filter_bits 2097152 --value_partition_entries 0 --value_filter_hashes 4"
 for n in $PAPER; do

@@ -23,6 +23,11 @@ bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bot
         to.value_filter = vparams;
         to.value_terms = o->value_terms;
         to.value_terms_arg = o->value_terms_arg;
+        /* Most of an entry's rewrites happen above the bottom level, where
+         * a Ribbon summary for every table was most of the paged index's
+         * write cost; the bottom level's tables are most of the tables a
+         * search asks, and keep theirs for long (docs/design.md). */
+        to.value_summary_cheap = !bottommost;
     }
     return to;
 }

@@ -50,6 +50,11 @@ typedef struct bkv_table_options {
     const bkv_vf_params *value_filter;
     bkv_terms_fn value_terms;    /* NULL: the whole value is the term */
     void *value_terms_arg;
+    /* The paged layout's summary (value_filter->summary_bits): 1 builds a
+     * blocked Bloom filter of the same size instead of a Ribbon one, a
+     * tenth of the build for about four times the false-positive rate: for
+     * tables that a compaction will rewrite soon. */
+    int value_summary_cheap;
 } bkv_table_options;
 
 typedef struct bkv_table_props {

@@ -308,47 +308,59 @@ static int write_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e)
     return rc;
 }
 
-/* Sorts h[0, n) by its top 16 bits into tmp, then each bucket (a few
- * hashes) by insertion, and keeps each value once, in h; the count kept.
- * Two linear passes over hashes that are uniform: every flush and
- * compaction pays this, a comparison sort would pay n log n calls. */
+/* Sorts h[0, n) and keeps each value once, in h; the count kept. Two
+ * radix passes of 8 bits, the first over all of h into tmp, the second
+ * within each of its 256 runs (small enough to stay in cache) back into
+ * h, then insertion within runs of a few: every flush and compaction pays
+ * this. One pass into 65,536 buckets, its writes scattered over the whole
+ * array, measured 25 against 20 ns an entry at a table's 137,000. */
 static size_t sort_unique(uint64_t *h, size_t n, uint64_t *tmp) {
-    enum { BUCKETS = 1 << 16 };
-    uint32_t *start = calloc(BUCKETS + 1, sizeof *start);
-    if (!start) return n; /* duplicates are only space in a Ribbon filter */
-    for (size_t i = 0; i < n; i++) start[(h[i] >> 48) + 1]++;
-    for (size_t i = 1; i <= BUCKETS; i++) start[i] += start[i - 1];
-    for (size_t i = 0; i < n; i++) tmp[start[h[i] >> 48]++] = h[i];
-    size_t out = 0;
-    for (size_t lo = 0, b = 0; b < BUCKETS; b++) {
-        size_t hi = start[b]; /* the bucket is tmp[lo, hi) after the scatter */
-        for (size_t i = lo + 1; i < hi; i++)
-            for (size_t j = i; j > lo && tmp[j - 1] > tmp[j]; j--) {
-                uint64_t x = tmp[j];
-                tmp[j] = tmp[j - 1];
-                tmp[j - 1] = x;
-            }
-        for (size_t i = lo; i < hi; i++)
-            if (out == 0 || h[out - 1] != tmp[i]) h[out++] = tmp[i];
-        lo = hi;
+    size_t start[257] = {0}, at[256];
+    for (size_t i = 0; i < n; i++) start[(h[i] >> 56) + 1]++;
+    for (size_t b = 0; b < 256; b++) start[b + 1] += start[b];
+    memcpy(at, start, sizeof at);
+    for (size_t i = 0; i < n; i++) tmp[at[h[i] >> 56]++] = h[i];
+    size_t out = 0; /* h[0, out) is done; out never passes the run being sorted */
+    for (size_t b = 0; b < 256; b++) {
+        size_t lo = start[b], hi = start[b + 1], sub[257] = {0}, pos[256];
+        for (size_t i = lo; i < hi; i++) sub[(tmp[i] >> 48 & 255) + 1]++;
+        for (size_t s = 0; s < 256; s++) sub[s + 1] += sub[s];
+        for (size_t s = 0; s < 256; s++) pos[s] = lo + sub[s];
+        for (size_t i = lo; i < hi; i++) h[pos[tmp[i] >> 48 & 255]++] = tmp[i];
+        for (size_t s = 0; s < 256; s++) {
+            size_t a = lo + sub[s], z = lo + sub[s + 1];
+            for (size_t i = a + 1; i < z; i++)
+                for (size_t j = i; j > a && h[j - 1] > h[j]; j--) {
+                    uint64_t x = h[j];
+                    h[j] = h[j - 1];
+                    h[j - 1] = x;
+                }
+            for (size_t i = a; i < z; i++)
+                if (out == 0 || h[out - 1] != h[i]) h[out++] = h[i];
+        }
     }
-    free(start);
     return out;
 }
 
 /* The summary: a Ribbon filter answering "maybe" for about one absent
- * term in 2^summary_bits, over the table's distinct terms; *out NULL when
- * there is none (no terms, or memory ran short: the summary only spares
- * searches the rows, so the table is written without it). */
+ * term in 2^summary_bits (or a blocked Bloom filter of the same size),
+ * over the table's distinct terms; *out NULL when there is none (no
+ * terms, or memory ran short: the summary only spares searches the rows,
+ * so the table is written without it). */
 static void build_summary(bkv_table_builder *b, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
     if (b->term_hashes_lost || b->nterm_hashes == 0) return;
+    /* Either filter is sized by the hashes it is given: values repeated in
+     * a table would otherwise take the room of distinct ones. */
     uint64_t *tmp = malloc(b->nterm_hashes * sizeof *tmp);
     if (tmp) b->nterm_hashes = sort_unique(b->term_hashes, b->nterm_hashes, tmp);
     free(tmp);
     bkv_filter_spec spec = {.type = BKV_FILTER_RIBBON, .fpr = ldexp(1.0, -(int)b->vf.params.summary_bits),
                             .hash_seed = (uint32_t)b->vf.params.seed};
+    if (b->opts.value_summary_cheap)
+        spec = (bkv_filter_spec){.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 1.04 * b->vf.params.summary_bits,
+                                 .hash_seed = spec.hash_seed};
     bkv_filter *flt;
     if (bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt) != BKV_OK) return;
     *len = bkv_filter_encoded_size(flt);

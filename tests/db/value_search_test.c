@@ -600,6 +600,10 @@ static void test_paged_damage(void **s) {
     bkv_handle head = {bkv_table_properties(t)->value_filter_offset, bkv_table_properties(t)->value_filter_bytes};
     bkv_filter *summary;
     assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_info fi;
+    bkv_filter_get_info(summary, &fi);
+    assert_int_equal(fi.type, BKV_FILTER_BLOCKED_BLOOM); /* a flush's table: a compaction will rewrite it */
+    assert_int_equal(fi.num_keys, 500);                  /* each distinct value once */
     bkv_filter_destroy(summary);
     bkv_table_close(t);
     FILE *f = fopen(tpath, "rb");
@@ -872,6 +876,38 @@ static void test_value_index_lifecycle(void **s) {
     check_lifecycle(db, &model, 1, &rng, "terms, reopened");
     assert_int_equal(bkv_close(db), BKV_OK);
     state_free(&model);
+}
+
+/* Tables a compaction writes to the bottom level get a Ribbon summary;
+ * every other table (flushes, upper levels) a cheaper blocked Bloom one. */
+static void test_paged_summary_by_level(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    one_table_db("paged-levels", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 5000; i += 3) { /* the same rows again: the compaction rewrites the table */
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        snprintf(v, sizeof v, "v%d", i % 500);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    uint64_t number = table_number_of(path);
+    snprintf(tpath, 400, "%s/%06llu.sst", path, (unsigned long long)number);
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    bkv_filter *summary;
+    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_info fi;
+    bkv_filter_get_info(summary, &fi);
+    assert_int_equal(fi.type, BKV_FILTER_RIBBON);
+    bkv_filter_destroy(summary);
+    bkv_table_close(t);
+    expect_v7_holders(path, &o, "after the compaction");
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
 }
 
 /* A database moves between the paged layout and the in-memory shapes at
@@ -1472,7 +1508,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_builtin),
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_oracle_paged),       cmocka_unit_test(test_paged_damage),
-        cmocka_unit_test(test_paged_reshape),
+        cmocka_unit_test(test_paged_reshape),      cmocka_unit_test(test_paged_summary_by_level),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
         cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),
         cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),

@@ -254,9 +254,12 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * 1..8; 0 or unset: 2. */
     int    max_subcompactions;
     /* The paged value index (BKV_VALUE_INDEX_PAGED) keeps in memory, per
-     * open table, a summary filter over its distinct value terms that
-     * answers "maybe" for about one absent term in 2^value_summary_bits,
-     * taking about 1.05 x value_summary_bits bits per distinct term, plus
+     * open table, a summary filter over its distinct value terms, about
+     * 1.05 x value_summary_bits bits per distinct term: a Ribbon filter
+     * for tables of the bottom level (a "maybe" for about one absent term
+     * in 2^value_summary_bits), a blocked Bloom filter, cheaper to build
+     * and about 3% "maybe" at 7 bits, for tables above it, which
+     * compactions soon rewrite; plus
      * 8 bytes per partition: this is its memory budget (0.98 bytes per
      * entry at the defaults with unique values; property
      * "bloomkv.value-index-memory"). More bits: fewer tables' rows read per

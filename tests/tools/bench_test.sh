@@ -48,15 +48,9 @@ done
 
 # The paged value index from a cold cache: every search reopens the
 # database with its pages dropped, finds its key, and absent values none.
+engine="bloomkv (paged, cold)"
 out=$("$B" bench --num 20000 --benchmarks fillrandom,compact,findvalue,findvalue_absent --value_index paged \
     --searches 40 --cold --json 2>/dev/null)
-field() { echo "$out" | grep "\"benchmark\":\"$1\"" | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
-check() {
-    if [ "$2" = "$3" ]; then pass=$((pass + 1)); else
-        fail=$((fail + 1))
-        echo "FAIL: paged $1: got '$2', wanted '$3'"
-    fi
-}
 check "findvalue found" "$(field findvalue found)" 40
 check "findvalue_absent found" "$(field findvalue_absent found)" 0
 check "reopened" "$(echo "$out" | grep -c '"cold_open_ms"')" 2

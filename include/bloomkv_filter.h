@@ -137,6 +137,11 @@ BKV_EXPORT int bkv_filter_may_contain(const bkv_filter *f, bkv_hash h);
 BKV_EXPORT void bkv_filter_may_contain_batch(const bkv_filter *f, const bkv_hash *hashes,
                                              size_t n, uint8_t *out);
 
+/* A hint: asks the CPU for the memory a probe of h will read first, so a
+ * caller about to probe several filters overlaps their cache misses. No
+ * effect on answers; a NULL filter or a type without a hint does nothing. */
+BKV_EXPORT void bkv_filter_prefetch(const bkv_filter *f, bkv_hash h);
+
 typedef struct bkv_filter_info {
     int      type;
     unsigned k;               /* probes per key */

@@ -68,6 +68,7 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
         if (pin) {
             if (atomic_compare_exchange_strong(&meta->pinned, &none, pin)) {
                 meta->pin_count = &db->pinned_tables; /* only the winner writes it; read when the meta is freed */
+                atomic_store_explicit(&meta->key_filter, bkv_table_filter(t), memory_order_release);
                 *entry = pin;
                 return BKV_OK;
             }
@@ -116,10 +117,19 @@ static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, 
 /* Asks one table; 1 if it decides. */
 static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
                      bkv_hash h, int filter_checked, uint64_t snapshot, int *rc, void **val, size_t *vlen, bkv_err *e) {
+    BKV_COUNT(db, tables_consulted, 1);
+    const bkv_filter *kf = filter_checked ? NULL : atomic_load_explicit(&f->key_filter, memory_order_acquire);
+    if (kf) {
+        BKV_COUNT(db, filter_probes, 1);
+        if (!bkv_filter_may_contain(kf, h)) {
+            BKV_COUNT(db, filter_negatives, 1);
+            return 0;
+        }
+        filter_checked = 1;
+    }
     bkv_cache_entry *entry;
     if ((*rc = bkv_db_get_table(db, f, &entry, e))) return 1;
     bkv_table *t = bkv_cache_value(entry);
-    BKV_COUNT(db, tables_consulted, 1);
     if (!filter_checked) {
         BKV_COUNT(db, filter_probes, 1);
         if (!bkv_table_may_contain(t, h)) {
@@ -170,6 +180,16 @@ static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
                       bkv_hash h, uint64_t stop_file, int *asked, void **val, size_t *vlen, bkv_err *e) {
     int rc = BKV_NOTFOUND;
     const bkv_tree_version *v = rs->version;
+    /* Every candidate's filter line is requested before the first is
+     * probed: on a miss the get waits for one memory latency, not one a
+     * level. */
+    const bkv_file_meta *level_file[BKV_NUM_LEVELS];
+    for (size_t i = 0; i < v->nfiles[0]; i++)
+        if (bkv_file_meta_holds(v->files[0][i], key, klen))
+            bkv_filter_prefetch(atomic_load_explicit(&v->files[0][i]->key_filter, memory_order_acquire), h);
+    for (int l = 1; l < BKV_NUM_LEVELS; l++)
+        if ((level_file[l] = bkv_tree_version_level_file(v, l, key, klen)))
+            bkv_filter_prefetch(atomic_load_explicit(&level_file[l]->key_filter, memory_order_acquire), h);
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
         if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
@@ -178,7 +198,7 @@ static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
         if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
-        const bkv_file_meta *f = bkv_tree_version_level_file(v, l, key, klen);
+        const bkv_file_meta *f = level_file[l];
         if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (!f) continue;
         ++*asked;

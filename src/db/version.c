@@ -271,6 +271,7 @@ void bkv_tree_version_unref(bkv_tree_version *v) {
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         for (size_t i = 0; i < v->nfiles[l]; i++) bkv_file_meta_unref(v->files[l][i]);
         free(v->files[l]);
+        free(v->fences[l]);
     }
     free(v);
 }
@@ -326,6 +327,21 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
                                      b->smallest_len - BKV_IKEY_TRAILER) >= 0) {
                 bkv_tree_version_unref(v);
                 return BKV_CORRUPTION;
+            }
+        }
+        if (l > 0 && v->nfiles[l]) {
+            if (!(v->fences[l] = malloc(v->nfiles[l] * sizeof *v->fences[l]))) {
+                bkv_tree_version_unref(v);
+                return BKV_NOMEM;
+            }
+            /* Sorted and disjoint: every key shares what the first and last share. */
+            const bkv_file_meta *first = v->files[l][0], *last = v->files[l][v->nfiles[l] - 1];
+            size_t a = first->smallest_len - BKV_IKEY_TRAILER, b = last->largest_len - BKV_IKEY_TRAILER, skip = 0;
+            while (skip < a && skip < b && first->smallest[skip] == last->largest[skip]) skip++;
+            v->fence_skip[l] = skip;
+            for (size_t i = 0; i < v->nfiles[l]; i++) {
+                const bkv_file_meta *f = v->files[l][i];
+                v->fences[l][i] = bkv_key_fence(f->largest, f->largest_len - BKV_IKEY_TRAILER, skip);
             }
         }
     }

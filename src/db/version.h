@@ -48,6 +48,10 @@ typedef struct bkv_file_meta {
      * then holds it). Reads find it without a cache lookup or a lock. */
     _Atomic(struct bkv_cache_entry *) pinned;
     atomic_int *pin_count;    /* the budget it counts against, given back when freed */
+    /* The pinned table's whole key filter (NULL: none, partitioned, or not
+     * pinned yet): a get that the filter turns away touches nothing else
+     * of the table. It lives as long as the pin. */
+    _Atomic(const struct bkv_filter *) key_filter;
     /* Seeks that may still pay for this table before it is compacted into
      * the level below for them (bkv_tree_version_charge_seeks). */
     atomic_int allowed_seeks;
@@ -64,6 +68,13 @@ typedef struct bkv_tree_version {
     atomic_int refs;               /* taken under the db mutex, dropped anywhere */
     bkv_file_meta **files[BKV_NUM_LEVELS];
     size_t nfiles[BKV_NUM_LEVELS];
+    /* Below level 0, for a get's binary search: every user key of the
+     * level starts with the first fence_skip[l] bytes of its first table's
+     * smallest key, and fences[l][i] holds the next eight bytes of table
+     * i's largest key (big-endian, zero-padded): one array to search, not
+     * a pointer per step to a meta and then to its key. */
+    uint64_t *fences[BKV_NUM_LEVELS];
+    size_t fence_skip[BKV_NUM_LEVELS];
     /* A table of this version that reads have paid for more than its
      * compaction would cost, or NULL; set by readers without the mutex. */
     _Atomic(bkv_file_meta *) seek_compact;
@@ -126,13 +137,31 @@ static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, siz
 
 /* The table of level >= 1 (disjoint tables in key order) that may hold
  * user key k, or NULL. */
+/* The eight bytes of key k after its first skip (zero-padded). */
+static inline uint64_t bkv_key_fence(const uint8_t *k, size_t klen, size_t skip) {
+    uint8_t b[8] = {0};
+    if (klen > skip) memcpy(b, k + skip, klen - skip < 8 ? klen - skip : 8);
+    return bkv_get_be64(b);
+}
+
 static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version *v, int level, const void *k,
                                                          size_t klen) {
-    size_t lo = 0, hi = v->nfiles[level];
+    size_t lo = 0, hi = v->nfiles[level], skip = v->fence_skip[level];
+    if (!hi) return NULL;
+    /* A key without the level's common prefix lies outside every table. */
+    if (klen < skip || (skip && memcmp(k, v->files[level][0]->smallest, skip))) return NULL;
+    const uint64_t *fence = v->fences[level];
+    uint64_t kf = bkv_key_fence(k, klen, skip);
+    /* Fences order as the keys do, except that equal fences say nothing. */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const bkv_file_meta *f = v->files[level][mid];
-        if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, k, klen) < 0) lo = mid + 1;
+        int below;
+        if (fence[mid] != kf) below = fence[mid] < kf;
+        else {
+            const bkv_file_meta *f = v->files[level][mid];
+            below = bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, k, klen) < 0;
+        }
+        if (below) lo = mid + 1;
         else hi = mid;
     }
     return lo < v->nfiles[level] && bkv_file_meta_holds(v->files[level][lo], k, klen) ? v->files[level][lo] : NULL;

@@ -199,6 +199,10 @@ void bkv_filter_may_contain_batch(const bkv_filter *f, const bkv_hash *hashes, s
     f->ops->may_contain_batch(f, hashes, n, out);
 }
 
+void bkv_filter_prefetch(const bkv_filter *f, bkv_hash h) {
+    if (f && f->ops->prefetch) f->ops->prefetch(f, h);
+}
+
 void bkv_filter_get_info(const bkv_filter *f, bkv_filter_info *info) {
     memset(info, 0, sizeof *info);
     info->type = f->ops->type;

@@ -76,6 +76,8 @@ struct bkv_filter_ops {
      * with it) is held. NULL: may_contain's 0 or 1. */
     uint64_t (*count)(const bkv_filter *f, bkv_hash h);
     void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
+    /* Requests the first memory a probe of h reads; NULL: no hint. */
+    void (*prefetch)(const bkv_filter *f, bkv_hash h);
     /* Checks the decoded geometry (k, num_bits, payload_len) of an opened
      * filter and derives the rest; returns NULL when sound, else a reason. */
     const char *(*check_geometry)(bkv_filter *f);

@@ -95,9 +95,22 @@ static int row_matches(const bkv_filter *f, const row *w) {
     return 1;
 }
 
-/* A key's window spans 3 x r words (up to four cache lines): every line
- * of it is prefetched a few keys ahead, each row computed once. Below
- * 4 MiB the filter sits in cache and a plain loop is faster. */
+/* Requests every line of w's window (3 x r words, up to four lines). */
+#define RIBBON_REQUEST(f, w)                                                      \
+    do {                                                                          \
+        const uint8_t *p_ = (f)->payload + ((w).start / 64) * (f)->k * 8;          \
+        size_t span_ = 3 * (size_t)(f)->k * 8;                                    \
+        for (size_t off_ = 0; off_ < span_; off_ += 64) __builtin_prefetch(p_ + off_); \
+        __builtin_prefetch(p_ + span_ - 1);                                       \
+    } while (0)
+
+static void ribbon_prefetch(const bkv_filter *f, bkv_hash h) {
+    row w = make_row(h, f->filter_seed, f->params[0], f->k);
+    RIBBON_REQUEST(f, w);
+}
+
+/* A key's window is prefetched a few keys ahead, each row computed once.
+ * Below 4 MiB the filter sits in cache and a plain loop is faster. */
 #define RIBBON_AHEAD 8
 static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
     if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
@@ -105,14 +118,11 @@ static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, siz
         return;
     }
     row ring[RIBBON_AHEAD];
-    size_t span = 3 * (size_t)f->k * 8;
     for (size_t i = 0; i < n + RIBBON_AHEAD; i++) {
         if (i >= RIBBON_AHEAD) out[i - RIBBON_AHEAD] = (uint8_t)row_matches(f, &ring[(i - RIBBON_AHEAD) % RIBBON_AHEAD]);
         if (i < n) {
             row w = make_row(h[i], f->filter_seed, f->params[0], f->k);
-            const uint8_t *p = f->payload + (w.start / 64) * f->k * 8;
-            for (size_t off = 0; off < span; off += 64) __builtin_prefetch(p + off);
-            __builtin_prefetch(p + span - 1);
+            RIBBON_REQUEST(f, w);
             ring[i % RIBBON_AHEAD] = w;
         }
     }
@@ -250,5 +260,6 @@ const bkv_filter_ops bkv_ribbon_ops = {
     .build = ribbon_build,
     .may_contain = ribbon_may_contain,
     .may_contain_batch = ribbon_may_contain_batch,
+    .prefetch = ribbon_prefetch,
     .check_geometry = ribbon_check_geometry,
 };

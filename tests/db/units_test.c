@@ -151,6 +151,72 @@ static int collect(void *arg, uint64_t seq, unsigned type, const uint8_t *key, s
     return 0;
 }
 
+/* Random keys over a small alphabet with zero bytes, behind a common
+ * prefix of 0 to 12 bytes: their fences (8 bytes after the prefix) often
+ * tie, and some keys are prefixes of others. */
+static size_t random_key(uint64_t *rng, uint8_t *k, size_t prefix) {
+    *rng = *rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    size_t len = prefix + (size_t)(*rng >> 33) % 12;
+    memset(k, 'p', prefix);
+    for (size_t i = prefix; i < len; i++) {
+        *rng = *rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        k[i] = "\0\1ab\377"[(*rng >> 40) % 5];
+    }
+    return len;
+}
+
+static int key_cmp(const void *a, const void *b) {
+    const uint8_t *x = a, *y = b; /* length-prefixed: byte 0 is the length */
+    return bkv_user_key_compare(x + 1, x[0], y + 1, y[0]);
+}
+
+/* A level's binary search through fences finds exactly the table a scan
+ * of every table's range finds, for keys inside, between, around and
+ * outside the tables, including keys without the level's prefix. */
+static void level_file_agrees_with_a_scan(void **state) {
+    (void)state;
+    uint64_t rng = 42;
+    for (size_t prefix = 0; prefix <= 12; prefix += 3) {
+        enum { KEYS = 64 };
+        uint8_t keys[KEYS][32];
+        for (int i = 0; i < KEYS; i++) keys[i][0] = (uint8_t)random_key(&rng, keys[i] + 1, prefix);
+        qsort(keys, KEYS, sizeof keys[0], key_cmp);
+        bkv_version_edit e;
+        bkv_edit_init(&e);
+        uint64_t number = 1;
+        for (int i = 0; i + 1 < KEYS; i += 2) { /* pairs of distinct keys, disjoint */
+            if (!key_cmp(keys[i], keys[i + 1]) || (i && !key_cmp(keys[i - 1], keys[i]))) continue;
+            uint8_t s[40], l[40];
+            memcpy(s, keys[i] + 1, keys[i][0]);
+            memcpy(l, keys[i + 1] + 1, keys[i + 1][0]);
+            bkv_put_u64(s + keys[i][0], bkv_pack_trailer(1, BKV_TYPE_VALUE));
+            bkv_put_u64(l + keys[i + 1][0], bkv_pack_trailer(1, BKV_TYPE_VALUE));
+            bkv_file_meta *f = bkv_file_meta_new(number++, 100, 2, s, keys[i][0] + 8u, l, keys[i + 1][0] + 8u);
+            assert_non_null(f);
+            assert_int_equal(bkv_edit_add_file(&e, 2, f), BKV_OK);
+            bkv_file_meta_unref(f);
+        }
+        bkv_tree_version *empty = bkv_tree_version_new(), *v;
+        assert_int_equal(bkv_tree_version_apply(empty, &e, &v), BKV_OK);
+        bkv_edit_free(&e);
+        assert_true(v->nfiles[2] > 8);
+        assert_true(v->fence_skip[2] >= prefix);
+        for (int q = 0; q < 4000; q++) {
+            uint8_t k[32];
+            size_t kl;
+            if (q < KEYS) memcpy(k, keys[q] + 1, kl = keys[q][0]);  /* every boundary */
+            else kl = random_key(&rng, k, q % 3 ? prefix : q % 2 ? 0 : prefix / 2 + 1);
+            const bkv_file_meta *want = NULL;
+            for (size_t i = 0; i < v->nfiles[2]; i++)
+                if (bkv_file_meta_holds(v->files[2][i], k, kl)) want = v->files[2][i];
+            assert_ptr_equal(bkv_tree_version_level_file(v, 2, k, kl), want);
+        }
+        assert_null(bkv_tree_version_level_file(v, 3, "p", 1)); /* an empty level */
+        bkv_tree_version_unref(v);
+        bkv_tree_version_unref(empty);
+    }
+}
+
 static void batch_entries_and_validation(void **state) {
     (void)state;
     bkv_batch *b = bkv_batch_create();
@@ -237,6 +303,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(edit_round_trip_and_truncations),
         cmocka_unit_test(apply_orders_levels),
+        cmocka_unit_test(level_file_agrees_with_a_scan),
         cmocka_unit_test(batch_entries_and_validation),
         cmocka_unit_test(cache_evicts_least_recent_and_honours_references),
     };

@@ -94,6 +94,8 @@ static void large_filters_batch_as_single_probes(void **state) {
             fail_msg("type %s: %zu bytes, not past 4 MiB", bkv_filter_type_name(cases[c].type), info.encoded_bytes);
         /* Half stored keys (every probe taken), half absent. */
         for (size_t i = 0; i < q; i++) qs[i] = i % 2 ? h[(i * 7919) % total] : test_key_hash(99, i);
+        for (size_t i = 0; i < q; i++) bkv_filter_prefetch(f, qs[i]); /* a hint: answers below unchanged */
+        bkv_filter_prefetch(NULL, qs[0]);
         for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
             memset(out, 2, q);
             bkv_filter_may_contain_batch(f, qs, lengths[l], out);

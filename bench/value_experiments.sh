@@ -27,6 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 if [ "$SCALE" = small ]; then SIZES="100000 300000 1000000"; MID=300000; BIG=1000000; PAPER="300000 1000000"
     SEARCHES=500; else
     SIZES="1000000 10000000 30000000"; MID=10000000; BIG=30000000; PAPER="10000000 50000000"; SEARCHES=1000; fi
+PAPER=${PAPER_SIZES:-$PAPER} # E9c's sizes, e.g. PAPER_SIZES=10000000 for the first alone
 RUNS=${RUNS:-5}     # E8, E9: alternated runs, reported each and as median and spread
 COLD=${COLD:-300}   # searches per cold run (each reopens the database)
 ORDERS="2 3 5 10"

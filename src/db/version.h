@@ -135,8 +135,6 @@ static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, siz
            bkv_user_key_compare(k, klen, f->largest, f->largest_len - BKV_IKEY_TRAILER) <= 0;
 }
 
-/* The table of level >= 1 (disjoint tables in key order) that may hold
- * user key k, or NULL. */
 /* The eight bytes of key k after its first skip (zero-padded). */
 static inline uint64_t bkv_key_fence(const uint8_t *k, size_t klen, size_t skip) {
     uint8_t b[8] = {0};
@@ -144,6 +142,8 @@ static inline uint64_t bkv_key_fence(const uint8_t *k, size_t klen, size_t skip)
     return bkv_get_be64(b);
 }
 
+/* The table of level >= 1 (disjoint tables in key order) that may hold
+ * user key k, or NULL. */
 static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version *v, int level, const void *k,
                                                          size_t klen) {
     size_t lo = 0, hi = v->nfiles[level], skip = v->fence_skip[level];

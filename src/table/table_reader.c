@@ -603,6 +603,11 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
 /* The head, read once. Any failure leaves the table answering "maybe"
  * (whole) for good, except a lack of memory, which the next search tries
  * again. */
+/* The verified bitmap's bytes: a bit per block of rows. */
+static size_t verified_bytes(const bkv_vf_params *p, uint32_t rows_per_block) {
+    return (bkv_vf_words(p) / rows_per_block + 7) / 8;
+}
+
 static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
     if (atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return BKV_OK;
     pthread_mutex_lock(&t->index_mu);
@@ -621,7 +626,7 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
             if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed) vh->kind = VHEAD_WHOLE;
             else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
             else if (!(vh->parts = malloc((set.nparts + 1) * sizeof *vh->parts)) ||
-                     !(vh->row_verified = calloc((bkv_vf_words(p) / layout.rows_per_block + 7) / 8, 1)))
+                     !(vh->row_verified = calloc(verified_bytes(p, layout.rows_per_block), 1)))
                 read = BKV_NOMEM;
             else {
                 vh->kind = VHEAD_PAGED;
@@ -641,7 +646,7 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
                     if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
                 }
                 vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->parts +
-                             (bkv_vf_words(p) / layout.rows_per_block + 7) / 8 +
+                             verified_bytes(p, layout.rows_per_block) +
                              (vh->summary ? bkv_filter_memory(vh->summary) : 0);
             }
             bkv_vf_set_free(&set);

@@ -486,7 +486,8 @@ static void test_memtable_no_scan(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
-static uint64_t table_number_of(const char *path) {
+/* The number of path's newest table, its file's path in tpath. */
+static uint64_t newest_table(const char *path, char tpath[400]) {
     uint64_t best = 0;
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep 'sst$'", path);
@@ -494,6 +495,7 @@ static uint64_t table_number_of(const char *path) {
     char line[64];
     while (fgets(line, sizeof line, p)) best = strtoull(line, NULL, 10);
     pclose(p);
+    snprintf(tpath, 400, "%s/%06llu.sst", path, (unsigned long long)best);
     return best;
 }
 
@@ -514,9 +516,7 @@ static uint64_t one_table_db(const char *name, int shape, int mod, char path[300
     }
     assert_int_equal(bkv_flush(db), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
-    uint64_t number = table_number_of(path);
-    snprintf(tpath, 400, "%s/%06llu.sst", path, (unsigned long long)number);
-    return number;
+    return newest_table(path, tpath);
 }
 
 /* A damaged value filter block costs a scan of its table, never a result. */
@@ -895,8 +895,7 @@ static void test_paged_summary_by_level(void **s) {
     }
     assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
-    uint64_t number = table_number_of(path);
-    snprintf(tpath, 400, "%s/%06llu.sst", path, (unsigned long long)number);
+    uint64_t number = newest_table(path, tpath);
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
     bkv_filter *summary;

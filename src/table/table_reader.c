@@ -896,6 +896,18 @@ static void release_block(bkv_table *t, block_ref *b) {
     b->blk = NULL;
 }
 
+/* A mapped block's entries are read front to back, but the processor's
+ * own prefetcher stops at every page and starts late in each: readers that
+ * go through blocks in order request all of the next block's lines while
+ * they decode one. A macro: GCC drops a call to a static function that
+ * only prefetches. */
+#define REQUEST_MAPPED_BLOCK(t, hd)                                                                \
+    do {                                                                                           \
+        const uint8_t *map_ = bkv_file_mapped((t)->file);                                          \
+        if (map_ && block_in_file(t, hd))                                                          \
+            for (uint64_t off_ = 0; off_ <= (hd).size; off_ += 64) __builtin_prefetch(map_ + (hd).offset + off_); \
+    } while (0)
+
 /* number: the block's index entry, or -1 when unknown. */
 static int load_block(bkv_table *t, bkv_handle h, int64_t number, int read_flags, block_ref *b, bkv_table_stats *stats,
                       bkv_err *e) {
@@ -1206,18 +1218,9 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
     readahead ra = {UINT64_MAX, 0, 0, 0, 0};
     if (last > first && !seen && !index_handle_at(t, first, &first_h, NULL) && !index_handle_at(t, last, &last_h, NULL))
         ra = (readahead){first_h.offset, 0, 0, last_h.offset + last_h.size + BKV_BLOCK_TRAILER, RA_AFTER - 1};
-    /* A mapped block's entries are read front to back, but the processor's
-     * own prefetcher stops at every page and starts late in each: all of a
-     * block's lines are requested at once, the next block's while this one
-     * is decoded. */
-#define REQUEST_MAPPED_BLOCK(hd)                                                                   \
-    do {                                                                                           \
-        if (map && block_in_file(t, hd))                                                           \
-            for (uint64_t off_ = 0; off_ <= (hd).size; off_ += 64) __builtin_prefetch(map + (hd).offset + off_); \
-    } while (0)
     bkv_handle h, next_h;
     int next_rc = index_handle_at(t, first, &next_h, e);
-    if (!next_rc) REQUEST_MAPPED_BLOCK(next_h);
+    if (!next_rc) REQUEST_MAPPED_BLOCK(t, next_h);
     for (uint32_t i = first; i <= last; i++) {
         block_ref br;
         if (next_rc) return i == first ? next_rc : index_handle_at(t, i, &h, e); /* again, for its message */
@@ -1225,7 +1228,7 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
         readahead_before(t, &ra, h);
         rc = load_block(t, h, i, read_flags, &br, stats, e);
         if (rc) return rc;
-        if (i < last && !(next_rc = index_handle_at(t, i + 1, &next_h, NULL))) REQUEST_MAPPED_BLOCK(next_h);
+        if (i < last && !(next_rc = index_handle_at(t, i + 1, &next_h, NULL))) REQUEST_MAPPED_BLOCK(t, next_h);
         bkv_block_iter bi;
         bkv_block_iter_init(&bi, br.blk);
         bkv_buf scratch;
@@ -1245,7 +1248,6 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
         if (rc) return rc;
     }
     return BKV_OK;
-#undef REQUEST_MAPPED_BLOCK
 }
 
 /* Two-level iterator: the pinned index block, and one data block at a
@@ -1320,8 +1322,15 @@ static void settle(table_iter *ti, int dir) {
         if (dir > 0) bkv_block_iter_next(&ti->index_it);
         else bkv_block_iter_prev(&ti->index_it);
         if (!load_current(ti)) return;
-        if (dir > 0) bkv_block_iter_first(&ti->it);
-        else bkv_block_iter_last(&ti->it);
+        if (dir > 0) {
+            int64_t i = bkv_block_iter_restart_ordinal(&ti->index_it);
+            bkv_handle next;
+            if (i >= 0 && (uint64_t)i + 1 < ti->t->index.num_restarts && !index_handle_at(ti->t, (uint32_t)i + 1, &next, NULL))
+                REQUEST_MAPPED_BLOCK(ti->t, next);
+            bkv_block_iter_first(&ti->it);
+        } else {
+            bkv_block_iter_last(&ti->it);
+        }
     }
 }
 

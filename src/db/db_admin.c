@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "db/db_int.h"
+#include "util/mutex.h"
 #include "db/filename.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
@@ -201,7 +202,7 @@ void bkv_fork_child(bkv_db *db) {
     if (!db) return;
     bkv_cache_fork_child(db->block_cache);
     bkv_cache_fork_child(db->table_cache);
-    pthread_mutex_init(&db->mu, NULL);
+    bkv_mutex_init_adaptive(&db->mu);
     BKV_NOTE_OWNER(db, 0);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);

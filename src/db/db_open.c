@@ -20,6 +20,7 @@
 
 #include "db/table_file.h"
 #include "db/db_int.h"
+#include "util/mutex.h"
 #include "db/filename.h"
 #include "db/read_view.h"
 #include "db/version_set.h"
@@ -405,7 +406,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     }
     db->env = env;
     db->opts = *opts;
-    pthread_mutex_init(&db->mu, NULL);
+    bkv_mutex_init_adaptive(&db->mu);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
     pthread_mutex_init(&db->grace_mu, NULL);

@@ -10,6 +10,7 @@
 #include "memtable/arena.h"
 #include "util/hash.h"
 #include "util/iterator.h"
+#include "util/mutex.h"
 #include "util/ikey.h"
 
 #define MAX_HEIGHT 12
@@ -100,7 +101,7 @@ bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
     bkv_memtable *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     bkv_arena_init(&m->arena);
-    pthread_mutex_init(&m->arena_mu, NULL);
+    bkv_mutex_init_adaptive(&m->arena_mu);
     m->head = new_node(m, MAX_HEIGHT, 0, 0);
     if (!m->head) {
         pthread_mutex_destroy(&m->arena_mu);

@@ -81,9 +81,15 @@ static inline int probe_line(const uint8_t *line, uint32_t g, unsigned k) {
     return (int)(all & 1);
 }
 
+/* A filter in cache is probed branch-free (absent keys at 1 M: 9.3-10.0 ns
+ * against 16.7-17.6 with an early exit). A larger one exits at the first
+ * zero bit: the predicted exit lets the processor run ahead to the next
+ * keys' lines while this one loads (64 M keys: 28-35 ns against 37-49
+ * branch-free). filter-bench --type blocked --keys N, alternated runs. */
 static int blocked_may_contain(const bkv_filter *f, bkv_hash h) {
     const uint8_t *line = line_of(f, h);
     uint32_t g = bkv_hash_hi(h);
+    if (f->payload_len < BKV_FILTER_CACHED_BYTES) return probe_line(line, g, f->k);
     for (unsigned i = 0; i < f->k; i++) {
         uint32_t bit = g >> (32 - 9);
         if (!bkv_payload_bit(line, bit)) return 0;

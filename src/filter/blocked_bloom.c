@@ -69,8 +69,19 @@ static int blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
     return BKV_OK;
 }
 
-/* Branch-free over the probes: once the line is in L1, testing all k bits
- * is cheaper than mispredicting an early exit. */
+/* Two ways to test a line, picked by the filter's size (the same rule for
+ * single and batched probes; filter-bench --type blocked --keys N on this
+ * 2-core VM, alternated runs, absent keys, ns):
+ *
+ *   keys  filter   single: exit / branch-free   batch: exit / branch-free
+ *   1 M   1.25 MB          16.7-21.8 / 9.3-12.0          12.8-15.1 / 7.7-9.2
+ *   10 M  12.5 MB          20-27 (either)                13.4-16.8 / 21.2-26.0
+ *   64 M  80 MB            27.5-41.3 / 37-49             13.5-18.3 / 21.4-28.9
+ *
+ * A line in cache is tested branch-free: all k bits cost less than a
+ * mispredicted exit. A line from memory is left at its first zero bit:
+ * the exit is predicted and the processor goes on to the next key's
+ * probes, where testing every bit spent its time on arithmetic. */
 static inline int probe_line(const uint8_t *line, uint32_t g, unsigned k) {
     unsigned all = 1;
     for (unsigned i = 0; i < k; i++) {
@@ -81,21 +92,19 @@ static inline int probe_line(const uint8_t *line, uint32_t g, unsigned k) {
     return (int)(all & 1);
 }
 
-/* A filter in cache is probed branch-free (absent keys at 1 M: 9.3-10.0 ns
- * against 16.7-17.6 with an early exit). A larger one exits at the first
- * zero bit: the predicted exit lets the processor run ahead to the next
- * keys' lines while this one loads (64 M keys: 28-35 ns against 37-49
- * branch-free). filter-bench --type blocked --keys N, alternated runs. */
-static int blocked_may_contain(const bkv_filter *f, bkv_hash h) {
-    const uint8_t *line = line_of(f, h);
-    uint32_t g = bkv_hash_hi(h);
-    if (f->payload_len < BKV_FILTER_CACHED_BYTES) return probe_line(line, g, f->k);
-    for (unsigned i = 0; i < f->k; i++) {
+static inline int probe_line_exit(const uint8_t *line, uint32_t g, unsigned k) {
+    for (unsigned i = 0; i < k; i++) {
         uint32_t bit = g >> (32 - 9);
         if (!bkv_payload_bit(line, bit)) return 0;
         g *= PROBE_MIX;
     }
     return 1;
+}
+
+static int blocked_may_contain(const bkv_filter *f, bkv_hash h) {
+    const uint8_t *line = line_of(f, h);
+    return f->payload_len < BKV_FILTER_CACHED_BYTES ? probe_line(line, bkv_hash_hi(h), f->k)
+                                                    : probe_line_exit(line, bkv_hash_hi(h), f->k);
 }
 
 static inline const uint8_t *prefetch_line(const bkv_filter *f, bkv_hash h) {
@@ -114,11 +123,13 @@ static inline const uint8_t *prefetch_line(const bkv_filter *f, bkv_hash h) {
 static void blocked_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n,
                                       uint8_t *out) {
     const uint8_t *ring[BLOCKED_AHEAD];
+    int cached = f->payload_len < BKV_FILTER_CACHED_BYTES;
     for (size_t i = 0; i < n && i < BLOCKED_AHEAD; i++) ring[i] = prefetch_line(f, h[i]);
     for (size_t i = 0; i < n; i++) {
         const uint8_t *line = ring[i % BLOCKED_AHEAD];
         if (i + BLOCKED_AHEAD < n) ring[i % BLOCKED_AHEAD] = prefetch_line(f, h[i + BLOCKED_AHEAD]);
-        out[i] = (uint8_t)probe_line(line, bkv_hash_hi(h[i]), f->k);
+        out[i] = (uint8_t)(cached ? probe_line(line, bkv_hash_hi(h[i]), f->k)
+                                  : probe_line_exit(line, bkv_hash_hi(h[i]), f->k));
     }
 }
 

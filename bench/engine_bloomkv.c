@@ -18,6 +18,9 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->l0_slowdown) o.level0_slowdown_trigger = cfg->l0_slowdown;
     if (cfg->l0_stop) o.level0_stop_trigger = cfg->l0_stop;
     o.value_index = cfg->value_index;
+    /* A shape named for an existing database is meant: value_experiments.sh
+     * measures every shape over one database. */
+    o.value_index_reshape = cfg->use_existing_db && cfg->value_index != BKV_VALUE_INDEX_NONE;
     if (cfg->value_filter_bits) o.value_filter_bits = cfg->value_filter_bits;
     if (cfg->value_filter_hashes) o.value_filter_hashes = cfg->value_filter_hashes;
     if (cfg->value_partition_entries >= 0) o.value_partition_entries = (uint32_t)cfg->value_partition_entries;

@@ -342,9 +342,9 @@ typedef struct bkv_find_stats {
     uint64_t results;
     /* The plan: the index (0) or one scan of the whole snapshot (1), and
      * the costs it was chosen by, in units of one entry read from a
-     * partition: the index plan's (its partitions, plus 12 per candidate
+     * partition: the index plan's (its partitions, plus 6 per candidate
      * key to validate, projected from the partitions read) against the
-     * scan's (2 per entry of the snapshot). */
+     * scan's (3 per entry of the snapshot). */
     uint64_t plan_scan;
     uint64_t index_cost;
     uint64_t scan_cost;

@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "db/db_int.h"
-#include "util/mutex.h"
 #include "db/filename.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
+#include "util/mutex.h"
 
 int bkv_destroy(const char *path) {
     bkv_err e = {{0}};

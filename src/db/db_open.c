@@ -20,12 +20,12 @@
 
 #include "db/table_file.h"
 #include "db/db_int.h"
-#include "util/mutex.h"
 #include "db/filename.h"
 #include "db/read_view.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
+#include "util/mutex.h"
 
 int bkv_library_version(void) { return BKV_VERSION_NUMBER; }
 

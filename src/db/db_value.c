@@ -370,12 +370,13 @@ static int skip_unreadable(finder *fd, int rc, const bkv_err *e) {
     return 1;
 }
 
-/* Costs in entries read from a candidate partition (measured at 200 k
- * entries: ~60 ns each): an entry of the full scan's merging iterator
- * costs about two (~110 ns), a validating point read about twelve
- * (~700 ns). */
-#define SCAN_ENTRY_COST 2
-#define VALIDATE_COST 12
+/* Costs in entries read from a candidate partition (~30-40 ns each since
+ * a partition's blocks are requested ahead): an entry of the full scan's
+ * merging iterator costs about three (~100 ns), a candidate's validation
+ * about six (~200 ns: the newer tables' filters, most candidates needing
+ * no re-read). Fitted to E6 of docs/value-search.md at 1 M and 10 M. */
+#define SCAN_ENTRY_COST 3
+#define VALIDATE_COST 6
 
 /* What the index plan is on course to cost, projected from the share of
  * the candidate partitions read so far. */
@@ -579,11 +580,36 @@ static int open_next_span(finder *fd, const bkv_read_options *ro, bkv_err *e) {
 
 #define FULL_SCAN 1 /* the planner's answer when a scan of the whole snapshot is cheaper */
 
-static uint64_t snapshot_entries(const bkv_read_state *rs) {
+/* The entries a scan of the snapshot reads: from the resume key on when
+ * there is one (a page of results costs the scan only the rest), a table
+ * the key falls inside counted by the share of its bytes after the key. */
+static uint64_t snapshot_entries(bkv_db *db, const bkv_read_state *rs, const bkv_buf *after) {
     uint64_t n = bkv_memtable_entries(rs->mem);
     for (int i = 0; i < rs->nimm; i++) n += bkv_memtable_entries(rs->imm[i]);
+    bkv_buf lo;
+    bkv_buf_init(&lo);
+    /* An internal key before every entry of the resume key. */
+    int cut = after && !bkv_buf_set(&lo, after->data, after->len) &&
+              !bkv_buf_put_u64(&lo, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
-        for (size_t i = 0; i < rs->version->nfiles[l]; i++) n += rs->version->files[l][i]->entries;
+        for (size_t i = 0; i < rs->version->nfiles[l]; i++) {
+            const bkv_file_meta *f = rs->version->files[l][i];
+            if (!cut || bkv_ikey_compare(f->smallest, f->smallest_len, lo.data, lo.len) >= 0) {
+                n += f->entries;
+                continue;
+            }
+            if (bkv_ikey_compare(f->largest, f->largest_len, lo.data, lo.len) < 0) continue;
+            bkv_cache_entry *entry;
+            bkv_err e;
+            if (f->size == 0 || bkv_db_get_table(db, f, &entry, &e) != BKV_OK) {
+                n += f->entries;
+                continue;
+            }
+            uint64_t from = bkv_table_approximate_offset(bkv_cache_value(entry), lo.data, lo.len);
+            bkv_cache_release(db->table_cache, entry);
+            n += from >= f->size ? 0 : (uint64_t)((double)f->entries * (double)(f->size - from) / (double)f->size);
+        }
+    bkv_buf_free(&lo);
     return n;
 }
 
@@ -798,7 +824,7 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
     if ((rc = order_spans(fd, rs, after, e))) return rc;
     /* Every candidate costs a point read to validate, which the index
      * cannot foresee: the plan learns the rate from the partitions read. */
-    fd->st->scan_cost = SCAN_ENTRY_COST * snapshot_entries(rs);
+    fd->st->scan_cost = SCAN_ENTRY_COST * snapshot_entries(db, rs, after);
     fd->st->index_cost = fd->planned + VALIDATE_COST * fd->found;
     if (fd->plan == BKV_FIND_PLAN_SCAN) return FULL_SCAN;
     if (fd->plan != BKV_FIND_PLAN_AUTO) return BKV_OK;

@@ -10,8 +10,8 @@
 #include "memtable/arena.h"
 #include "util/hash.h"
 #include "util/iterator.h"
-#include "util/mutex.h"
 #include "util/ikey.h"
+#include "util/mutex.h"
 
 #define MAX_HEIGHT 12
 /* Each level holds about a quarter of the nodes of the one below. */

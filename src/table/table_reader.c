@@ -600,14 +600,14 @@ int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
     return rc;
 }
 
-/* The head, read once. Any failure leaves the table answering "maybe"
- * (whole) for good, except a lack of memory, which the next search tries
- * again. */
 /* The verified bitmap's bytes: a bit per block of rows. */
 static size_t verified_bytes(const bkv_vf_params *p, uint32_t rows_per_block) {
     return (bkv_vf_words(p) / rows_per_block + 7) / 8;
 }
 
+/* The head, read once. Any failure leaves the table answering "maybe"
+ * (whole) for good, except a lack of memory, which the next search tries
+ * again. */
 static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
     if (atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return BKV_OK;
     pthread_mutex_lock(&t->index_mu);
@@ -858,8 +858,6 @@ int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h,
     return rc;
 }
 
-/* Data block i's handle: the index has a restart point at every entry, so
- * entry i starts at restart i. */
 /* Index entry i (stored whole: a restart point at every entry): the last
  * internal key of data block i and its handle's bytes. */
 static int index_entry_at(const bkv_table *t, uint32_t i, const uint8_t **key, size_t *klen, const uint8_t **val,
@@ -901,11 +899,12 @@ static void release_block(bkv_table *t, block_ref *b) {
  * go through blocks in order request all of the next block's lines while
  * they decode one. A macro: GCC drops a call to a static function that
  * only prefetches. */
-#define REQUEST_MAPPED_BLOCK(t, hd)                                                                \
-    do {                                                                                           \
-        const uint8_t *map_ = bkv_file_mapped((t)->file);                                          \
-        if (map_ && block_in_file(t, hd))                                                          \
-            for (uint64_t off_ = 0; off_ <= (hd).size; off_ += 64) __builtin_prefetch(map_ + (hd).offset + off_); \
+#define REQUEST_MAPPED_BLOCK(t, hd)                                         \
+    do {                                                                    \
+        const uint8_t *map_ = bkv_file_mapped((t)->file);                   \
+        if (map_ && block_in_file(t, hd))                                   \
+            for (uint64_t off_ = 0; off_ <= (hd).size; off_ += 64)          \
+                __builtin_prefetch(map_ + (hd).offset + off_);              \
     } while (0)
 
 /* number: the block's index entry, or -1 when unknown. */
@@ -1216,7 +1215,8 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
                atomic_load_explicit(&t->verified[last], memory_order_relaxed);
     bkv_handle first_h, last_h;
     readahead ra = {UINT64_MAX, 0, 0, 0, 0};
-    if (last > first && !seen && !index_handle_at(t, first, &first_h, NULL) && !index_handle_at(t, last, &last_h, NULL))
+    if (last > first && !seen && !index_handle_at(t, first, &first_h, NULL) &&
+        !index_handle_at(t, last, &last_h, NULL))
         ra = (readahead){first_h.offset, 0, 0, last_h.offset + last_h.size + BKV_BLOCK_TRAILER, RA_AFTER - 1};
     bkv_handle h, next_h;
     int next_rc = index_handle_at(t, first, &next_h, e);
@@ -1325,7 +1325,8 @@ static void settle(table_iter *ti, int dir) {
         if (dir > 0) {
             int64_t i = bkv_block_iter_restart_ordinal(&ti->index_it);
             bkv_handle next;
-            if (i >= 0 && (uint64_t)i + 1 < ti->t->index.num_restarts && !index_handle_at(ti->t, (uint32_t)i + 1, &next, NULL))
+            if (i >= 0 && (uint64_t)i + 1 < ti->t->index.num_restarts &&
+                !index_handle_at(ti->t, (uint32_t)i + 1, &next, NULL))
                 REQUEST_MAPPED_BLOCK(ti->t, next);
             bkv_block_iter_first(&ti->it);
         } else {

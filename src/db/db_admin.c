@@ -123,11 +123,6 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     return bkv_db_error(db, rc, &e);
 }
 
-/* An internal key that sorts before every entry of user key k. */
-static int seek_key(bkv_buf *b, const void *k, size_t klen) {
-    return bkv_buf_set(b, k, klen) || bkv_buf_put_u64(b, bkv_pack_trailer(BKV_MAX_SEQ, 0xff)) ? -1 : 0;
-}
-
 int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void *limit, size_t llen,
                          uint64_t *bytes) {
     if (!db || !bytes || (!start && slen) || (!limit && llen)) return BKV_INVALID;
@@ -136,7 +131,7 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
     bkv_buf lo, hi;
     bkv_buf_init(&lo);
     bkv_buf_init(&hi);
-    if ((start && seek_key(&lo, start, slen)) || (limit && seek_key(&hi, limit, llen))) {
+    if ((start && bkv_ikey_seek_key(&lo, start, slen)) || (limit && bkv_ikey_seek_key(&hi, limit, llen))) {
         bkv_buf_free(&lo);
         bkv_buf_free(&hi);
         return bkv_db_error(db, bkv_fail(&e, BKV_NOMEM, "out of memory"), &e);

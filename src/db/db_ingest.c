@@ -285,8 +285,7 @@ static int level_overlaps(const bkv_tree_version *v, int level, const ingest_fil
 static int memtable_overlaps(const bkv_memtable *m, const ingest_file *f) {
     bkv_buf seek;
     bkv_buf_init(&seek);
-    if (bkv_buf_set(&seek, f->smallest.data, f->smallest.len - BKV_IKEY_TRAILER) ||
-        bkv_buf_put_u64(&seek, bkv_pack_trailer(BKV_MAX_SEQ, 0xff))) {
+    if (bkv_ikey_seek_key(&seek, f->smallest.data, f->smallest.len - BKV_IKEY_TRAILER)) {
         bkv_buf_free(&seek);
         return 1; /* out of memory: assume the worst, a flush is only slower */
     }

@@ -588,9 +588,7 @@ static uint64_t snapshot_entries(bkv_db *db, const bkv_read_state *rs, const bkv
     for (int i = 0; i < rs->nimm; i++) n += bkv_memtable_entries(rs->imm[i]);
     bkv_buf lo;
     bkv_buf_init(&lo);
-    /* An internal key before every entry of the resume key. */
-    int cut = after && !bkv_buf_set(&lo, after->data, after->len) &&
-              !bkv_buf_put_u64(&lo, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+    int cut = after && !bkv_ikey_seek_key(&lo, after->data, after->len);
     for (int l = 0; l < BKV_NUM_LEVELS; l++)
         for (size_t i = 0; i < rs->version->nfiles[l]; i++) {
             const bkv_file_meta *f = rs->version->files[l][i];

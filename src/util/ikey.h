@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "util/buf.h"
 #include "util/coding.h"
 
 enum { BKV_TYPE_DELETION = 0, BKV_TYPE_VALUE = 1 };
@@ -23,6 +24,13 @@ enum { BKV_TYPE_DELETION = 0, BKV_TYPE_VALUE = 1 };
 #define BKV_IKEY_TRAILER 8
 
 static inline uint64_t bkv_pack_trailer(uint64_t seq, unsigned type) { return (seq << 8) | type; }
+
+/* Sets b to an internal key that sorts before every entry of user key k
+ * (the largest sequence and type): where a seek for k starts. 0, or -1
+ * when b cannot grow. */
+static inline int bkv_ikey_seek_key(bkv_buf *b, const void *k, size_t klen) {
+    return bkv_buf_set(b, k, klen) || bkv_buf_put_u64(b, bkv_pack_trailer(BKV_MAX_SEQ, 0xff)) ? -1 : 0;
+}
 
 static inline uint64_t bkv_ikey_trailer(const uint8_t *ikey, size_t len) {
     return bkv_get_u64(ikey + len - BKV_IKEY_TRAILER);

@@ -25,9 +25,24 @@ start=$(date +%s)
 bash scripts/deps
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target crash_test power_loss_test corruption_test alloc_fail_test >/dev/null
+# Jobs run nproc at a time; each leaves its exit status in $LOG/NAME.rc and
+# the results are read back in a fixed order.
+throttle() { while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done; }
+run_job() { # NAME COMMAND...
+    local name=$1
+    shift
+    if "$@" >"$LOG/$name.out" 2>&1; then echo 0 >"$LOG/$name.rc"; else echo $? >"$LOG/$name.rc"; fi
+}
+failed() { [ "$(cat "$LOG/$1.rc" 2>/dev/null || echo 1)" != 0 ]; }
+
+for t in crash_test power_loss_test corruption_test alloc_fail_test; do
+    throttle
+    BKV_SCALE=$SCALE run_job "$t" "$BUILD/tests/$t" &
+done
+wait
 for t in crash_test power_loss_test corruption_test alloc_fail_test; do
     echo "== $t (BKV_SCALE=$SCALE)"
-    BKV_SCALE=$SCALE "$BUILD/tests/$t" >"$LOG/$t.out" 2>&1 || { cat "$LOG/$t.out"; echo "run.sh: $t FAILED" >&2; exit 1; }
+    if failed "$t"; then cat "$LOG/$t.out"; echo "run.sh: $t FAILED" >&2; exit 1; fi
     grep -E "^reliability:|sweep:|matrix:|checked:|the run without" "$LOG/$t.out" || true
 done
 
@@ -37,12 +52,16 @@ CC=clang cmake -S . -B "$FUZZ_BUILD" -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON 
     -DBKV_BUILD_TESTS=OFF -DBKV_BUILD_TOOLS=OFF >/dev/null
 cmake --build "$FUZZ_BUILD" -j "$(nproc)" >/dev/null
 for t in filter table log value_index api; do
-    echo "== fuzz_$t for ${FUZZ_SECONDS}s"
     mkdir -p "$LOG/corpus-$t"
+    throttle
     # New inputs go to a scratch corpus; fuzz/corpus seeds it (make fuzz grows it).
-    "$FUZZ_BUILD/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -artifact_prefix="$LOG/" \
-        "$LOG/corpus-$t" "fuzz/corpus/$t" >"$LOG/fuzz_$t.out" 2>&1 ||
-        { tail -n 40 "$LOG/fuzz_$t.out"; echo "run.sh: fuzz_$t found a failure" >&2; exit 1; }
+    run_job "fuzz_$t" "$FUZZ_BUILD/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
+        -artifact_prefix="$LOG/" "$LOG/corpus-$t" "fuzz/corpus/$t" &
+done
+wait
+for t in filter table log value_index api; do
+    echo "== fuzz_$t for ${FUZZ_SECONDS}s"
+    if failed "fuzz_$t"; then tail -n 40 "$LOG/fuzz_$t.out"; echo "run.sh: fuzz_$t found a failure" >&2; exit 1; fi
     runs=$(grep -o "Done [0-9]* runs" "$LOG/fuzz_$t.out" | grep -o "[0-9]*" | tail -1)
     echo "reliability: fuzz_runs_$t=${runs:-0}"
     echo "reliability: fuzz_runs_$t=${runs:-0}" >>"$LOG/fuzz.out"

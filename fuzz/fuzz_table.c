@@ -1,5 +1,6 @@
-/* Fuzz target: any bytes as a table file: opening, point reads and full
- * scans in both directions either fail cleanly or stay in bounds. */
+/* Fuzz target: any bytes as a table file: opening, point reads, full
+ * scans in both directions and value tags either fail cleanly or stay in
+ * bounds. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +56,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             bkv_ikey_iter_seek(it, probe, sizeof probe);
             (void)bkv_ikey_iter_status(it, &e);
             bkv_ikey_iter_destroy(it);
+        }
+        bkv_vt_index tix;
+        if (bkv_table_value_tags_index(t, &tix, &e) == BKV_OK) {
+            for (uint32_t i = 0; i < tix.n && i < 64; i++) {
+                uint8_t *tags_block, maybe[256];
+                if (bkv_table_value_tags_part(t, &tix, i, &tags_block, &e) == BKV_OK) free(tags_block);
+                uint32_t first = tix.first_block[i], last = tix.first_block[i + 1] - 1;
+                uint16_t tags[2] = {0, 0x1234};
+                if (last - first < sizeof maybe)
+                    (void)bkv_table_value_blocks(t, tix.seed, first, last, tags, 2, BKV_READ_FILL_CACHE, maybe);
+            }
+            bkv_vt_index_free(&tix);
         }
         bkv_table_close(t);
     }

@@ -45,10 +45,17 @@ typedef struct part_check {
     int whole_values;
     const bkv_filter *summary; /* version 2 blocks: it must hold every value too */
     uint64_t entries, missing, missing_summary;
+    const uint8_t *tags;       /* the partition's value tags, one per entry in order; NULL: none */
+    uint64_t ntags, wrong_tags;
 } part_check;
 
 static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen) {
     part_check *pc = arg;
+    if (pc->tags) {
+        int value = ilen >= BKV_IKEY_TRAILER && bkv_ikey_type(ikey, ilen) == BKV_TYPE_VALUE;
+        uint16_t want = value ? bkv_vt_tag(bkv_vf_term_hash(&pc->vf->params, val, vlen)) : 0;
+        pc->wrong_tags += pc->entries >= pc->ntags || bkv_get_u16(pc->tags + 2 * pc->entries) != want;
+    }
     pc->entries++;
     if (pc->whole_values && ilen >= BKV_IKEY_TRAILER && bkv_ikey_type(ikey, ilen) == BKV_TYPE_VALUE) {
         uint64_t h = bkv_vf_term_hash(&pc->vf->params, val, vlen);
@@ -60,8 +67,60 @@ static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const u
     return 0;
 }
 
+/* The value tags, when the table has them: an index naming the value
+ * filters' partitions, and for each a block whose counts are its data
+ * blocks' entries. The tags themselves are compared with the entries by
+ * check_part_entry. */
+static int open_value_tags(checker *c, bkv_table *t, const char *path, const bkv_vf_set *vf, bkv_vt_index *tix) {
+    bkv_err e = {{0}};
+    int rc = bkv_table_value_tags_index(t, tix, &e);
+    if (rc == BKV_NOTFOUND) return 0;
+    if (rc) {
+        report(c, "%s (value searches read whole partitions instead)", e.msg);
+        return 0;
+    }
+    int ok = tix->n == vf->nparts;
+    for (uint32_t i = 0; ok && i < vf->nparts; i++)
+        ok = tix->first_block[i] == vf->parts[i].first_block && tix->first_block[i + 1] == vf->parts[i].last_block + 1;
+    if (!ok) {
+        report(c, "%s: value tags index at offset %llu does not match the value filters' partitions", path,
+               (unsigned long long)bkv_table_properties(t)->value_tags_offset);
+        bkv_vt_index_free(tix);
+    }
+    return ok;
+}
+
+/* Partition i's entries, block by block against its tags block's counts. */
+static int scan_tagged_part(checker *c, bkv_table *t, const char *path, const bkv_vt_index *tix, uint32_t i,
+                            part_check *pc, bkv_err *e) {
+    uint8_t *tags;
+    if (bkv_table_value_tags_part(t, tix, i, &tags, e)) {
+        report(c, "%s (value searches read the whole partition instead)", e->msg);
+        return bkv_table_scan_blocks(t, tix->first_block[i], tix->first_block[i + 1] - 1, 0, NULL, check_part_entry,
+                                     pc, e);
+    }
+    uint32_t nb = tix->first_block[i + 1] - tix->first_block[i];
+    pc->tags = tags + 4 * (size_t)nb;
+    pc->ntags = (tix->size[i] - 4 * (size_t)nb) / 2;
+    int rc = 0;
+    uint32_t bad_counts = 0;
+    for (uint32_t b = 0; b < nb && !rc; b++) {
+        uint64_t before = pc->entries;
+        rc = bkv_table_scan_blocks(t, tix->first_block[i] + b, tix->first_block[i] + b, 0, NULL, check_part_entry, pc, e);
+        bad_counts += !rc && pc->entries - before != bkv_get_u32(tags + 4 * (size_t)b);
+    }
+    if (!rc && (bad_counts || pc->wrong_tags))
+        report(c, "%s: value tags of partition %u at offset %llu: %u block counts and %llu tags do not match the "
+                  "entries (searches could skip a block holding a value)",
+               path, i, (unsigned long long)tix->offset[i], bad_counts, (unsigned long long)pc->wrong_tags);
+    pc->tags = NULL;
+    free(tags);
+    return rc;
+}
+
 /* Each partition holds the entries its directory says, and (for whole
- * values) its filter holds every value in it: a search could miss none. */
+ * values) its filter holds every value in it, and its tags every entry's:
+ * a search could miss none. */
 static void check_value_filters(checker *c, bkv_table *t, const char *path) {
     if (!bkv_table_properties(t)->value_filter_bytes) return;
     bkv_vf_set vf;
@@ -73,12 +132,15 @@ static void check_value_filters(checker *c, bkv_table *t, const char *path) {
     bkv_filter *summary = NULL;
     int src = bkv_table_value_summary(t, &summary, &e);
     if (src && src != BKV_NOTFOUND) report(c, "%s (value searches read every row of the table instead)", e.msg);
+    bkv_vt_index tix;
+    int tagged = open_value_tags(c, t, path, &vf, &tix);
     uint64_t missing_summary = 0;
     for (uint32_t i = 0; i < vf.nparts; i++) {
-        part_check pc = {&vf, bkv_vf_part_bits(&vf, i), c->whole_values, summary, 0, 0, 0};
-        if (bkv_table_scan_blocks(t, vf.parts[i].first_block, vf.parts[i].last_block, 0, NULL, check_part_entry, &pc,
-                                  &e))
-            break; /* the data block problem is reported by the entry scan */
+        part_check pc = {&vf, bkv_vf_part_bits(&vf, i), c->whole_values, summary, 0, 0, 0, NULL, 0, 0};
+        int rc = tagged ? scan_tagged_part(c, t, path, &tix, i, &pc, &e)
+                        : bkv_table_scan_blocks(t, vf.parts[i].first_block, vf.parts[i].last_block, 0, NULL,
+                                                check_part_entry, &pc, &e);
+        if (rc) break; /* the data block problem is reported by the entry scan */
         if (pc.entries != vf.parts[i].entries)
             report(c, "%s: value filter partition %u covers %llu entries, its directory says %u", path, i,
                    (unsigned long long)pc.entries, vf.parts[i].entries);
@@ -90,6 +152,7 @@ static void check_value_filters(checker *c, bkv_table *t, const char *path) {
     if (missing_summary)
         report(c, "%s: value summary lacks %llu of the table's values (searches would miss them)", path,
                (unsigned long long)missing_summary);
+    if (tagged) bkv_vt_index_free(&tix);
     bkv_filter_destroy(summary);
     bkv_vf_set_free(&vf);
 }
@@ -463,6 +526,17 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
             } else if (src != BKV_NOTFOUND) {
                 fprintf(out, "  value summary: DAMAGED (searches read the rows): %s\n", e.msg);
             }
+        }
+        bkv_vt_index tix;
+        int trc = bkv_table_value_tags_index(t, &tix, &e);
+        if (trc == BKV_OK) {
+            uint64_t bytes = p->value_tags_bytes;
+            for (uint32_t i = 0; i < tix.n; i++) bytes += tix.size[i];
+            fprintf(out, "  value tags: %u partitions, %llu bytes (%.2f bytes/entry)\n", tix.n, (unsigned long long)bytes,
+                    p->num_entries ? (double)bytes / (double)p->num_entries : 0.0);
+            bkv_vt_index_free(&tix);
+        } else if (trc != BKV_NOTFOUND) {
+            fprintf(out, "  value tags: DAMAGED (searches read whole partitions): %s\n", e.msg);
         }
     }
     if (entries) {

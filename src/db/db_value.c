@@ -18,6 +18,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
+#include "filter/value_tags.h"
 #include "util/ikey.h"
 #include "valueindex/terms.h"
 
@@ -350,6 +351,9 @@ typedef struct finder {
     cand_list **heap;           /* the sources read that have keys left, least key on top */
     size_t nheap, cap_heap;
     uint64_t planned;           /* entries in the candidate partitions */
+    uint64_t covered;           /* ... in those visited so far, whether their tags let the scan pass over them or not */
+    uint16_t tags[64];          /* value tags (bkv_vt_tag) an entry must have one of; ntags 0: none (an extractor) */
+    size_t ntags;
     int matched;                /* the partition being scanned held the term */
     int continue_on_error;
     unsigned plan;              /* BKV_FIND_PLAN_* */
@@ -379,9 +383,10 @@ static int skip_unreadable(finder *fd, int rc, const bkv_err *e) {
 #define VALIDATE_COST 6
 
 /* What the index plan is on course to cost, projected from the share of
- * the candidate partitions read so far. */
+ * the candidate partitions visited so far. (Value tags cost about a
+ * sixtieth of an entry read each, and are not counted.) */
 static uint64_t projected_index_cost(const finder *fd) {
-    uint64_t done = fd->st->entries_scanned, spent = done + VALIDATE_COST * fd->found;
+    uint64_t done = fd->covered, spent = fd->st->entries_scanned + VALIDATE_COST * fd->found;
     if (!done || done >= fd->planned) return spent;
     return (uint64_t)((double)spent * (double)fd->planned / (double)done);
 }
@@ -391,7 +396,7 @@ static uint64_t projected_index_cost(const finder *fd) {
  * will cost; when that exceeds one pass over the snapshot, the pass takes
  * over. Checked after every partition read. */
 static int index_plan_lost(finder *fd) {
-    if (fd->st->entries_scanned * 32 < fd->planned) return 0;
+    if (fd->covered * 32 < fd->planned) return 0;
     fd->st->index_cost = projected_index_cost(fd);
     return fd->plan == BKV_FIND_PLAN_AUTO && fd->st->index_cost > fd->st->scan_cost;
 }
@@ -549,6 +554,38 @@ static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number
     return NULL;
 }
 
+/* The entries a candidate partition holds, as the plan counts them: P,
+ * or the whole table's when it is one partition or smaller than P. */
+static uint64_t span_entries(const finder *fd, const leaf_span *sp) {
+    uint64_t p = fd->db->vparams.partition_entries, n = sp->file->entries;
+    return p && sp->leaf.last_block != UINT32_MAX && p < n ? p : n;
+}
+
+/* Reads the blocks of a partition that its value tags do not rule out:
+ * every block when there are none to use. */
+static int scan_tagged(finder *fd, bkv_table *t, const bkv_vleaf_ref *lf, int read_flags, bkv_err *e) {
+    uint8_t stack[256], *maybe = NULL;
+    uint32_t nb = lf->last_block != UINT32_MAX ? lf->last_block - lf->first_block + 1 : 0;
+    if (fd->ntags && nb) maybe = nb <= sizeof stack ? stack : malloc(nb);
+    if (!maybe || !bkv_table_value_blocks(t, fd->db->vparams.seed, lf->first_block, lf->last_block, fd->tags,
+                                          fd->ntags, read_flags, maybe)) {
+        if (maybe != stack) free(maybe);
+        return bkv_table_scan_blocks(t, lf->first_block, lf->last_block, read_flags, bkv_db_tstats(fd->db), consider,
+                                     fd, e);
+    }
+    int rc = 0;
+    for (uint32_t i = 0; i < nb && !rc; i++) {
+        if (!maybe[i]) continue;
+        uint32_t j = i;
+        while (j + 1 < nb && maybe[j + 1]) j++;
+        rc = bkv_table_scan_blocks(t, lf->first_block + i, lf->first_block + j, read_flags, bkv_db_tstats(fd->db),
+                                   consider, fd, e);
+        i = j;
+    }
+    if (maybe != stack) free(maybe);
+    return rc;
+}
+
 static int scan_partition(finder *fd, const bkv_read_options *ro, const leaf_span *sp, bkv_err *e) {
     const bkv_vleaf_ref *lf = &sp->leaf;
     bkv_cache_entry *entry;
@@ -559,9 +596,9 @@ static int scan_partition(finder *fd, const bkv_read_options *ro, const leaf_spa
      * table's newest (tables before num.keys was recorded show 0). */
     const bkv_table_props *props = bkv_table_properties(bkv_cache_value(entry));
     fd->unique_file = props->num_keys && props->num_keys == props->num_entries ? sp->file->number : 0;
-    rc = bkv_table_scan_blocks(bkv_cache_value(entry), lf->first_block, lf->last_block, ro ? bkv_db_read_flags(ro) : 0,
-                               bkv_db_tstats(fd->db), consider, fd, e);
+    rc = scan_tagged(fd, bkv_cache_value(entry), lf, ro ? bkv_db_read_flags(ro) : 0, e);
     bkv_cache_release(fd->db->table_cache, entry);
+    fd->covered += span_entries(fd, sp);
     if (rc == BKV_NOMEM) bkv_fail(e, rc, "out of memory collecting candidates");
     if (rc) fd->unique_file = 0;
     fd->st->partitions_scanned++;
@@ -743,7 +780,6 @@ static int keep_bound(finder *fd, const uint8_t *k, size_t n, size_t *off) {
 static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *after, bkv_err *e) {
     if (fd->nleaves && !(fd->spans = malloc(fd->nleaves * sizeof *fd->spans)))
         return bkv_fail(e, BKV_NOMEM, "out of memory ordering partitions");
-    uint64_t p = fd->db->vparams.partition_entries;
     for (size_t i = 0; i < fd->nleaves; i++) {
         const bkv_vleaf_ref *lf = &fd->leaves[i];
         const bkv_file_meta *f = find_file(rs->version, lf->file);
@@ -769,7 +805,7 @@ static int order_spans(finder *fd, const bkv_read_state *rs, const bkv_buf *afte
         if (rc) return rc;
         if (!keep) continue;
         fd->spans[fd->nspans++] = sp;
-        fd->planned += p && lf->last_block != UINT32_MAX && p < f->entries ? p : f->entries;
+        fd->planned += span_entries(fd, &sp);
     }
     for (size_t i = 0; i < fd->nspans; i++) {
         fd->spans[i].lo = fd->bounds.data + fd->spans[i].lo_off;
@@ -790,6 +826,13 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
                        const bkv_buf *after, bkv_err *e) {
     bkv_db *db = fd->db;
     int rc = 0;
+    /* Without an extractor an entry's one term is its value, so its tag
+     * is that term's: one of the terms' (ANY), or the first's (ALL: an
+     * entry holding every term holds the first). */
+    if (!db->opts.value_terms) {
+        fd->ntags = fd->q->mode == BKV_FIND_ALL ? 1 : fd->q->n;
+        for (size_t t = 0; t < fd->ntags; t++) fd->tags[t] = bkv_vt_tag(hashes[t]);
+    }
     if (db->vrec.shape == BKV_VALUE_INDEX_PAGED) {
         /* Nothing to lock: each table of the version answers for itself. */
         bkv_read_state_acquire(db, ro, rs);
@@ -826,7 +869,7 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
     fd->st->index_cost = fd->planned + VALIDATE_COST * fd->found;
     if (fd->plan == BKV_FIND_PLAN_SCAN) return FULL_SCAN;
     if (fd->plan != BKV_FIND_PLAN_AUTO) return BKV_OK;
-    while (fd->next_span < fd->nspans && fd->st->entries_scanned * 32 < fd->planned)
+    while (fd->next_span < fd->nspans && fd->covered * 32 < fd->planned)
         if ((rc = open_next_span(fd, ro, e))) return rc;
     return index_plan_lost(fd) ? FULL_SCAN : BKV_OK;
 }

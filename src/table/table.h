@@ -16,6 +16,7 @@
 
 #include "bloomkv.h"
 #include "filter/value_filter.h"
+#include "filter/value_tags.h"
 #include "table/cache.h"
 #include "util/env.h"
 
@@ -65,6 +66,7 @@ typedef struct bkv_table_props {
     uint64_t filter_partitions;           /* 0: the filter is not partitioned */
     uint64_t filter_fpr_ppb;              /* the filter's modelled false-positive rate, parts per 10^9 */
     uint64_t value_filter_offset, value_filter_bytes; /* 0 bytes: none */
+    uint64_t value_tags_offset, value_tags_bytes;     /* the value tags index block; 0 bytes: none */
     int filter_type;
     int compression;
     uint64_t creation_time;
@@ -189,6 +191,21 @@ int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params);
 int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e);
 /* Bytes the paged index keeps for the table (0 before it is first read). */
 size_t bkv_table_value_memory(const bkv_table *t);
+
+/* Which data blocks of the value partition first..last may hold an entry
+ * with one of the term tags[0, ntags) (bkv_vt_tag of term hashes made
+ * with seed), from the table's value tags: 1 with maybe[i] set for block
+ * first + i, or 0 when the table has no usable tags for exactly that
+ * partition (no tags, another seed, damage: every block "maybe"). */
+int bkv_table_value_blocks(bkv_table *t, uint64_t seed, uint32_t first, uint32_t last, const uint16_t *tags,
+                           size_t ntags, int read_flags, uint8_t *maybe);
+
+/* For bloomkv check: the value tags index, read and validated (BKV_NOTFOUND
+ * when the table has none; free it with bkv_vt_index_free), and partition
+ * i's tags block, checked against its index entry (*data malloc'd; its
+ * length is ix->size[i]). Errors name the file and offset. */
+int bkv_table_value_tags_index(bkv_table *t, bkv_vt_index *out, bkv_err *e);
+int bkv_table_value_tags_part(bkv_table *t, const bkv_vt_index *ix, uint32_t i, uint8_t **data, bkv_err *e);
 
 /* The user keys of data blocks first..last (last clamped) lie in
  * [*lo, *hi]: *lo is the last key of block first - 1 (NULL for the first

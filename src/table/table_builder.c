@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "filter/value_tags.h"
 #include "table/block.h"
 #include "table/format.h"
 #include "table/table.h"
@@ -32,6 +33,12 @@ struct bkv_table_builder {
     uint64_t *term_hashes;     /* every term's hash, for the summary (paged layout) */
     size_t nterm_hashes, term_hash_cap;
     int term_hashes_lost;      /* out of memory collecting them */
+    /* Value tags (whole-value indexes only): a u16 per entry and a u32
+     * entry count per data block, written after the value filters. They
+     * are optional, so running out of memory drops them, not the table. */
+    int tagging;
+    bkv_buf tags, block_counts;
+    uint64_t block_first_entry; /* num_entries when the open data block began */
     double fpr_keys;           /* sum over key filters of expected rate x keys */
 };
 
@@ -50,6 +57,9 @@ bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfil
     b->props.filter_type = opts->filter_type;
     b->props.compression = opts->compression;
     if (opts->value_filter) b->vf.params = *opts->value_filter;
+    b->tagging = opts->value_filter && !opts->value_terms;
+    bkv_buf_init(&b->tags);
+    bkv_buf_init(&b->block_counts);
     return b;
 }
 
@@ -63,6 +73,8 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     bkv_buf_free(&b->compressed);
     free(b->hashes);
     free(b->term_hashes);
+    bkv_buf_free(&b->tags);
+    bkv_buf_free(&b->block_counts);
     bkv_vf_set_free(&b->vf);
     free(b);
 }
@@ -94,6 +106,9 @@ static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     if (rc) return rc;
     b->props.num_data_blocks++;
     if (b->vf.nparts) b->vf.parts[b->vf.nparts - 1].last_block = (uint32_t)(b->props.num_data_blocks - 1);
+    if (b->tagging && bkv_buf_put_u32(&b->block_counts, (uint32_t)(b->props.num_entries - b->block_first_entry)))
+        b->tagging = 0;
+    b->block_first_entry = b->props.num_entries;
     uint8_t hv[20];
     size_t hl = (size_t)(bkv_put_varint64(bkv_put_varint64(hv, h.offset), h.size) - hv);
     /* The index key is the block's last key: the block holds every key in
@@ -138,15 +153,24 @@ static void keep_term_hash(bkv_table_builder *b, uint64_t h) {
     b->term_hashes[b->nterm_hashes++] = h;
 }
 
-static void add_term(void *ctx, const void *term, size_t len) {
-    term_sink *ts = ctx;
+static void add_term_hash(term_sink *ts, uint64_t h) {
     bkv_table_builder *b = ts->b;
-    uint64_t h = bkv_vf_term_hash(&b->vf.params, term, len);
     bkv_vf_probe pr;
     bkv_vf_probe_from_hash(&pr, &b->vf.params, h);
     bkv_vf_insert(ts->bits, &pr);
     b->vf.parts[b->vf.nparts - 1].terms++;
     if (b->vf.params.summary_bits) keep_term_hash(b, h);
+}
+
+static void add_term(void *ctx, const void *term, size_t len) {
+    term_sink *ts = ctx;
+    add_term_hash(ts, bkv_vf_term_hash(&ts->b->vf.params, term, len));
+}
+
+static void add_tag(bkv_table_builder *b, uint16_t tag) {
+    uint8_t le[2];
+    bkv_put_u16(le, tag);
+    if (b->tagging && bkv_buf_append(&b->tags, le, 2)) b->tagging = 0;
 }
 
 /* Partitions end on a block boundary: a full partition ends its block
@@ -164,10 +188,18 @@ static int add_value_terms(bkv_table_builder *b, unsigned type, const uint8_t *v
     }
     b->part_entries++;
     b->vf.parts[b->vf.nparts - 1].entries++;
-    if (type != BKV_TYPE_VALUE) return BKV_OK;
+    if (type != BKV_TYPE_VALUE) {
+        add_tag(b, 0);
+        return BKV_OK;
+    }
     term_sink ts = {b, bkv_vf_part_bits(&b->vf, b->vf.nparts - 1)};
-    if (b->opts.value_terms) b->opts.value_terms(b->opts.value_terms_arg, val, vlen, add_term, &ts);
-    else add_term(&ts, val, vlen);
+    if (b->opts.value_terms) {
+        b->opts.value_terms(b->opts.value_terms_arg, val, vlen, add_term, &ts);
+        return BKV_OK;
+    }
+    uint64_t h = bkv_vf_term_hash(&b->vf.params, val, vlen);
+    add_term_hash(&ts, h);
+    add_tag(b, bkv_vt_tag(h));
     return BKV_OK;
 }
 
@@ -400,6 +432,45 @@ static int write_paged_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_e
     return rc;
 }
 
+/* Value tags (docs/format.md): a block per partition, then their index
+ * (*th). Where memory runs short the table gets no index, so no tags. */
+static int write_value_tags(bkv_table_builder *b, bkv_handle *th, bkv_err *e) {
+    uint32_t n = b->vf.nparts;
+    size_t ilen = BKV_VT_HEADER + (size_t)n * BKV_VT_ENTRY;
+    uint8_t *ix = malloc(ilen);
+    bkv_buf part;
+    bkv_buf_init(&part);
+    int rc = BKV_OK, lost = !ix;
+    const uint8_t *tags = b->tags.data;
+    for (uint32_t i = 0; i < n && !rc && !lost; i++) {
+        const bkv_vf_part *vp = &b->vf.parts[i];
+        size_t nb = (size_t)vp->last_block - vp->first_block + 1;
+        bkv_buf_clear(&part);
+        lost = bkv_buf_append(&part, b->block_counts.data + 4 * (size_t)vp->first_block, 4 * nb) ||
+               bkv_buf_append(&part, tags, 2 * (size_t)vp->entries);
+        tags += 2 * (size_t)vp->entries;
+        bkv_handle h;
+        if (!lost) rc = write_raw_block(b, part.data, part.len, BKV_COMPRESS_NONE, &h, e);
+        if (lost || rc) break;
+        uint8_t *entry = ix + BKV_VT_HEADER + (size_t)i * BKV_VT_ENTRY;
+        bkv_put_u32(entry, vp->first_block);
+        bkv_put_u32(entry + 4, (uint32_t)h.size);
+        bkv_put_u64(entry + 8, h.offset);
+    }
+    if (!rc && !lost) {
+        bkv_put_u32(ix, BKV_VT_MAGIC);
+        bkv_put_u16(ix + 4, BKV_VT_VERSION);
+        bkv_put_u16(ix + 6, 0);
+        bkv_put_u32(ix + 8, n);
+        bkv_put_u32(ix + 12, 0);
+        bkv_put_u64(ix + 16, b->vf.params.seed);
+        rc = write_raw_block(b, ix, ilen, BKV_COMPRESS_NONE, th, e);
+    }
+    bkv_buf_free(&part);
+    free(ix);
+    return rc;
+}
+
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
     int rc = flush_data_block(b, e);
     if (rc) return rc;
@@ -421,6 +492,14 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         if (rc) return rc;
         b->props.value_filter_offset = vh.offset;
         b->props.value_filter_bytes = vh.size;
+        /* Every entry has its tag and every block its count, or none are written. */
+        if (b->tagging && b->vf.nparts && b->tags.len == 2 * b->props.num_entries &&
+            b->block_counts.len == 4 * b->props.num_data_blocks) {
+            bkv_handle th = {0, 0};
+            if ((rc = write_value_tags(b, &th, e))) return rc;
+            b->props.value_tags_offset = th.offset;
+            b->props.value_tags_bytes = th.size;
+        }
     }
 
     /* Properties, in sorted name order (it is an ordinary block). */
@@ -444,6 +523,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
               put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes) ||
               (b->opts.value_filter && (put_prop(&props, "value.filter.offset", b->props.value_filter_offset) ||
                                         put_prop(&props, "value.filter.size", b->props.value_filter_bytes))) ||
+              (b->props.value_tags_bytes && (put_prop(&props, "value.tags.offset", b->props.value_tags_offset) ||
+                                             put_prop(&props, "value.tags.size", b->props.value_tags_bytes))) ||
               bkv_block_builder_finish(&props);
     rc = oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name)
              : write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
@@ -478,7 +559,7 @@ void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint6
 }
 
 uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b) {
-    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8 +
+    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8 + b->tags.len +
            (uint64_t)b->vf.nparts * (BKV_VF_DIR_ENTRY + b->vf.params.m_bits / 8);
 }
 

@@ -56,6 +56,9 @@ struct bkv_table {
      * visit (under index_mu) and kept for the table's life. */
     atomic_int vhead_ready;
     struct value_head *vhead;
+    /* Its value tags' index, read on a search's first use (under index_mu). */
+    atomic_int vtags_ready;
+    struct value_tags *vtags;
     bkv_table_stats *stats;   /* where partition reads are counted */
     bkv_table_props props;
     uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
@@ -131,6 +134,8 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"creation.time", offsetof(bkv_table_props, creation_time)},
         {"value.filter.offset", offsetof(bkv_table_props, value_filter_offset)},
         {"value.filter.size", offsetof(bkv_table_props, value_filter_bytes)},
+        {"value.tags.offset", offsetof(bkv_table_props, value_tags_offset)},
+        {"value.tags.size", offsetof(bkv_table_props, value_tags_bytes)},
     };
     for (bkv_block_iter_first(&it); it.valid; bkv_block_iter_next(&it)) {
         uint8_t **key_prop = NULL;
@@ -285,6 +290,8 @@ static void free_value_head(value_head *vh) {
     free(vh);
 }
 
+static void free_value_tags(struct value_tags *vt);
+
 void bkv_table_close(bkv_table *t) {
     if (!t) return;
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
@@ -301,6 +308,7 @@ void bkv_table_close(bkv_table *t) {
     free(t->fences);
     free(t->verified);
     free_value_head(t->vhead);
+    free_value_tags(t->vtags);
     pthread_mutex_destroy(&t->index_mu);
     free(t->name);
     free(t);
@@ -712,27 +720,25 @@ static bkv_handle rows_of(const value_head *vh, uint32_t w) {
     return rows_handle(vh->rows_offset, vh->nparts, vh->rows_per_block, w / vh->rows_per_block);
 }
 
-/* Row w's words, from the map, the block cache or the file; NULL when its
- * block cannot be read or fails its checksum (it then answers "maybe").
- * What holds it is left in *entry or *own for the caller to release. */
-static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int read_flags, bkv_cache_entry **entry,
-                               cached_row **own) {
+/* A block of rows or of tags (h), from the map, the block cache or the
+ * file; NULL when it cannot be read or fails its checksum. A mapped one is
+ * verified once: bit `bit` of verified records it. What holds it is left
+ * in *entry or *own for the caller to release. */
+static const uint8_t *read_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *verified, uint32_t bit, int read_flags,
+                                     bkv_cache_entry **entry, cached_row **own) {
     *entry = NULL;
     *own = NULL;
-    bkv_handle h = rows_of(vh, w);
-    size_t at = 8 * (size_t)vh->nparts * (w % vh->rows_per_block);
     if (!block_in_file(t, h)) return NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
-    uint32_t g = w / vh->rows_per_block;
     if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
-        if (!rows_verified(vh, g, memory_order_acquire)) {
+        if (!(atomic_load_explicit(&verified[bit / 8], memory_order_acquire) >> (bit % 8) & 1)) {
             if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
-            atomic_fetch_or_explicit(&vh->row_verified[g / 8], (unsigned char)(1u << (g % 8)), memory_order_release);
+            atomic_fetch_or_explicit(&verified[bit / 8], (unsigned char)(1u << (bit % 8)), memory_order_release);
         }
-        return map + h.offset + at;
+        return map + h.offset;
     }
     if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
-        return ((cached_row *)bkv_cache_value(*entry))->data + at;
+        return ((cached_row *)bkv_cache_value(*entry))->data;
     cached_row *r = calloc(1, sizeof *r);
     if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {
         if (r) free(r->data);
@@ -741,9 +747,16 @@ static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int rea
     }
     if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
         (*entry = bkv_cache_insert(t->cache, t->number, h.offset, r, r->len + sizeof *r, delete_row)))
-        return r->data + at;
+        return r->data;
     *own = r;
-    return r->data + at;
+    return r->data;
+}
+
+/* Row w's words (see read_aux_block). */
+static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int read_flags, bkv_cache_entry **entry,
+                               cached_row **own) {
+    const uint8_t *p = read_aux_block(t, rows_of(vh, w), vh->row_verified, w / vh->rows_per_block, read_flags, entry, own);
+    return p ? p + 8 * (size_t)vh->nparts * (w % vh->rows_per_block) : NULL;
 }
 
 /* A version 1 block, read whole: each partition is tested in turn. */
@@ -856,6 +869,104 @@ int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h,
         rc = fn(arg, vh->parts[live[x]].block, vh->parts[live[x] + 1].block - 1);
     if (live != stack) free(live);
     return rc;
+}
+
+/* What a table keeps of its value tags: the index, and a bit per
+ * partition of a mapped file whose tags block passed its checksum. */
+typedef struct value_tags {
+    int usable;
+    bkv_vt_index ix;
+    atomic_uchar *verified;
+} value_tags;
+
+static void free_value_tags(value_tags *vt) {
+    if (!vt) return;
+    bkv_vt_index_free(&vt->ix);
+    free(vt->verified);
+    free(vt);
+}
+
+/* The index, read once; a table without one, or with one that fails a
+ * check, keeps "unusable" for good (a lack of memory is tried again). */
+static int load_value_tags(bkv_table *t) {
+    if (atomic_load_explicit(&t->vtags_ready, memory_order_acquire)) return BKV_OK;
+    pthread_mutex_lock(&t->index_mu);
+    int rc = BKV_OK;
+    if (!atomic_load_explicit(&t->vtags_ready, memory_order_relaxed)) {
+        value_tags *vt = calloc(1, sizeof *vt);
+        bkv_handle h = {t->props.value_tags_offset, t->props.value_tags_bytes};
+        uint8_t *data = NULL;
+        size_t len;
+        int read = !vt ? BKV_NOMEM : h.size == 0 ? BKV_NOTFOUND : bkv_read_block(t->file, t->name, h, &data, &len, NULL);
+        if (read == BKV_OK)
+            read = bkv_vt_decode_index(data, len, t->props.num_data_blocks, h.offset, &vt->ix, t->name, NULL);
+        if (read == BKV_OK && !(vt->verified = calloc((vt->ix.n + 7) / 8, 1))) read = BKV_NOMEM;
+        free(data);
+        if (read == BKV_NOMEM) {
+            free_value_tags(vt);
+            rc = BKV_NOMEM;
+        } else {
+            vt->usable = read == BKV_OK;
+            if (read != BKV_OK && read != BKV_NOTFOUND && t->stats)
+                atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+            t->vtags = vt;
+            atomic_store_explicit(&t->vtags_ready, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&t->index_mu);
+    return rc;
+}
+
+int bkv_table_value_blocks(bkv_table *t, uint64_t seed, uint32_t first, uint32_t last, const uint16_t *tags,
+                           size_t ntags, int read_flags, uint8_t *maybe) {
+    if (t->props.value_tags_bytes == 0 || load_value_tags(t) || !t->vtags->usable) return 0;
+    const bkv_vt_index *ix = &t->vtags->ix;
+    if (ix->seed != seed) return 0;
+    uint32_t lo = 0, hi = ix->n; /* the partition whose first data block is first */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ix->first_block[mid] <= first) lo = mid;
+        else hi = mid;
+    }
+    if (ix->first_block[lo] != first || ix->first_block[lo + 1] - 1 != last) return 0;
+    uint32_t nb = last - first + 1;
+    bkv_cache_entry *entry;
+    cached_row *own;
+    bkv_handle h = {ix->offset[lo], ix->size[lo]};
+    const uint8_t *p = read_aux_block(t, h, t->vtags->verified, lo, read_flags, &entry, &own);
+    int ok = p && bkv_vt_part_valid(p, h.size, nb) == 0;
+    if (ok) bkv_vt_match(p, nb, tags, ntags, maybe);
+    else if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+    if (entry) bkv_cache_release(t->cache, entry);
+    if (own) delete_row(0, 0, own);
+    return ok;
+}
+
+int bkv_table_value_tags_index(bkv_table *t, bkv_vt_index *out, bkv_err *e) {
+    memset(out, 0, sizeof *out);
+    bkv_handle h = {t->props.value_tags_offset, t->props.value_tags_bytes};
+    if (h.size == 0) return BKV_NOTFOUND;
+    uint8_t *data;
+    size_t len;
+    int rc = bkv_read_block(t->file, t->name, h, &data, &len, e);
+    if (rc) return rc;
+    rc = bkv_vt_decode_index(data, len, t->props.num_data_blocks, h.offset, out, t->name, e);
+    free(data);
+    return rc;
+}
+
+int bkv_table_value_tags_part(bkv_table *t, const bkv_vt_index *ix, uint32_t i, uint8_t **data, bkv_err *e) {
+    bkv_handle h = {ix->offset[i], ix->size[i]};
+    size_t len;
+    int rc = bkv_read_block(t->file, t->name, h, data, &len, e);
+    if (rc) return rc;
+    if (len != h.size || bkv_vt_part_valid(*data, len, ix->first_block[i + 1] - ix->first_block[i])) {
+        free(*data);
+        *data = NULL;
+        return bkv_fail(e, BKV_CORRUPTION, "%s: value tags of partition %u: counts do not match the size at offset %llu",
+                        t->name, i, (unsigned long long)h.offset);
+    }
+    return BKV_OK;
 }
 
 /* Index entry i (stored whole: a restart point at every entry): the last

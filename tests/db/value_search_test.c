@@ -502,10 +502,14 @@ static uint64_t newest_table(const char *path, char tpath[400]) {
 /* A database (dir/name, value index shape) holding one table of 5,000
  * keys k000000.. with values v<i % mod>; its path, its table's path and
  * the options it was made with. Returns the table's number. */
-static uint64_t one_table_db(const char *name, int shape, int mod, char path[300], char tpath[400], bkv_options *o) {
+/* One table of 5000 keys k000000.. with values v(i % mod), in blocks of
+ * block_size bytes (0: the default). */
+static uint64_t one_table_db_blocks(const char *name, int shape, int mod, size_t block_size, char path[300],
+                                    char tpath[400], bkv_options *o) {
     snprintf(path, 300, "%s/%s", dir, name);
     bkv_options_init(o);
     o->value_index = shape;
+    if (block_size) o->block_size = block_size;
     bkv_db *db;
     assert_int_equal(bkv_open(path, o, &db), BKV_OK);
     for (int i = 0; i < 5000; i++) {
@@ -517,6 +521,10 @@ static uint64_t one_table_db(const char *name, int shape, int mod, char path[300
     assert_int_equal(bkv_flush(db), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
     return newest_table(path, tpath);
+}
+
+static uint64_t one_table_db(const char *name, int shape, int mod, char path[300], char tpath[400], bkv_options *o) {
+    return one_table_db_blocks(name, shape, mod, 0, path, tpath, o);
 }
 
 /* A damaged value filter block costs a scan of its table, never a result. */
@@ -689,6 +697,117 @@ static void test_paged_damage(void **s) {
     expect_v7_holders(path, &o, "head damaged");
     assert_int_equal(test_xor_byte(tpath, (long)head.offset + 13, 0x01), 0);
     assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+}
+
+/* Value tags (format.md, "Value tags"): a search reads only the blocks of
+ * a candidate partition whose tags may match; damaged tags cost reading
+ * the whole partition, never a result; check compares every tag with its
+ * entry; an index with a terms extractor has none. */
+static void test_value_tags(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    uint64_t number = one_table_db_blocks("tags", BKV_VALUE_INDEX_BITSLICED, 500, 512, path, tpath, &o);
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    bkv_vf_set vf;
+    assert_int_equal(bkv_table_value_filters(t, &vf, NULL), BKV_OK);
+    bkv_vt_index tix;
+    assert_int_equal(bkv_table_value_tags_index(t, &tix, NULL), BKV_OK);
+    assert_int_equal(tix.n, vf.nparts);
+    assert_true(vf.nparts >= 5);
+    uint32_t blocks = tix.first_block[tix.n];
+    assert_true(blocks >= 2 * tix.n); /* partitions of several blocks: tags have something to skip */
+    for (uint32_t i = 0; i < tix.n; i++) assert_int_equal(tix.first_block[i], vf.parts[i].first_block);
+    bkv_handle index = {bkv_table_properties(t)->value_tags_offset, bkv_table_properties(t)->value_tags_bytes};
+    bkv_handle part0 = {tix.offset[0], tix.size[0]};
+    uint32_t part0_blocks = tix.first_block[1];
+    bkv_vt_index_free(&tix);
+    bkv_vf_set_free(&vf);
+    bkv_table_close(t);
+
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    bkv_find_stats st;
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 10);
+    uint64_t tagged_scan = st.entries_scanned;
+    /* About one block of each partition holding a v7, of 6 or 7. */
+    assert_true(st.partitions_scanned >= 10);
+    assert_true(tagged_scan * 3 < 128 * st.partitions_scanned);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v777", 4, count_result, &n, NULL), BKV_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(test_counter(db, "filter-corrupt"), 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+
+    /* A tags block failing its checksum: its partition is read whole. */
+    long at = (long)(part0.offset + 4 * part0_blocks + 6);
+    assert_int_equal(test_xor_byte(tpath, at, 0x21), 0);
+    expect_v7_holders(path, &o, "tags block damaged");
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &(int){0}, &st), BKV_OK);
+    assert_true(st.entries_scanned > tagged_scan);
+    assert_true(test_counter(db, "filter-corrupt") >= 1);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    int problems = 0;
+    assert_int_equal(bkv_check(path, check_problems, &problems), BKV_CORRUPTION);
+    assert_int_equal(problems, 1);
+
+    /* A wrong tag the checksum cannot see (resealed): check finds it. */
+    reseal_block(tpath, part0);
+    problems = 0;
+    assert_int_equal(bkv_check(path, check_problems, &problems), BKV_CORRUPTION);
+    assert_int_equal(problems, 1);
+    assert_int_equal(test_xor_byte(tpath, at, 0x21), 0);
+    reseal_block(tpath, part0);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+
+    /* A block count that disagrees with the size, resealed: "maybe". */
+    assert_int_equal(test_xor_byte(tpath, (long)part0.offset, 0x01), 0);
+    reseal_block(tpath, part0);
+    expect_v7_holders(path, &o, "tags counts wrong");
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_CORRUPTION);
+    assert_int_equal(test_xor_byte(tpath, (long)part0.offset, 0x01), 0);
+    reseal_block(tpath, part0);
+
+    /* A damaged index: no tags at all for the table; every partition whole. */
+    assert_int_equal(test_xor_byte(tpath, (long)index.offset + 9, 0x10), 0);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 10);
+    assert_true(st.entries_scanned >= 120 * st.partitions_scanned);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_CORRUPTION);
+    assert_int_equal(test_xor_byte(tpath, (long)index.offset + 9, 0x10), 0);
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+
+    /* With a terms extractor an entry has many terms: no tags. */
+    snprintf(path, 300, "%s/tags-terms", dir);
+    bkv_options_init(&o);
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_terms = split_terms;
+    o.value_terms_name = "split-semicolon";
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 2000; i++) {
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        snprintf(v, sizeof v, "a%d;b%d", i % 50, i % 7);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "b3", 2, count_result, &n, NULL), BKV_OK);
+    assert_true(n >= 285 && n <= 286);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    number = newest_table(path, tpath);
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    assert_int_equal(bkv_table_properties(t)->value_tags_bytes, 0);
+    assert_int_equal(bkv_table_value_tags_index(t, &tix, NULL), BKV_NOTFOUND);
+    bkv_table_close(t);
 }
 
 static int mark_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
@@ -1515,6 +1634,7 @@ int main(void) {
         cmocka_unit_test(test_paged_reshape),      cmocka_unit_test(test_paged_summary_by_level),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
         cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),
+        cmocka_unit_test(test_value_tags),
         cmocka_unit_test(test_early_stop),        cmocka_unit_test(test_builtin_extractors),
         cmocka_unit_test(test_json_extractor),    cmocka_unit_test(test_find_values_arguments),
     };

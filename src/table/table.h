@@ -196,7 +196,8 @@ size_t bkv_table_value_memory(const bkv_table *t);
  * with one of the term tags[0, ntags) (bkv_vt_tag of term hashes made
  * with seed), from the table's value tags: 1 with maybe[i] set for block
  * first + i, or 0 when the table has no usable tags for exactly that
- * partition (no tags, another seed, damage: every block "maybe"). */
+ * partition (no tags, another seed, damage: every block "maybe"), or when
+ * the partition's blocks would come from the device anyway. */
 int bkv_table_value_blocks(bkv_table *t, uint64_t seed, uint32_t first, uint32_t last, const uint16_t *tags,
                            size_t ntags, int read_flags, uint8_t *maybe);
 

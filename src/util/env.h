@@ -54,6 +54,9 @@ struct bkv_env {
     /* Advice: bytes [off, off + n) will be read soon, so the env may start
      * reading them from the device now, all at once. Optional (NULL). */
     void (*prefetch)(bkv_rfile *f, uint64_t off, uint64_t n);
+    /* Whether bytes [off, off + n) of a mapped file are in memory now (1)
+     * or some must come from the device (0). Optional (NULL: unknown). */
+    int (*resident)(bkv_rfile *f, uint64_t off, uint64_t n);
     void (*close_readable)(bkv_rfile *f);
 
     /* Whether the name exists (a dangling symbolic link counts). */
@@ -106,6 +109,10 @@ static inline int bkv_file_read_at(bkv_rfile *f, uint64_t off, size_t n, void *d
 }
 static inline uint64_t bkv_file_size(bkv_rfile *f) { return f->env->size(f); }
 static inline const uint8_t *bkv_file_mapped(bkv_rfile *f) { return f->env->mapped ? f->env->mapped(f) : NULL; }
+/* 1 in memory, 0 not, -1 unknown. */
+static inline int bkv_file_resident(bkv_rfile *f, uint64_t off, uint64_t n) {
+    return f->env->resident ? f->env->resident(f, off, n) : -1;
+}
 static inline void bkv_file_prefetch(bkv_rfile *f, uint64_t off, uint64_t n) {
     if (f->env->prefetch) f->env->prefetch(f, off, n);
 }

@@ -246,6 +246,21 @@ static void posix_prefetch(bkv_rfile *rf, uint64_t off, uint64_t n) {
     madvise(f->map + start, (size_t)(off + n - start), MADV_WILLNEED);
 }
 
+static int posix_resident(bkv_rfile *rf, uint64_t off, uint64_t n) {
+    posix_rfile *f = (posix_rfile *)rf;
+    if (!f->map) return -1;
+    if (off >= f->size || n == 0) return 1;
+    if (n > f->size - off) n = f->size - off;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = off & ~(page - 1);
+    unsigned char vec[16];
+    size_t pages = (size_t)((off + n - start + page - 1) / page);
+    if (pages > sizeof vec) return -1; /* a question for a few pages only */
+    if (mincore((void *)(f->map + start), (size_t)(off + n - start), vec)) return -1;
+    for (size_t i = 0; i < pages; i++)
+        if (!(vec[i] & 1)) return 0;
+    return 1;
+}
+
 /* A mapped read this large asks for all its pages at once first: they
  * would otherwise fault in one by one, one device read each. */
 #define PREFETCH_READ 16384
@@ -451,6 +466,7 @@ static const bkv_env posix_env = {
     .size = posix_size,
     .mapped = posix_mapped,
     .prefetch = posix_prefetch,
+    .resident = posix_resident,
     .close_readable = posix_close_readable,
     .file_exists = posix_file_exists,
     .remove_file = posix_remove,

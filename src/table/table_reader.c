@@ -725,22 +725,24 @@ static bkv_handle rows_of(const value_head *vh, uint32_t w) {
 
 /* A block of rows or of tags (h), from the map, the block cache or the
  * file; NULL when it cannot be read or fails its checksum. A mapped one is
- * verified once: bit `bit` of verified records it. What holds it is left
- * in *entry or *own for the caller to release. */
+ * verified once (bit `bit` of verified records it), or at every read with
+ * BKV_READ_VERIFY_ALL, which also passes the block cache by. What holds
+ * it is left in *entry or *own for the caller to release. */
 static const uint8_t *read_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *verified, uint32_t bit, int read_flags,
                                      bkv_cache_entry **entry, cached_row **own) {
     *entry = NULL;
     *own = NULL;
     if (!block_in_file(t, h)) return NULL;
     const uint8_t *map = bkv_file_mapped(t->file);
+    int verify_all = read_flags & BKV_READ_VERIFY_ALL;
     if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
-        if (!(atomic_load_explicit(&verified[bit / 8], memory_order_acquire) >> (bit % 8) & 1)) {
+        if (verify_all || !(atomic_load_explicit(&verified[bit / 8], memory_order_acquire) >> (bit % 8) & 1)) {
             if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
             atomic_fetch_or_explicit(&verified[bit / 8], (unsigned char)(1u << (bit % 8)), memory_order_release);
         }
         return map + h.offset;
     }
-    if (t->cache && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
+    if (t->cache && !verify_all && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
         return ((cached_row *)bkv_cache_value(*entry))->data;
     cached_row *r = calloc(1, sizeof *r);
     if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {

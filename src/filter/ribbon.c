@@ -60,7 +60,10 @@ static inline row make_row(bkv_hash h, uint32_t seed, uint64_t slots, unsigned r
     return row_of(bkv_filter_remix(h, seed), slots, r);
 }
 
-static inline unsigned parity128(u128 x) {
+/* Inlined into the popcnt and plain versions alike (below). */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE unsigned parity128(u128 x) {
     return (unsigned)__builtin_parityll((uint64_t)x ^ (uint64_t)(x >> 64));
 }
 
@@ -72,17 +75,18 @@ static inline unsigned ctz128(u128 x) {
 static inline uint64_t load_word(const uint8_t *p) { return bkv_get_u64(p); }
 
 /* Each column's check ends in a parity; without the popcnt instruction
- * (not in the x86-64 baseline this library is built for) it is twelve
- * shifts and XORs. The probes are cloned for processors that have it. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define BKV_POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+ * (not in the x86-64 baseline this library is built for) it is a dozen
+ * shifts and XORs. The probes and the back substitution are therefore
+ * compiled twice, with and without it, and pick one by the processor at
+ * each call (a predicted branch). Not by ifunc (target_clones): its
+ * resolvers run before ThreadSanitizer's runtime is ready. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define POPCNT_TARGET __attribute__((target("popcnt")))
+#define HAVE_POPCNT() __builtin_cpu_supports("popcnt")
+#else
+#define POPCNT_TARGET
+#define HAVE_POPCNT() 0
 #endif
-#endif
-#ifndef BKV_POPCNT_CLONES
-#define BKV_POPCNT_CLONES
-#endif
-
 /* The coefficient is shifted to the window's offset once, as three words
  * aligned with the three blocks the window spans; each result column is
  * then three loads, three ANDs and a parity, where shifting the window
@@ -91,7 +95,7 @@ static inline uint64_t load_word(const uint8_t *p) { return bkv_get_u64(p); }
  * branch was 7% faster in cache but 1.2x slower at 10 M keys: it waits
  * for all four lines of the window, where the predicted exit lets the
  * processor run on to the next key after the first column's three. */
-static inline int row_matches(const bkv_filter *f, const row *w) {
+static ALWAYS_INLINE int row_matches(const bkv_filter *f, const row *w) {
     unsigned r = f->k, off = (unsigned)(w->start % 64);
     uint64_t lo = (uint64_t)w->coeff, hi = (uint64_t)(w->coeff >> 64);
     uint64_t c0 = lo << off, c1 = off ? (hi << off) | (lo >> (64 - off)) : hi, c2 = off ? hi >> (64 - off) : 0;
@@ -103,9 +107,14 @@ static inline int row_matches(const bkv_filter *f, const row *w) {
     return 1;
 }
 
-BKV_POPCNT_CLONES static int ribbon_may_contain(const bkv_filter *f, bkv_hash h) {
+static ALWAYS_INLINE int may_contain_body(const bkv_filter *f, bkv_hash h) {
     row w = make_row(h, f->filter_seed, f->params[0], f->k);
     return row_matches(f, &w);
+}
+POPCNT_TARGET static int may_contain_popcnt(const bkv_filter *f, bkv_hash h) { return may_contain_body(f, h); }
+static int may_contain_plain(const bkv_filter *f, bkv_hash h) { return may_contain_body(f, h); }
+static int ribbon_may_contain(const bkv_filter *f, bkv_hash h) {
+    return HAVE_POPCNT() ? may_contain_popcnt(f, h) : may_contain_plain(f, h);
 }
 
 /* Requests every line of w's window (3 x r words, up to four lines). */
@@ -125,9 +134,9 @@ static void ribbon_prefetch(const bkv_filter *f, bkv_hash h) {
 /* A key's window is prefetched a few keys ahead, each row computed once.
  * Below 4 MiB the filter sits in cache and a plain loop is faster. */
 #define RIBBON_AHEAD 8
-BKV_POPCNT_CLONES static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+static ALWAYS_INLINE void batch_body(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
     if (f->payload_len < BKV_FILTER_CACHED_BYTES) {
-        for (size_t i = 0; i < n; i++) out[i] = (uint8_t)ribbon_may_contain(f, h[i]);
+        for (size_t i = 0; i < n; i++) out[i] = (uint8_t)may_contain_body(f, h[i]);
         return;
     }
     row ring[RIBBON_AHEAD];
@@ -139,6 +148,14 @@ BKV_POPCNT_CLONES static void ribbon_may_contain_batch(const bkv_filter *f, cons
             ring[i % RIBBON_AHEAD] = w;
         }
     }
+}
+POPCNT_TARGET static void batch_popcnt(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    batch_body(f, h, n, out);
+}
+static void batch_plain(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) { batch_body(f, h, n, out); }
+static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    if (HAVE_POPCNT()) batch_popcnt(f, h, n, out);
+    else batch_plain(f, h, n, out);
 }
 
 /* Slots for n keys: a few percent more than n keeps construction failures
@@ -202,7 +219,7 @@ static int band(const uint64_t *a, size_t n, uint64_t m, unsigned r, u128 *coeff
 }
 
 /* Back substitution, last slot first; free slots get 0. */
-BKV_POPCNT_CLONES static void solve(bkv_filter *f, const u128 *coeff, const uint32_t *result) {
+static ALWAYS_INLINE void solve_body(bkv_filter *f, const u128 *coeff, const uint32_t *result) {
     uint64_t m = f->params[0];
     unsigned r = f->k;
     u128 state[MAX_R] = {0};
@@ -223,6 +240,11 @@ BKV_POPCNT_CLONES static void solve(bkv_filter *f, const u128 *coeff, const uint
         }
     }
 }
+
+POPCNT_TARGET static void solve_popcnt(bkv_filter *f, const u128 *coeff, const uint32_t *result) {
+    solve_body(f, coeff, result);
+}
+static void solve_plain(bkv_filter *f, const u128 *coeff, const uint32_t *result) { solve_body(f, coeff, result); }
 
 static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_hash *h, size_t n) {
     int r;
@@ -251,7 +273,10 @@ static int ribbon_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
         if (!band(a, n, m, (unsigned)r, coeff, result)) continue;
         f->filter_seed = seed;
         rc = bkv_filter_alloc_payload(f);
-        if (rc == BKV_OK) solve(f, coeff, result);
+        if (rc == BKV_OK) {
+            if (HAVE_POPCNT()) solve_popcnt(f, coeff, result);
+            else solve_plain(f, coeff, result);
+        }
     }
     bkv_free_scratch(coeff, coeff_len), bkv_free_scratch(result, result_len), bkv_free_scratch(a, a_len);
     return rc;

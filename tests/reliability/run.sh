@@ -3,7 +3,7 @@
 # fail-at-N sweeps, the corruption matrix, and every fuzz target, at a
 # chosen scale, then one summary.
 #
-#   SCALE=ci   bash tests/reliability/run.sh     # CI: about 10 minutes here
+#   SCALE=ci   bash tests/reliability/run.sh     # CI: about 5 minutes here (jobs run nproc at a time)
 #   SCALE=long bash tests/reliability/run.sh     # over an hour, by hand (FUZZ_SECONDS=N per fuzz target, 600 by default)
 #
 # SCALE=ci: >= 200 crash cycles, >= 2000 power losses, the full sweeps and

@@ -64,15 +64,28 @@ int bkv_vt_part_valid(const uint8_t *p, size_t len, uint32_t nblocks) {
     return len - 4 * (size_t)nblocks == 2 * entries ? 0 : -1;
 }
 
+/* Whether any of the n tags at t equals tag: four at a time, as lanes of
+ * a word (a lane of x is zero where the tags are equal, and the borrow
+ * trick finds a zero lane exactly), then the rest one by one. */
+static int has_tag(const uint8_t *t, uint32_t n, uint16_t tag) {
+    const uint64_t ones = UINT64_C(0x0001000100010001), highs = UINT64_C(0x8000800080008000);
+    uint64_t pattern = tag * ones;
+    uint32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint64_t x = bkv_get_u64(t + 2 * (size_t)i) ^ pattern;
+        if ((x - ones) & ~x & highs) return 1;
+    }
+    for (; i < n; i++)
+        if (bkv_get_u16(t + 2 * (size_t)i) == tag) return 1;
+    return 0;
+}
+
 void bkv_vt_match(const uint8_t *p, uint32_t nblocks, const uint16_t *tags, size_t ntags, uint8_t *maybe) {
     const uint8_t *t = p + 4 * (size_t)nblocks;
     for (uint32_t b = 0; b < nblocks; b++) {
         uint32_t count = bkv_get_u32(p + 4 * (size_t)b);
         uint8_t hit = 0;
-        for (uint32_t i = 0; i < count; i++) {
-            uint16_t v = bkv_get_u16(t + 2 * (size_t)i);
-            for (size_t j = 0; j < ntags; j++) hit |= v == tags[j];
-        }
+        for (size_t j = 0; j < ntags && !hit; j++) hit = (uint8_t)has_tag(t, count, tags[j]);
         maybe[b] = hit;
         t += 2 * (size_t)count;
     }

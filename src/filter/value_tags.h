@@ -26,7 +26,7 @@ static inline uint16_t bkv_vt_tag(uint64_t h) { return (uint16_t)((h * UINT64_C(
 /* The index block, decoded: partition i's tags block is at offset[i]
  * (size[i] bytes, trailer excluded) and its data blocks run from
  * first_block[i] to first_block[i + 1] - 1 (first_block[n] is the
- * table's data block count). One allocation: free(first_block). */
+ * table's data block count). Free with bkv_vt_index_free. */
 typedef struct bkv_vt_index {
     uint64_t seed;
     uint32_t n;

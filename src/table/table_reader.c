@@ -281,8 +281,9 @@ typedef struct value_head {
     size_t memory;
 } value_head;
 
-static int rows_verified(value_head *vh, uint32_t g, memory_order order) {
-    return atomic_load_explicit(&vh->row_verified[g / 8], order) >> (g % 8) & 1;
+/* Bit i of a bitmap of verified blocks (of rows, of tags). */
+static int bit_verified(atomic_uchar *bits, uint32_t i, memory_order order) {
+    return atomic_load_explicit(&bits[i / 8], order) >> (i % 8) & 1;
 }
 
 static void free_value_head(value_head *vh) {
@@ -736,7 +737,7 @@ static const uint8_t *read_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *v
     const uint8_t *map = bkv_file_mapped(t->file);
     int verify_all = read_flags & BKV_READ_VERIFY_ALL;
     if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
-        if (verify_all || !(atomic_load_explicit(&verified[bit / 8], memory_order_acquire) >> (bit % 8) & 1)) {
+        if (verify_all || !bit_verified(verified, bit, memory_order_acquire)) {
             if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
             atomic_fetch_or_explicit(&verified[bit / 8], (unsigned char)(1u << (bit % 8)), memory_order_release);
         }
@@ -795,7 +796,7 @@ int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h,
         bkv_vf_probe_from_hash(&pr, params, h);
         for (uint32_t i = 0; i < pr.k; i++) {
             uint32_t w = pr.pos[i] >> 6;
-            if (!rows_verified(vh, w / vh->rows_per_block, memory_order_relaxed)) {
+            if (!bit_verified(vh->row_verified, w / vh->rows_per_block, memory_order_relaxed)) {
                 bkv_handle rh = rows_of(vh, w);
                 bkv_file_prefetch(t->file, rh.offset, rh.size + BKV_BLOCK_TRAILER);
             }
@@ -899,14 +900,8 @@ static int load_value_tags(bkv_table *t) {
     int rc = BKV_OK;
     if (!atomic_load_explicit(&t->vtags_ready, memory_order_relaxed)) {
         value_tags *vt = calloc(1, sizeof *vt);
-        bkv_handle h = {t->props.value_tags_offset, t->props.value_tags_bytes};
-        uint8_t *data = NULL;
-        size_t len;
-        int read = !vt ? BKV_NOMEM : h.size == 0 ? BKV_NOTFOUND : bkv_read_block(t->file, t->name, h, &data, &len, NULL);
-        if (read == BKV_OK)
-            read = bkv_vt_decode_index(data, len, t->props.num_data_blocks, h.offset, &vt->ix, t->name, NULL);
+        int read = vt ? bkv_table_value_tags_index(t, &vt->ix, NULL) : BKV_NOMEM;
         if (read == BKV_OK && !(vt->verified = calloc((vt->ix.n + 7) / 8, 1))) read = BKV_NOMEM;
-        free(data);
         if (read == BKV_NOMEM) {
             free_value_tags(vt);
             rc = BKV_NOMEM;

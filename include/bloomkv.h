@@ -576,7 +576,9 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *       see compaction-bytes-read), cache-hits,
  *       cache-misses, bytes-written, writes, syncs, flushes, write-stalls,
  *       write-slowdowns, tables-consulted, flush-bytes-written, compactions,
- *       trivial-moves, seek-compactions (compactions of a table that
+ *       trivial-moves, summary-rewrites (tables rewritten instead of
+ *       moved into the bottom level, to give them the bottom's value
+ *       summary), seek-compactions (compactions of a table that
  *       reads paid to look past, once writes had paused and no level was
  *       over its size),
  *       compaction-bytes-read, compaction-bytes-written, value-searches,

@@ -52,18 +52,21 @@ static int is_base_level_for_key(const bkv_compaction *c, const uint8_t *k, size
     return 1;
 }
 
-/* Starts the next output table. Bottommost: no older data for its keys
- * anywhere below, which decides its filter policy. */
+/* Bottommost: no older data for the output's keys anywhere below, which
+ * decides its filter policy. */
+static int output_is_bottom(const bkv_compaction *c) {
+    if (c->output_level == 0) return c->tiered_bottommost;
+    for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
+        if (c->version->nfiles[l]) return 0;
+    return 1;
+}
+
+/* Starts the next output table. */
 static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out, bkv_err *e) {
     bkv_db_lock(db);
     uint64_t number = db->next_file++;
     bkv_db_unlock(db);
-    int bottom = c->tiered_bottommost;
-    if (c->output_level > 0) {
-        bottom = 1;
-        for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
-            if (c->version->nfiles[l]) bottom = 0;
-    }
+    int bottom = output_is_bottom(c);
     /* The output run holds its level's keys plus those moving in. */
     uint64_t moving = 0;
     for (int w = 0; w < 2; w++)
@@ -275,6 +278,28 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
     return rc;
 }
 
+/* A table moved down whole keeps its value summary. One written above
+ * the bottom has the cheap kind, which answers "maybe" about four times
+ * as often as the bottom's (table_file.c): moved into the bottom level,
+ * where most of a search's tables are, it would cost every later search
+ * that much more, so it is rewritten instead (once: its rewrite has the
+ * bottom's summary). This happens as a database grows a level, when a
+ * whole level of tables moves into the one below. REQUIRES: db->mu held
+ * (released while the table is opened; the input is claimed). */
+static int move_keeps_cheap_summary(bkv_db *db, const bkv_compaction *c) {
+    if (!db->has_vrec || db->vrec.shape != BKV_VALUE_INDEX_PAGED || !output_is_bottom(c)) return 0;
+    bkv_db_unlock(db);
+    bkv_cache_entry *entry;
+    bkv_err e;
+    int cheap = 0;
+    if (bkv_db_get_table(db, c->inputs[0][0], &entry, &e) == BKV_OK) {
+        cheap = bkv_table_value_summary_cheap(bkv_cache_value(entry), &db->vparams);
+        bkv_cache_release(db->table_cache, entry);
+    }
+    bkv_db_lock(db);
+    return cheap;
+}
+
 void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     BKV_ASSERT_LOCKED(db);
     bkv_version_edit edit;
@@ -282,6 +307,10 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
     bkv_err e = {{0}};
     int rc = BKV_OK;
     int outputs_unrecorded = 1; /* until the edit may have reached the manifest */
+    if (c->trivial_move && move_keeps_cheap_summary(db, c)) {
+        c->trivial_move = 0;
+        BKV_COUNT(db, summary_rewrites, 1);
+    }
     if (c->trivial_move) {
         rc = bkv_edit_delete_file(&edit, c->level, c->inputs[0][0]->number);
         if (!rc) rc = bkv_edit_add_file(&edit, c->output_level, c->inputs[0][0]);

@@ -221,11 +221,12 @@ static int inspect_value_filters(const bkv_db *db, bkv_table *t, const char *pat
                         "database was created with", path);
     if (rc) return rc;
     const bkv_vf_params *p = &vf.params, *want = &db->vparams;
-    if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed ||
-        p->partition_entries != want->partition_entries)
+    if (!bkv_vf_same_bits(p, want) || p->partition_entries != want->partition_entries)
         rc = bkv_fail(e, BKV_INVALID,
-                      "%s: value filters built with m=%u, k=%u, P=%u; the database's value index has m=%u, k=%u, P=%u",
-                      path, p->m_bits, p->k, p->partition_entries, want->m_bits, want->k, want->partition_entries);
+                      "%s: value filters built with m=%u, k=%u, P=%u, probe words %u; the database's value index has "
+                      "m=%u, k=%u, P=%u, probe words %u",
+                      path, p->m_bits, p->k, p->partition_entries, p->words, want->m_bits, want->k,
+                      want->partition_entries, want->words);
     bkv_vf_set_free(&vf);
     return rc;
 }

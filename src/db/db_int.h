@@ -68,7 +68,7 @@ struct bkv_snapshot {
 typedef struct bkv_db_counters {
     atomic_uint_fast64_t gets, key_hashes, filter_probes, filter_negatives, filter_false_positives,
         memtable_filter_negatives, bytes_written, writes, syncs, flushes, write_stalls, write_slowdowns,
-        tables_consulted, flush_bytes_written, compactions, trivial_moves, compaction_bytes_read,
+        tables_consulted, flush_bytes_written, compactions, trivial_moves, summary_rewrites, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
         value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven,
         seek_compactions, subcompactions;

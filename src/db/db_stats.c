@@ -32,6 +32,7 @@ static const counter_name db_counters[] = {
     DB_COUNTER("flush-bytes-written", flush_bytes_written),
     DB_COUNTER("compactions", compactions),
     DB_COUNTER("trivial-moves", trivial_moves),
+    DB_COUNTER("summary-rewrites", summary_rewrites),
     DB_COUNTER("seek-compactions", seek_compactions),
     DB_COUNTER("subcompactions", subcompactions),
     DB_COUNTER("compaction-bytes-read", compaction_bytes_read),
@@ -216,15 +217,17 @@ static void value_index_report(bkv_db *db, bkv_buf *b) {
     const bkv_value_index_rec *r = &db->vrec;
     append(b, "value index: %s", bkv_vindex_shape_name(in.shape));
     if (in.shape == BKV_VALUE_INDEX_PAGED) {
-        append(b, ", m=%llu k=%llu P=%llu%s%s%s, summaries of %u bits per term, %llu bytes in memory (open tables)\n",
-               (unsigned long long)r->m_bits, (unsigned long long)r->k, (unsigned long long)r->partition_entries,
+        append(b, ", m=%llu k=%llu%s P=%llu%s%s%s, summaries of %u bits per term, %llu bytes in memory (open tables)\n",
+               (unsigned long long)r->m_bits, (unsigned long long)r->k, r->words ? " in two words" : "",
+               (unsigned long long)r->partition_entries,
                *r->terms_name ? ", terms \"" : "", r->terms_name, *r->terms_name ? "\"" : "",
                db->vparams.summary_bits, (unsigned long long)value_index_memory(db, &in));
         return;
     }
     if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
-    append(b, ", m=%llu k=%llu P=%llu%s%s%s, %llu tables, %llu leaves (%llu bytes)", (unsigned long long)r->m_bits,
-           (unsigned long long)r->k, (unsigned long long)r->partition_entries, *r->terms_name ? ", terms \"" : "",
+    append(b, ", m=%llu k=%llu%s P=%llu%s%s%s, %llu tables, %llu leaves (%llu bytes)", (unsigned long long)r->m_bits,
+           (unsigned long long)r->k, r->words ? " in two words" : "", (unsigned long long)r->partition_entries,
+           *r->terms_name ? ", terms \"" : "",
            r->terms_name, *r->terms_name ? "\"" : "", (unsigned long long)in.tables, (unsigned long long)in.leaves,
            (unsigned long long)in.leaf_bytes);
     if (in.shape == BKV_VALUE_INDEX_HIERARCHY)

@@ -62,14 +62,26 @@ static uint32_t auto_bits(uint32_t p) {
     return (uint32_t)(m > AUTO_MAX_BITS ? AUTO_MAX_BITS : m);
 }
 
+/* A paged index reads a row per filter word a term's bits fall in, from
+ * every table whose summary says "maybe": a term's bits go in two words
+ * (two reads instead of k). Confined that way, k bits answer "maybe"
+ * more often; two more bring the rate back (docs/design.md, "Two-word
+ * probes": at m = 32 bits per value, 6 spread bits 2.3e-5, 6 in two
+ * words 6.6e-5, 8 in two words 2.0e-5). The in-memory shapes read every
+ * filter's words anyway, and keep the spread. */
+#define TWO_WORD_EXTRA_HASHES 2
+
 int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params *out) {
     if (o->value_index == BKV_VALUE_INDEX_NONE) return 0;
     uint32_t m = o->value_filter_bits ? o->value_filter_bits : auto_bits(o->value_partition_entries);
+    uint32_t words = o->value_index == BKV_VALUE_INDEX_PAGED ? BKV_VF_TWO_WORDS : BKV_VF_SPREAD;
+    uint32_t k = auto_hashes(m, o->value_partition_entries);
+    if (words == BKV_VF_TWO_WORDS) k += TWO_WORD_EXTRA_HASHES;
     *out = (bkv_vf_params){.m_bits = m,
-                           .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes
-                                                       : auto_hashes(m, o->value_partition_entries),
+                           .k = o->value_filter_hashes ? (uint32_t)o->value_filter_hashes : k,
                            .seed = value_seed(terms_name),
-                           .partition_entries = o->value_partition_entries};
+                           .partition_entries = o->value_partition_entries,
+                           .words = words};
     return 1;
 }
 
@@ -141,13 +153,14 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
         r->k = p.k;
         r->seed = p.seed;
         r->partition_entries = p.partition_entries;
+        r->words = p.words;
         r->shape = (uint64_t)o->value_index;
         r->order = (uint64_t)o->value_index_order;
         snprintf(r->terms_name, sizeof r->terms_name, "%s", name);
         db->has_vrec = 1;
     }
     db->vparams = (bkv_vf_params){.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k, .seed = r->seed,
-                                  .partition_entries = (uint32_t)r->partition_entries};
+                                  .partition_entries = (uint32_t)r->partition_entries, .words = (uint32_t)r->words};
     /* The paged index reads rows from version 2 blocks; the in-memory
      * shapes read every filter whole, for which version 1 is smaller. */
     if (r->shape == BKV_VALUE_INDEX_PAGED)
@@ -691,7 +704,13 @@ static int add_table_part(void *arg, uint32_t first_block, uint32_t last_block) 
  * summary and, past it, from the rows of its filters. Every table's
  * summary first, so that the rows of all the tables that say "maybe" are
  * asked of the device together (a cold search then waits about once for
- * rows, once for the blocks they name). */
+ * rows, once for the blocks they name). What a table's probe reads is
+ * asked of the CPU in stages over the SUMMARY_AHEAD tables before it: one
+ * after the other, each table's chain of cache misses (its head, the
+ * summary's handle, the summary's lines) cost about a microsecond after
+ * an open, a quarter of a cold search at 30 M entries (docs/design.md). */
+#define STAGE_SPACING 2
+#define SUMMARY_AHEAD (STAGE_SPACING * BKV_TABLE_PREFETCH_STAGES)
 static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int read_flags) {
     size_t n = 0;
     for (int l = 0; l < BKV_NUM_LEVELS; l++) n += rs->version->nfiles[l];
@@ -699,32 +718,46 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
         bkv_cache_entry *entry;
         uint64_t number;
     } maybe_table;
-    maybe_table stack[64], *maybe = n <= 64 ? stack : malloc(n * sizeof *maybe);
-    if (!maybe) return BKV_NOMEM;
-    size_t nmaybe = 0;
-    int rc = 0;
+    bkv_file_meta *fstack[256], **files = n <= 256 ? fstack : malloc(n * sizeof *files);
+    maybe_table mstack[64], *maybe = n <= 64 ? mstack : malloc(n * sizeof *maybe);
+    int rc = files && maybe ? 0 : BKV_NOMEM;
+    size_t nfiles = 0, nmaybe = 0;
     for (int l = 0; l < BKV_NUM_LEVELS && !rc; l++)
-        for (size_t i = 0; i < rs->version->nfiles[l] && !rc; i++) {
-            bkv_file_meta *f = rs->version->files[l][i];
-            bkv_cache_entry *entry;
-            bkv_err e;
-            /* A table that cannot be opened is left to the scan of its partitions, which reports it. */
-            if (bkv_db_get_table(fd->db, f, &entry, &e) != BKV_OK) {
+        for (size_t i = 0; i < rs->version->nfiles[l]; i++) files[nfiles++] = rs->version->files[l][i];
+    bkv_cache_entry *ring[SUMMARY_AHEAD] = {0};
+    for (size_t i = 0; !rc && i < nfiles + SUMMARY_AHEAD; i++) {
+        bkv_cache_entry **slot = &ring[i % SUMMARY_AHEAD];
+        if (i >= SUMMARY_AHEAD) { /* the table asked for SUMMARY_AHEAD steps ago: probed */
+            const bkv_file_meta *f = files[i - SUMMARY_AHEAD];
+            bkv_cache_entry *entry = *slot;
+            *slot = NULL;
+            if (!entry) {
+                /* A table that cannot be opened is left to the scan of its partitions, which reports it. */
                 rc = add_leaf(fd, &(bkv_vleaf_ref){f->number, 0, 0, UINT32_MAX});
-                continue;
-            }
-            bkv_table_vsearch vs;
-            rc = bkv_table_value_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
-            fd->st->nodes_probed++;
-            fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
-            fd->st->leaves += vs.partitions;
-            if (!rc && vs.summary_maybe) {
-                fd->st->leaves_probed += vs.partitions;
-                maybe[nmaybe++] = (maybe_table){entry, f->number};
             } else {
-                bkv_cache_release(fd->db->table_cache, entry);
+                bkv_table_vsearch vs;
+                rc = bkv_table_value_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
+                fd->st->nodes_probed++;
+                fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
+                fd->st->leaves += vs.partitions;
+                if (!rc && vs.summary_maybe) {
+                    fd->st->leaves_probed += vs.partitions;
+                    maybe[nmaybe++] = (maybe_table){entry, f->number};
+                } else {
+                    bkv_cache_release(fd->db->table_cache, entry);
+                }
             }
         }
+        bkv_err e;
+        if (!rc && i < nfiles && bkv_db_get_table(fd->db, files[i], slot, &e) != BKV_OK) *slot = NULL;
+        for (int stage = 0; !rc && stage < BKV_TABLE_PREFETCH_STAGES; stage++) {
+            size_t back = (size_t)stage * STAGE_SPACING; /* table i - back, at this stage */
+            if (i >= back && i - back < nfiles && ring[(i - back) % SUMMARY_AHEAD])
+                bkv_table_value_prefetch(bkv_cache_value(ring[(i - back) % SUMMARY_AHEAD]), h, stage);
+        }
+    }
+    for (size_t i = 0; i < SUMMARY_AHEAD; i++) /* left by a failure */
+        if (ring[i]) bkv_cache_release(fd->db->table_cache, ring[i]);
     for (size_t i = 0; i < nmaybe; i++) {
         table_hits th = {fd, maybe[i].number};
         if (!rc)
@@ -732,7 +765,8 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
                                        &th);
         bkv_cache_release(fd->db->table_cache, maybe[i].entry);
     }
-    if (maybe != stack) free(maybe);
+    if (files != fstack) free(files);
+    if (maybe != mstack) free(maybe);
     return rc;
 }
 

@@ -9,7 +9,7 @@
 #include "util/ikey.h"
 
 enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5,
-       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7, TAG_WAL_MARKS = 8 };
+       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7, TAG_WAL_MARKS = 8, TAG_VALUE_PROBE_WORDS = 9 };
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen) {
@@ -115,6 +115,12 @@ int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
         rc |= bkv_buf_put_varint(out, r->shape);
         rc |= bkv_buf_put_varint(out, r->order);
         rc |= bkv_buf_put_slice(out, r->terms_name, strlen(r->terms_name));
+        /* Its own tag, so that a build that would hash terms anywhere in
+         * the filter refuses the manifest instead of answering "no". */
+        if (r->words) {
+            rc |= bkv_buf_put_varint(out, TAG_VALUE_PROBE_WORDS);
+            rc |= bkv_buf_put_varint(out, r->words);
+        }
     }
     if (e->wal_marks) {
         rc |= bkv_buf_put_varint(out, TAG_WAL_MARKS);
@@ -146,6 +152,7 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
     bkv_edit_init(e);
     if (len == 0) return BKV_OK; /* p may be NULL: no pointer arithmetic on it */
     const uint8_t *end = p + len;
+    int has_words = 0;
     while (p < end) {
         uint64_t tag, a, b, c, d, sseq, lseq, slen, llen, gseq = 0;
         if (!(p = bkv_get_varint64(p, end, &tag))) goto bad;
@@ -215,10 +222,16 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             if (!(p = bkv_get_varint64(p, end, &a)) || a != 1) goto bad;
             e->wal_marks = 1;
             break;
+        case TAG_VALUE_PROBE_WORDS:
+            if (!(p = bkv_get_varint64(p, end, &e->value_index.words)) || e->value_index.words != BKV_VF_TWO_WORDS)
+                goto bad;
+            has_words = 1;
+            break;
         default:
             goto bad;
         }
     }
+    if (has_words && !e->has_value_index) goto bad; /* a part of tag 6's record, never alone */
     return BKV_OK;
 bad:
     bkv_edit_free(e);

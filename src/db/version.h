@@ -61,6 +61,7 @@ typedef struct bkv_file_meta {
 #define BKV_TERMS_NAME_MAX 255
 typedef struct bkv_value_index_rec {
     uint64_t m_bits, k, seed, partition_entries, shape, order;
+    uint64_t words;   /* BKV_VF_SPREAD (no tag 9) or BKV_VF_TWO_WORDS (tag 9) */
     char terms_name[BKV_TERMS_NAME_MAX + 1];
 } bkv_value_index_rec;
 

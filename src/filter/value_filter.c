@@ -18,7 +18,7 @@ uint64_t *bkv_vf_alloc_bits(size_t words) {
 
 int bkv_vf_params_valid(const bkv_vf_params *p) {
     return p->m_bits >= 64 && p->m_bits % 64 == 0 && p->m_bits <= (UINT32_C(1) << 31) && p->k >= 1 &&
-           p->k <= BKV_VF_MAX_K;
+           p->k <= BKV_VF_MAX_K && (p->words == BKV_VF_SPREAD || p->words == BKV_VF_TWO_WORDS);
 }
 
 uint64_t bkv_vf_term_hash(const bkv_vf_params *p, const void *term, size_t len) {
@@ -29,7 +29,21 @@ void bkv_vf_probe_from_hash(bkv_vf_probe *probe, const bkv_vf_params *p, uint64_
     uint64_t state = h;
     uint64_t g = bkv_splitmix64(&state) | 1;
     probe->k = p->k;
-    for (uint32_t i = 0; i < p->k; i++) probe->pos[i] = (uint32_t)bkv_fastrange64(h + i * g, p->m_bits);
+    if (p->words != BKV_VF_TWO_WORDS) {
+        for (uint32_t i = 0; i < p->k; i++) probe->pos[i] = (uint32_t)bkv_fastrange64(h + i * g, p->m_bits);
+        return;
+    }
+    /* The first half of the bits in word a, the rest in word b != a; each
+     * bit's place in its word is six fresh bits of the generator. */
+    uint64_t words = p->m_bits / 64;
+    uint64_t a = bkv_fastrange64(h, words);
+    uint64_t b = words < 2 ? a : (a + 1 + bkv_fastrange64(g, words - 1)) % words;
+    uint64_t r = 0;
+    for (uint32_t i = 0; i < p->k; i++) {
+        if (i % 10 == 0) r = bkv_splitmix64(&state);
+        probe->pos[i] = (uint32_t)(((i < (p->k + 1) / 2 ? a : b) << 6) | (r & 63));
+        r >>= 6;
+    }
 }
 
 void bkv_vf_set_free(bkv_vf_set *s) {
@@ -69,7 +83,7 @@ int bkv_vf_set_add_part(bkv_vf_set *s, uint32_t first_block) {
 
 static int encode_header(const bkv_vf_set *s, int version, uint32_t word28, bkv_buf *out) {
     int rc = bkv_buf_put_u32(out, BKV_VF_MAGIC);
-    uint8_t v[4] = {(uint8_t)version, 0, (uint8_t)s->params.k, 0};
+    uint8_t v[4] = {(uint8_t)version, 0, (uint8_t)s->params.k, (uint8_t)s->params.words};
     rc |= bkv_buf_append(out, v, 4);
     rc |= bkv_buf_put_u32(out, s->params.m_bits);
     rc |= bkv_buf_put_u32(out, s->nparts);
@@ -142,12 +156,12 @@ int bkv_vf_decode(const uint8_t *p, size_t len, uint64_t num_data_blocks, uint64
     lay.version = bkv_get_u16(p + 4);
     if (lay.version != BKV_VF_VERSION && !(layout && lay.version == BKV_VF_VERSION_PAGED))
         BAD(4, "unsupported version");
-    bkv_vf_params params = {.k = p[6], .m_bits = bkv_get_u32(p + 8), .seed = bkv_get_u64(p + 16),
+    bkv_vf_params params = {.k = p[6], .words = p[7], .m_bits = bkv_get_u32(p + 8), .seed = bkv_get_u64(p + 16),
                             .partition_entries = bkv_get_u32(p + 24)};
     uint32_t n = bkv_get_u32(p + 12);
     int paged = lay.version == BKV_VF_VERSION_PAGED;
-    if (p[7] != 0 || (!paged && bkv_get_u32(p + 28) != 0)) BAD(7, "reserved bytes not zero");
-    if (!bkv_vf_params_valid(&params)) BAD(6, "bad m or k");
+    if (!paged && bkv_get_u32(p + 28) != 0) BAD(28, "reserved bytes not zero");
+    if (!bkv_vf_params_valid(&params)) BAD(6, "bad m, k or probe words");
     uint64_t words = params.m_bits / 64;
     size_t header = BKV_VF_HEADER, entry = BKV_VF_DIR_ENTRY;
     if (paged) {

@@ -23,12 +23,19 @@
 #define BKV_VF_HEADER_PAGED 48
 #define BKV_VF_ROW_BLOCK 4096 /* the writer puts rows together up to this many bytes a block */
 #define BKV_VF_DIR_ENTRY_PAGED 24 /* version 1's entry and the partition's file offset */
+#define BKV_VF_SPREAD 0
+#define BKV_VF_TWO_WORDS 2
 
 typedef struct bkv_vf_params {
     uint32_t m_bits;            /* multiple of 64 */
     uint32_t k;
     uint64_t seed;
     uint32_t partition_entries; /* P; 0 = whole table */
+    /* Where a term's k bits go: BKV_VF_SPREAD anywhere in the filter, or
+     * BKV_VF_TWO_WORDS in two of its 64-bit words, so that the paged
+     * index reads two rows a table instead of k. Must match, as m, k and
+     * seed must, for two sets to be OR-ed. */
+    uint32_t words;
     /* Layout of new tables' blocks: 0 writes version 1 (every filter in
      * the block, read whole into an in-memory index); > 0 writes version 2
      * (the paged index reads single rows on demand) with a summary filter
@@ -38,6 +45,10 @@ typedef struct bkv_vf_params {
 } bkv_vf_params;
 
 int bkv_vf_params_valid(const bkv_vf_params *p);
+/* 1 when a term sets the same bits under both (m, k, seed, words). */
+static inline int bkv_vf_same_bits(const bkv_vf_params *a, const bkv_vf_params *b) {
+    return a->m_bits == b->m_bits && a->k == b->k && a->seed == b->seed && a->words == b->words;
+}
 /* Zeroed, 64-byte aligned words (free with free()); NULL when out of memory. */
 uint64_t *bkv_vf_alloc_bits(size_t words);
 static inline size_t bkv_vf_words(const bkv_vf_params *p) { return p->m_bits / 64; }

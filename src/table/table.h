@@ -180,11 +180,22 @@ typedef struct bkv_table_vsearch {
     int summary_maybe;   /* past its summary: match must test every partition */
 } bkv_table_vsearch;
 int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out);
+/* Hints before bkv_table_value_probe, in stages 0..BKV_TABLE_PREFETCH_STAGES
+ * - 1, each asking the CPU for what the probe of h reads next and reading
+ * only what the stage before asked for (the table's head, the summary's
+ * handle, its lines): a caller spreads them over the tables ahead of the
+ * one it probes, so their cache misses overlap instead of following one
+ * another. */
+#define BKV_TABLE_PREFETCH_STAGES 4
+void bkv_table_value_prefetch(bkv_table *t, uint64_t h, int stage);
 int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags, bkv_table_part_fn fn,
                           void *arg);
 /* 1 when the table has a usable version 2 block for params (reading what
  * the paged index keeps of it in memory). */
 int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params);
+/* 1 when that block's summary is the cheap kind the builder writes above
+ * the bottom level (bkv_table_options.value_summary_cheap). */
+int bkv_table_value_summary_cheap(bkv_table *t, const bkv_vf_params *params);
 /* The summary of a version 2 block, opened into a filter of its own (the
  * caller destroys it): BKV_OK, BKV_NOTFOUND when the table has none, or
  * the error naming file and offset. */

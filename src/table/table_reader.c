@@ -635,7 +635,7 @@ static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
             const bkv_vf_params *p = &set.params;
             vh->params = *p;
             vh->nparts = set.nparts;
-            if (p->m_bits != want->m_bits || p->k != want->k || p->seed != want->seed) vh->kind = VHEAD_WHOLE;
+            if (!bkv_vf_same_bits(p, want)) vh->kind = VHEAD_WHOLE;
             else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
             else if (!(vh->parts = malloc((set.nparts + 1) * sizeof *vh->parts)) ||
                      !(vh->row_verified = calloc(verified_bytes(p, layout.rows_per_block), 1)))
@@ -702,6 +702,13 @@ int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e) {
 
 int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params) {
     return load_value_head(t, params) == BKV_OK && t->vhead->kind == VHEAD_PAGED;
+}
+
+int bkv_table_value_summary_cheap(bkv_table *t, const bkv_vf_params *params) {
+    if (!bkv_table_value_paged(t, params) || !t->vhead->summary) return 0;
+    bkv_filter_info info;
+    bkv_filter_get_info(t->vhead->summary, &info);
+    return info.type == BKV_FILTER_BLOCKED_BLOOM; /* the builder's cheap kind; Ribbon at the bottom */
 }
 
 size_t bkv_table_value_memory(const bkv_table *t) {
@@ -777,6 +784,23 @@ static int search_whole_block(bkv_table *t, const bkv_vf_probe *pr, bkv_table_pa
     return rc;
 }
 
+void bkv_table_value_prefetch(bkv_table *t, uint64_t h, int stage) {
+    if (stage == 0) {
+        __builtin_prefetch(&t->vhead);
+        __builtin_prefetch(&t->vhead_ready);
+        return;
+    }
+    if (!atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return;
+    const value_head *vh = t->vhead;
+    if (stage == 1) {
+        __builtin_prefetch(vh);
+        __builtin_prefetch(&vh->summary);
+    } else if (vh->kind == VHEAD_PAGED && vh->summary) {
+        if (stage == 2) __builtin_prefetch(vh->summary); /* the filter's handle: its payload pointer and seeds */
+        else bkv_filter_prefetch(vh->summary, h);
+    }
+}
+
 int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out) {
     *out = (bkv_table_vsearch){1, 1};
     if (load_value_head(t, params)) return BKV_NOMEM;
@@ -794,10 +818,13 @@ int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h,
     if (bkv_file_mapped(t->file)) {
         bkv_vf_probe pr;
         bkv_vf_probe_from_hash(&pr, params, h);
+        uint32_t asked[BKV_VF_MAX_K];
         for (uint32_t i = 0; i < pr.k; i++) {
-            uint32_t w = pr.pos[i] >> 6;
-            if (!bit_verified(vh->row_verified, w / vh->rows_per_block, memory_order_relaxed)) {
-                bkv_handle rh = rows_of(vh, w);
+            uint32_t g = (pr.pos[i] >> 6) / vh->rows_per_block, seen = 0;
+            for (uint32_t j = 0; j < i && !seen; j++) seen = asked[j] == g; /* each block once: a syscall each */
+            asked[i] = g;
+            if (!seen && !bit_verified(vh->row_verified, g, memory_order_relaxed)) {
+                bkv_handle rh = rows_of(vh, pr.pos[i] >> 6);
                 bkv_file_prefetch(t->file, rh.offset, rh.size + BKV_BLOCK_TRAILER);
             }
         }

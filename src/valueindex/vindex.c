@@ -457,7 +457,7 @@ static int stage_leaves(bkv_vindex *vi, vtable *t, const bkv_vf_set *vf) {
 
 int bkv_vindex_add_table(bkv_vindex *vi, uint64_t file, const bkv_vf_set *vf) {
     int rc = BKV_OK;
-    if (vf && (vf->params.m_bits != vi->p.m_bits || vf->params.k != vi->p.k || vf->params.seed != vi->p.seed)) {
+    if (vf && !bkv_vf_same_bits(&vf->params, &vi->p)) {
         vf = NULL;
         rc = BKV_INVALID;
     }

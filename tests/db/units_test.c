@@ -37,7 +37,7 @@ static void edit_round_trip_and_truncations(void **state) {
     e.next_file = 99;
     e.last_sequence = 123456789;
     e.value_index = (bkv_value_index_rec){.m_bits = 16384, .k = 6, .seed = 3, .partition_entries = 512,
-                                          .shape = 3, .order = 4, .terms_name = "fields"};
+                                          .shape = 3, .order = 4, .terms_name = "fields", .words = 2};
     for (uint64_t i = 0; i < 3; i++) {
         bkv_file_meta *f = meta(10 + i, "apple", "zebra", 100 * i);
         assert_int_equal(bkv_edit_add_file(&e, (int)i, f), BKV_OK);
@@ -56,6 +56,7 @@ static void edit_round_trip_and_truncations(void **state) {
     assert_true(d.has_value_index);
     assert_string_equal(d.value_index.terms_name, "fields");
     assert_int_equal(d.value_index.m_bits, 16384);
+    assert_int_equal(d.value_index.words, 2);
     assert_int_equal(d.nadded, 3);
     assert_int_equal(d.ndeleted, 1);
     assert_int_equal(d.deleted[0].number, 5);
@@ -85,6 +86,15 @@ static void edit_round_trip_and_truncations(void **state) {
     }
     bkv_buf_free(&b);
     bkv_edit_free(&e);
+    /* Tag 9 (probe words) only says 2, and only beside tag 6. */
+    const uint8_t alone[] = {9, 2}, three[] = {6, 64, 6, 3, 0x80, 1, 4, 3, 0, 9, 3},
+                  both[] = {6, 64, 6, 3, 0x80, 1, 4, 3, 0, 9, 2};
+    assert_int_equal(bkv_edit_decode(&d, alone, sizeof alone, "MANIFEST-000001", 0, &err), BKV_CORRUPTION);
+    assert_int_equal(bkv_edit_decode(&d, three, sizeof three, "MANIFEST-000001", 0, &err), BKV_CORRUPTION);
+    assert_int_equal(bkv_edit_decode(&d, both, sizeof both, "MANIFEST-000001", 0, &err), BKV_OK);
+    assert_int_equal(d.value_index.words, 2);
+    assert_int_equal(d.value_index.partition_entries, 128);
+    bkv_edit_free(&d);
 }
 
 static void apply_orders_levels(void **state) {

@@ -499,11 +499,10 @@ static uint64_t newest_table(const char *path, char tpath[400]) {
     return best;
 }
 
-/* A database (dir/name, value index shape) holding one table of 5,000
- * keys k000000.. with values v<i % mod>; its path, its table's path and
- * the options it was made with. Returns the table's number. */
-/* One table of 5000 keys k000000.. with values v(i % mod), in blocks of
- * block_size bytes (0: the default). */
+/* A database (dir/name, value index shape) holding one flushed table of
+ * 5,000 keys k000000.. with values v<i % mod>, in blocks of block_size
+ * bytes (0: the default); its path, its table's path and the options it
+ * was made with. Returns the table's number. */
 static uint64_t one_table_db_blocks(const char *name, int shape, int mod, size_t block_size, char path[300],
                                     char tpath[400], bkv_options *o) {
     snprintf(path, 300, "%s/%s", dir, name);
@@ -1025,6 +1024,105 @@ static void test_paged_summary_by_level(void **s) {
     bkv_filter_destroy(summary);
     bkv_table_close(t);
     expect_v7_holders(path, &o, "after the compaction");
+    assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
+}
+
+/* A flushed table (a cheap summary) that would move whole into an empty
+ * bottom level is rewritten there instead, with the bottom's summary. */
+static void test_paged_move_to_bottom(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    uint64_t flushed = one_table_db("paged-move", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
+    bkv_table *t;
+    bkv_filter *summary;
+    bkv_filter_info fi;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, flushed, NULL, NULL, &t, NULL), BKV_OK);
+    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_get_info(summary, &fi);
+    assert_int_equal(fi.type, BKV_FILTER_BLOCKED_BLOOM);
+    bkv_filter_destroy(summary);
+    bkv_table_close(t);
+    /* A second table of other keys makes level 0 due; its oldest table
+     * overlaps no other and goes down alone: a move. */
+    o.level0_compaction_trigger = 2;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "z", 1, "v7", 2), BKV_OK);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_int_equal(test_counter(db, "summary-rewrites"), 1);
+    assert_int_equal(test_counter(db, "trivial-moves"), 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    uint64_t number = newest_table(path, tpath);
+    assert_true(number > flushed + 1); /* after the second flush's */
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_get_info(summary, &fi);
+    assert_int_equal(fi.type, BKV_FILTER_RIBBON);
+    bkv_filter_destroy(summary);
+    bkv_table_close(t);
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    int n = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, NULL), BKV_OK);
+    assert_int_equal(n, 11); /* k000007, ..., k004507 and z */
+    assert_int_equal(bkv_close(db), BKV_OK);
+
+    /* Without a value index the same tables are moved. */
+    snprintf(path, sizeof path, "%s/plain-move", dir);
+    bkv_options_init(&o);
+    o.level0_compaction_trigger = 2;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "a", 1, "v", 1), BKV_OK);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "z", 1, "v", 1), BKV_OK);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_int_equal(test_counter(db, "trivial-moves"), 1);
+    assert_int_equal(test_counter(db, "summary-rewrites"), 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+/* A new paged index puts a term's bits in two words of each filter (two
+ * rows a table) and two more of them; the tables record it, and the
+ * database keeps it when it changes shape. */
+static void test_two_word_probes(void **s) {
+    (void)s;
+    char path[300], tpath[400];
+    bkv_options o;
+    uint64_t number = one_table_db("two-words", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
+    bkv_table *t;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    uint64_t off = bkv_table_properties(t)->value_filter_offset;
+    bkv_table_close(t);
+    FILE *f = fopen(tpath, "rb");
+    uint8_t head[8];
+    assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
+    assert_int_equal(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    assert_int_equal(head[4], BKV_VF_VERSION_PAGED);
+    assert_int_equal(head[6], 8);                /* k */
+    assert_int_equal(head[7], BKV_VF_TWO_WORDS); /* probe words */
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    char *vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "m=4096 k=8 in two words P=128"));
+    bkv_free(vi);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    expect_v7_holders(path, &o, "two words, paged");
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    o.value_index_reshape = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    vi = bkv_property(db, "bloomkv.value-index");
+    assert_non_null(strstr(vi, "bitsliced, m=4096 k=8 in two words P=128"));
+    bkv_free(vi);
+    assert_int_equal(test_counter(db, "value-filters-unusable"), 0);
+    int n = 0;
+    bkv_find_stats st;
+    assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, &st), BKV_OK);
+    assert_int_equal(n, 10);
+    assert_true(st.partitions_scanned <= 12); /* the ten holders' partitions (of 40), no scan of the table */
+    assert_int_equal(bkv_close(db), BKV_OK);
     assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
 }
 
@@ -1632,6 +1730,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_whole_table), cmocka_unit_test(test_memtable_no_scan),
         cmocka_unit_test(test_oracle_paged),       cmocka_unit_test(test_paged_damage),
         cmocka_unit_test(test_paged_reshape),      cmocka_unit_test(test_paged_summary_by_level),
+        cmocka_unit_test(test_paged_move_to_bottom), cmocka_unit_test(test_two_word_probes),
         cmocka_unit_test(test_damaged_value_filters), cmocka_unit_test(test_parameters_fixed),
         cmocka_unit_test(test_damaged_partition), cmocka_unit_test(test_value_index_lifecycle),
         cmocka_unit_test(test_value_tags),

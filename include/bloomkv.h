@@ -171,7 +171,9 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
                                            32 x P rounded up to a multiple of 64, at most 2^21 (16384
                                            when P = 0) */
     int      value_filter_hashes;       /* k: bits per term, 1..30; default 0: ln 2 x m / P, at most 6
-                                           (4 when P = 0) */
+                                           (4 when P = 0); 2 more for a new paged index, whose terms set
+                                           their bits in two words of each filter (two rows read per
+                                           table instead of k) */
     uint32_t value_partition_entries;   /* P; default 128 (BKV_DEFAULT_VALUE_PARTITION); 0: one filter
                                            per table (the paper's layout). Smaller P scans fewer entries
                                            per match (a value many keys hold costs P entries per key) and

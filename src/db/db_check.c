@@ -508,9 +508,10 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
             uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
             for (uint64_t i = 0; i < words; i++) ones += (uint64_t)__builtin_popcountll(vf.bits[i]);
             fprintf(out,
-                    "  value filters: %u partitions (P %u), m %u bits, k %u, %llu bytes of filters, block %llu bytes, "
+                    "  value filters: %u partitions (P %u), m %u bits, k %u%s, %llu bytes of filters, block %llu bytes, "
                     "%.1f%% of bits set\n",
                     vf.nparts, vf.params.partition_entries, vf.params.m_bits, vf.params.k,
+                    vf.params.words == BKV_VF_TWO_WORDS ? " in two words" : "",
                     (unsigned long long)(words * 8), (unsigned long long)p->value_filter_bytes,
                     words ? 100.0 * (double)ones / (double)(words * 64) : 0.0);
             bkv_vf_set_free(&vf);

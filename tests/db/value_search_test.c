@@ -996,6 +996,19 @@ static void test_value_index_lifecycle(void **s) {
     state_free(&model);
 }
 
+/* The filter type of a paged table's summary. */
+static int summary_type(const char *tpath, uint64_t number) {
+    bkv_table *t;
+    bkv_filter *summary;
+    bkv_filter_info fi;
+    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
+    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    bkv_filter_get_info(summary, &fi);
+    bkv_filter_destroy(summary);
+    bkv_table_close(t);
+    return fi.type;
+}
+
 /* Tables a compaction writes to the bottom level get a Ribbon summary;
  * every other table (flushes, upper levels) a cheaper blocked Bloom one. */
 static void test_paged_summary_by_level(void **s) {
@@ -1013,16 +1026,7 @@ static void test_paged_summary_by_level(void **s) {
     }
     assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
     assert_int_equal(bkv_close(db), BKV_OK);
-    uint64_t number = newest_table(path, tpath);
-    bkv_table *t;
-    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    bkv_filter *summary;
-    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
-    bkv_filter_info fi;
-    bkv_filter_get_info(summary, &fi);
-    assert_int_equal(fi.type, BKV_FILTER_RIBBON);
-    bkv_filter_destroy(summary);
-    bkv_table_close(t);
+    assert_int_equal(summary_type(tpath, newest_table(path, tpath)), BKV_FILTER_RIBBON);
     expect_v7_holders(path, &o, "after the compaction");
     assert_int_equal(bkv_check(path, NULL, NULL), BKV_OK);
 }
@@ -1034,15 +1038,7 @@ static void test_paged_move_to_bottom(void **s) {
     char path[300], tpath[400];
     bkv_options o;
     uint64_t flushed = one_table_db("paged-move", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
-    bkv_table *t;
-    bkv_filter *summary;
-    bkv_filter_info fi;
-    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, flushed, NULL, NULL, &t, NULL), BKV_OK);
-    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
-    bkv_filter_get_info(summary, &fi);
-    assert_int_equal(fi.type, BKV_FILTER_BLOCKED_BLOOM);
-    bkv_filter_destroy(summary);
-    bkv_table_close(t);
+    assert_int_equal(summary_type(tpath, flushed), BKV_FILTER_BLOCKED_BLOOM);
     /* A second table of other keys makes level 0 due; its oldest table
      * overlaps no other and goes down alone: a move. */
     o.level0_compaction_trigger = 2;
@@ -1056,12 +1052,7 @@ static void test_paged_move_to_bottom(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
     uint64_t number = newest_table(path, tpath);
     assert_true(number > flushed + 1); /* after the second flush's */
-    assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
-    bkv_filter_get_info(summary, &fi);
-    assert_int_equal(fi.type, BKV_FILTER_RIBBON);
-    bkv_filter_destroy(summary);
-    bkv_table_close(t);
+    assert_int_equal(summary_type(tpath, number), BKV_FILTER_RIBBON);
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     int n = 0;
     assert_int_equal(bkv_find_value(db, NULL, "v7", 2, count_result, &n, NULL), BKV_OK);

@@ -216,20 +216,17 @@ static void value_index_report(bkv_db *db, bkv_buf *b) {
     pthread_rwlock_unlock(&db->vindex_lock);
     const bkv_value_index_rec *r = &db->vrec;
     append(b, "value index: %s", bkv_vindex_shape_name(in.shape));
+    if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
+    append(b, ", m=%llu k=%llu%s P=%llu%s%s%s", (unsigned long long)r->m_bits, (unsigned long long)r->k,
+           r->words ? " in two words" : "", (unsigned long long)r->partition_entries, *r->terms_name ? ", terms \"" : "",
+           r->terms_name, *r->terms_name ? "\"" : "");
     if (in.shape == BKV_VALUE_INDEX_PAGED) {
-        append(b, ", m=%llu k=%llu%s P=%llu%s%s%s, summaries of %u bits per term, %llu bytes in memory (open tables)\n",
-               (unsigned long long)r->m_bits, (unsigned long long)r->k, r->words ? " in two words" : "",
-               (unsigned long long)r->partition_entries,
-               *r->terms_name ? ", terms \"" : "", r->terms_name, *r->terms_name ? "\"" : "",
-               db->vparams.summary_bits, (unsigned long long)value_index_memory(db, &in));
+        append(b, ", summaries of %u bits per term, %llu bytes in memory (open tables)\n", db->vparams.summary_bits,
+               (unsigned long long)value_index_memory(db, &in));
         return;
     }
-    if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
-    append(b, ", m=%llu k=%llu%s P=%llu%s%s%s, %llu tables, %llu leaves (%llu bytes)", (unsigned long long)r->m_bits,
-           (unsigned long long)r->k, r->words ? " in two words" : "", (unsigned long long)r->partition_entries,
-           *r->terms_name ? ", terms \"" : "",
-           r->terms_name, *r->terms_name ? "\"" : "", (unsigned long long)in.tables, (unsigned long long)in.leaves,
-           (unsigned long long)in.leaf_bytes);
+    append(b, ", %llu tables, %llu leaves (%llu bytes)", (unsigned long long)in.tables,
+           (unsigned long long)in.leaves, (unsigned long long)in.leaf_bytes);
     if (in.shape == BKV_VALUE_INDEX_HIERARCHY)
         append(b, ", %llu inner nodes (%llu bytes, %.1f%% of bits set)", (unsigned long long)in.inner_nodes,
                (unsigned long long)in.inner_bytes, in.inner_ones_permille / 10.0);

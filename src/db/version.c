@@ -152,7 +152,6 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
     bkv_edit_init(e);
     if (len == 0) return BKV_OK; /* p may be NULL: no pointer arithmetic on it */
     const uint8_t *end = p + len;
-    int has_words = 0;
     while (p < end) {
         uint64_t tag, a, b, c, d, sseq, lseq, slen, llen, gseq = 0;
         if (!(p = bkv_get_varint64(p, end, &tag))) goto bad;
@@ -225,13 +224,12 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
         case TAG_VALUE_PROBE_WORDS:
             if (!(p = bkv_get_varint64(p, end, &e->value_index.words)) || e->value_index.words != BKV_VF_TWO_WORDS)
                 goto bad;
-            has_words = 1;
             break;
         default:
             goto bad;
         }
     }
-    if (has_words && !e->has_value_index) goto bad; /* a part of tag 6's record, never alone */
+    if (e->value_index.words && !e->has_value_index) goto bad; /* a part of tag 6's record, never alone */
     return BKV_OK;
 bad:
     bkv_edit_free(e);

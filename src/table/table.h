@@ -56,6 +56,7 @@ typedef struct bkv_table_options {
      * tenth of the build for about four times the false-positive rate: for
      * tables that a compaction will rewrite soon. */
     int value_summary_cheap;
+#define BKV_CHEAP_SUMMARY_TYPE BKV_FILTER_BLOCKED_BLOOM /* what value_summary_cheap builds; else Ribbon */
 } bkv_table_options;
 
 typedef struct bkv_table_props {

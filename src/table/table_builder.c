@@ -391,7 +391,7 @@ static void build_summary(bkv_table_builder *b, uint8_t **out, size_t *len) {
     bkv_filter_spec spec = {.type = BKV_FILTER_RIBBON, .fpr = ldexp(1.0, -(int)b->vf.params.summary_bits),
                             .hash_seed = (uint32_t)b->vf.params.seed};
     if (b->opts.value_summary_cheap)
-        spec = (bkv_filter_spec){.type = BKV_FILTER_BLOCKED_BLOOM, .bits_per_key = 1.04 * b->vf.params.summary_bits,
+        spec = (bkv_filter_spec){.type = BKV_CHEAP_SUMMARY_TYPE, .bits_per_key = 1.04 * b->vf.params.summary_bits,
                                  .hash_seed = spec.hash_seed};
     bkv_filter *flt;
     if (bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt) != BKV_OK) return;

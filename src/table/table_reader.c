@@ -708,7 +708,7 @@ int bkv_table_value_summary_cheap(bkv_table *t, const bkv_vf_params *params) {
     if (!bkv_table_value_paged(t, params) || !t->vhead->summary) return 0;
     bkv_filter_info info;
     bkv_filter_get_info(t->vhead->summary, &info);
-    return info.type == BKV_FILTER_BLOCKED_BLOOM; /* the builder's cheap kind; Ribbon at the bottom */
+    return info.type == BKV_CHEAP_SUMMARY_TYPE;
 }
 
 size_t bkv_table_value_memory(const bkv_table *t) {

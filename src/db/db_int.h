@@ -119,6 +119,7 @@ struct bkv_db {
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
     bkv_memtable *mem;             /* active memtable, written by the write leader only */
+    bkv_arena_pool *arena_pool;    /* freed memtables' arena blocks, for the next ones */
     uint64_t mem_log;              /* its WAL number */
     bkv_memtable *imm[BKV_MAX_IMM]; /* immutable memtables, oldest first */
     uint64_t imm_log[BKV_MAX_IMM];

@@ -72,7 +72,7 @@ static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db) {
     const bkv_options *o = &db->opts;
     uint64_t n = o->write_buffer_size / 64;
-    bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0);
+    bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0, db->arena_pool);
     if (m && db->has_vrec &&
         bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, o->write_buffer_size / 128)) {
         bkv_memtable_unref(m);
@@ -363,6 +363,7 @@ static void free_db(bkv_db *db) {
     bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
+    bkv_arena_pool_unref(db->arena_pool);
     bkv_tree_version_unref(db->current);
     bkv_vindex_free(db->vindex);
     free(db->terms_arg);
@@ -431,6 +432,8 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     if (!rc && !exists && !opts->create_if_missing)
         rc = bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
     if (!rc) {
+        /* No pool (out of memory) only means arena blocks are not reused. */
+        db->arena_pool = bkv_arena_pool_new(opts->write_buffer_size);
         db->table_cache = bkv_cache_new((size_t)opts->max_open_files);
         if (opts->block_cache_size) db->block_cache = bkv_cache_new(opts->block_cache_size);
         if (!db->table_cache || (opts->block_cache_size && !db->block_cache))

@@ -268,8 +268,9 @@ static char *stats_report(bkv_db *db) {
     bkv_db_unlock(db);
 
     append(&b, "bloomkv %d.%d.%d  %s\n", BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH, db->path);
-    append(&b, "sequence %llu, memtable %zu bytes, %d immutable%s\n", (unsigned long long)seq, mem, nimm,
-           err ? ", READ-ONLY after an error" : "");
+    size_t kept = db->arena_pool ? bkv_arena_pool_bytes(db->arena_pool) : 0;
+    append(&b, "sequence %llu, memtable %zu bytes, %d immutable, %zu arena bytes kept for reuse%s\n",
+           (unsigned long long)seq, mem, nimm, kept, err ? ", READ-ONLY after an error" : "");
     append(&b, "level  files        bytes      entries\n");
     for (int l = 0; l < BKV_NUM_LEVELS; l++) {
         uint64_t bytes = 0, entries = 0;

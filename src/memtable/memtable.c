@@ -97,13 +97,14 @@ static node *new_node(bkv_memtable *m, int height, size_t extra, int concurrent)
     return n;
 }
 
-bkv_memtable *bkv_memtable_new(uint64_t expected_keys) {
+bkv_memtable *bkv_memtable_new(uint64_t expected_keys, bkv_arena_pool *pool) {
     bkv_memtable *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    bkv_arena_init(&m->arena);
+    bkv_arena_init(&m->arena, pool);
     bkv_mutex_init_adaptive(&m->arena_mu);
     m->head = new_node(m, MAX_HEIGHT, 0, 0);
     if (!m->head) {
+        bkv_arena_destroy(&m->arena);
         pthread_mutex_destroy(&m->arena_mu);
         free(m);
         return NULL;

@@ -22,12 +22,14 @@
 
 #include "bloomkv.h"
 #include "filter/value_filter.h"
+#include "memtable/arena.h"
 
 typedef struct bkv_memtable bkv_memtable;
 
 /* expected_keys sizes the key filter (more keys only raise its rate);
- * 0 means no filter. */
-bkv_memtable *bkv_memtable_new(uint64_t expected_keys);
+ * 0 means no filter. The arena's blocks come from pool (NULL: none) when it
+ * has any, and go back to it when the memtable is freed. */
+bkv_memtable *bkv_memtable_new(uint64_t expected_keys, bkv_arena_pool *pool);
 void bkv_memtable_ref(bkv_memtable *m);
 void bkv_memtable_unref(bkv_memtable *m);
 

@@ -23,9 +23,10 @@ typedef struct posix_wfile {
     int fd;
     char *path;
     int mapped_log;      /* appends go to chunk (below), not to buf */
-    uint8_t *chunk;      /* the mapped chunk being filled, or NULL before the first */
+    uint8_t *chunk;      /* the mapped chunk being filled, or NULL (none yet, or unmapped by a sync) */
     size_t chunk_used;
     uint64_t end;        /* bytes appended to a mapped log */
+    uint64_t synced;     /* end at the last sync */
     size_t used;
     uint8_t buf[WRITE_BUFFER];
 } posix_wfile;
@@ -74,6 +75,7 @@ static int new_file(const bkv_env *env, const char *path, unsigned mode, int map
     f->chunk = NULL;
     f->chunk_used = 0;
     f->end = 0;
+    f->synced = 0;
     f->used = 0;
     *out = &f->base;
     return BKV_OK;
@@ -98,11 +100,14 @@ static int posix_new_log(const bkv_env *env, const char *path, unsigned mode, bk
     return new_file(env, path, mode, 1, out, e);
 }
 
-static int next_chunk(posix_wfile *f, bkv_err *e) {
-    uint64_t start = f->end; /* a multiple of LOG_CHUNK: the last chunk is full */
+/* Maps the chunk that holds the log's end, extending the file by a chunk
+ * when the end is on a chunk boundary (a sync may have unmapped a chunk
+ * that is only partly filled: it is mapped again where it was). */
+static int map_chunk(posix_wfile *f, bkv_err *e) {
+    uint64_t start = f->end & ~(uint64_t)(LOG_CHUNK - 1);
     if (f->chunk) munmap(f->chunk, LOG_CHUNK); /* its dirty pages stay in the page cache */
     f->chunk = NULL;
-    if (fallocate(f->fd, 0, (off_t)start, (off_t)LOG_CHUNK) != 0) {
+    if (start == f->end && fallocate(f->fd, 0, (off_t)start, (off_t)LOG_CHUNK) != 0) {
         if ((errno == EOPNOTSUPP || errno == ENOSYS) && start == 0) {
             f->mapped_log = 0; /* a file system without fallocate: buffered writes, as other files */
             return BKV_OK;
@@ -112,7 +117,7 @@ static int next_chunk(posix_wfile *f, bkv_err *e) {
     void *m = mmap(NULL, LOG_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)start);
     if (m == MAP_FAILED) return io_fail(e, "cannot map log", f->path);
     f->chunk = m;
-    f->chunk_used = 0;
+    f->chunk_used = (size_t)(f->end - start);
     return BKV_OK;
 }
 
@@ -121,7 +126,7 @@ static int posix_append(bkv_wfile *wf, const void *data, size_t n, bkv_err *e);
 static int append_mapped(posix_wfile *f, const uint8_t *d, size_t n, bkv_err *e) {
     while (n > 0) {
         if (!f->chunk || f->chunk_used == LOG_CHUNK) {
-            int rc = next_chunk(f, e);
+            int rc = map_chunk(f, e);
             if (rc) return rc;
             if (!f->mapped_log) return posix_append(&f->base, d, n, e);
         }
@@ -174,11 +179,25 @@ static int posix_append(bkv_wfile *wf, const void *data, size_t n, bkv_err *e) {
     return write_fully(f, data, n, e);
 }
 
+/* Past this many bytes appended since the last sync, a mapped log's chunk
+ * is unmapped before the sync (and mapped again by the next append).
+ * Writing back a page that is still mapped write-protects it first, and
+ * each page's protection change interrupts every other core running this
+ * process to flush its TLB: syncing a whole retired chunk that way took a
+ * tenth of the background thread's time in fillrandom (perf: IPIs under
+ * folio_mkclean). A synced write's few pages are not worth a remap. */
+#define UNMAP_BEFORE_SYNC ((uint64_t)64 << 10)
+
 static int posix_sync(bkv_wfile *wf, bkv_err *e) {
     posix_wfile *f = (posix_wfile *)wf;
     int rc = posix_flush(wf, e);
     if (rc) return rc;
+    if (f->chunk && f->end - f->synced > UNMAP_BEFORE_SYNC) {
+        munmap(f->chunk, LOG_CHUNK);
+        f->chunk = NULL;
+    }
     if (fdatasync(f->fd) != 0) return io_fail(e, "cannot sync", f->path);
+    f->synced = f->end;
     return BKV_OK;
 }
 

@@ -229,6 +229,37 @@ static void mapped_log_ends_at_its_preallocated_zeros(void **state) {
     free(data);
 }
 
+/* Syncs in the middle of a mapped chunk unmap it when much was appended
+ * since the last one (env_posix.c, UNMAP_BEFORE_SYNC) and keep it mapped
+ * when little was: appends after either go on where they stopped, across
+ * chunk boundaries, and every record reads back. */
+static void mapped_log_appends_resume_after_syncs(void **state) {
+    (void)state;
+    bkv_wfile *f;
+    remove(path);
+    assert_int_equal(bkv_env_new_log(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+    bkv_log_writer w;
+    bkv_log_writer_init(&w, f);
+    uint8_t *buf = malloc(80000);
+    const int count = 400; /* about 3 MB: three chunks */
+    for (int i = 0; i < count; i++) {
+        size_t n = record_len(i);
+        fill(buf, n, i);
+        assert_int_equal(bkv_log_add_record(&w, buf, n, NULL), BKV_OK);
+        if (i % 7 == 3 || i % 10 == 9) assert_int_equal(bkv_file_sync(f, NULL), BKV_OK);
+    }
+    free(buf);
+    assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    assert_int_equal(len, w.size);
+    int got;
+    assert_int_equal(read_log(data, len, 0, &got, NULL), BKV_NOTFOUND);
+    assert_int_equal(got, count);
+    free(data);
+}
+
 static int setup(void **state) {
     (void)state;
     test_make_dir(dir, sizeof dir, "log");
@@ -249,6 +280,7 @@ int main(void) {
         cmocka_unit_test(damage_in_the_middle_is_reported),
         cmocka_unit_test(damage_before_valid_records_in_the_last_block),
         cmocka_unit_test(mapped_log_ends_at_its_preallocated_zeros),
+        cmocka_unit_test(mapped_log_appends_resume_after_syncs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -31,7 +31,7 @@ static int get(bkv_memtable *m, const char *k, uint64_t snap, unsigned *type, ch
 
 static void versions_and_snapshots(void **state) {
     (void)state;
-    bkv_memtable *m = bkv_memtable_new(100);
+    bkv_memtable *m = bkv_memtable_new(100, NULL);
     put(m, 1, BKV_TYPE_VALUE, "a", "a1");
     put(m, 2, BKV_TYPE_VALUE, "b", "b2");
     put(m, 3, BKV_TYPE_VALUE, "a", "a3");
@@ -54,7 +54,7 @@ static void versions_and_snapshots(void **state) {
 
 static void iteration_is_sorted_newest_first(void **state) {
     (void)state;
-    bkv_memtable *m = bkv_memtable_new(10000);
+    bkv_memtable *m = bkv_memtable_new(10000, NULL);
     uint64_t rng = 7;
     for (uint64_t seq = 1; seq <= 5000; seq++) {
         char k[16];
@@ -81,9 +81,51 @@ static void iteration_is_sorted_newest_first(void **state) {
     bkv_memtable_unref(m);
 }
 
+/* Fills a memtable of pool with count keys of round r, each holding its
+ * key as value, and checks every one reads back. */
+static void fill_and_check(bkv_arena_pool *pool, int count, int r) {
+    bkv_memtable *m = bkv_memtable_new(10000, pool);
+    char k[32], v[200];
+    for (int i = 0; i < count; i++) {
+        snprintf(k, sizeof k, "r%d-%05d", r, i * 7919 % count);
+        snprintf(v, sizeof v, "%s-%0150d", k, i);
+        put(m, (uint64_t)i + 1, BKV_TYPE_VALUE, k, v);
+    }
+    for (int i = 0; i < count; i++) {
+        char want[200];
+        snprintf(k, sizeof k, "r%d-%05d", r, i * 7919 % count);
+        snprintf(want, sizeof want, "%s-%0150d", k, i);
+        unsigned type;
+        assert_int_equal(get(m, k, UINT64_MAX >> 8, &type, v), 1);
+        assert_string_equal(v, want);
+    }
+    bkv_memtable_unref(m);
+}
+
+/* A freed memtable's arena blocks go to the pool up to its limit and the
+ * next memtable reuses them, their old bytes no matter; the pool outlives
+ * its owner's reference while a memtable holds one. */
+static void arena_blocks_are_reused_through_the_pool(void **state) {
+    (void)state;
+    const size_t limit = 1u << 20;
+    bkv_arena_pool *pool = bkv_arena_pool_new(limit);
+    assert_non_null(pool);
+    assert_int_equal(bkv_arena_pool_bytes(pool), 0);
+    fill_and_check(pool, 20000, 1); /* about 4 MB: more than the pool keeps */
+    size_t kept = bkv_arena_pool_bytes(pool);
+    assert_true(kept > limit / 2 && kept <= limit);
+    fill_and_check(pool, 1000, 2); /* takes blocks from the pool, gives them back */
+    assert_int_equal(bkv_arena_pool_bytes(pool), kept);
+    bkv_memtable *m = bkv_memtable_new(100, pool);
+    assert_true(bkv_arena_pool_bytes(pool) < kept); /* the head node took a block */
+    bkv_arena_pool_unref(pool);
+    put(m, 1, BKV_TYPE_VALUE, "k", "v");
+    bkv_memtable_unref(m); /* frees the pool: ASan reports a leak or a use after free */
+}
+
 static void absent_keys_mostly_answered_by_filter(void **state) {
     (void)state;
-    bkv_memtable *m = bkv_memtable_new(10000);
+    bkv_memtable *m = bkv_memtable_new(10000, NULL);
     for (int i = 0; i < 10000; i++) {
         char k[16];
         snprintf(k, sizeof k, "in%d", i);
@@ -160,7 +202,7 @@ static void *walk_while_adding(void *arg) {
 
 static void concurrent_adds(void **state) {
     (void)state;
-    bkv_memtable *m = bkv_memtable_new(ADDERS * PER_ADDER);
+    bkv_memtable *m = bkv_memtable_new(ADDERS * PER_ADDER, NULL);
     pthread_t t[ADDERS], r;
     adder a[ADDERS];
     pthread_create(&r, NULL, walk_while_adding, m);
@@ -199,6 +241,7 @@ int main(void) {
         cmocka_unit_test(versions_and_snapshots),
         cmocka_unit_test(iteration_is_sorted_newest_first),
         cmocka_unit_test(absent_keys_mostly_answered_by_filter),
+        cmocka_unit_test(arena_blocks_are_reused_through_the_pool),
         cmocka_unit_test(concurrent_adds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

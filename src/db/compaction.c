@@ -16,6 +16,7 @@
 
 #include "db/compaction.h"
 #include "db/filename.h"
+#include "db/level_iter.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
 #include "util/coding.h"
@@ -102,6 +103,23 @@ typedef struct subcompaction {
     int rc;
 } subcompaction;
 
+/* Whether inputs[w] are tables of a level >= 1, disjoint and in key
+ * order: the merge then reads them as one input (level_iter.h), so each
+ * entry is compared with one current key of that level, not with the
+ * current key of each of its tables, and one of its tables is open at a
+ * time. */
+static int is_sorted_run(const bkv_compaction *c, int w) {
+    int level = w == 0 ? c->level : c->output_level;
+    if (level < 1 || c->ninputs[w] < 2) return 0;
+    for (size_t i = 1; i < c->ninputs[w]; i++) {
+        const bkv_file_meta *a = c->inputs[w][i - 1], *b = c->inputs[w][i];
+        if (bkv_user_key_compare(a->largest, a->largest_len - BKV_IKEY_TRAILER, b->smallest,
+                                 b->smallest_len - BKV_IKEY_TRAILER) >= 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* Merges the inputs' keys in [lo, hi) into new tables listed in
  * sub->edit. Runs without db->mu. */
 static int merge_range(subcompaction *sub) {
@@ -113,19 +131,24 @@ static int merge_range(subcompaction *sub) {
     bkv_ikey_iter **children = calloc(n ? n : 1, sizeof *children);
     bkv_cache_entry **tables = calloc(n ? n : 1, sizeof *tables);
     int rc = children && tables ? BKV_OK : bkv_fail(e, BKV_NOMEM, "out of memory");
-    size_t opened = 0;
-    for (int w = 0; w < 2 && !rc; w++)
+    size_t nchildren = 0, opened = 0;
+    for (int w = 0; w < 2 && !rc; w++) {
+        /* Not counted as blocks read: that counter is what reads cost
+         * (compaction-bytes-read counts this). */
+        if (is_sorted_run(c, w)) {
+            children[nchildren] = bkv_level_iter_new(db, c->inputs[w], c->ninputs[w], 0, 0);
+            if (!children[nchildren++]) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
+            continue;
+        }
         for (size_t i = 0; i < c->ninputs[w] && !rc; i++) {
             rc = bkv_db_get_table(db, c->inputs[w][i], &tables[opened], e);
             if (rc) break;
-            /* Not counted as blocks read: that counter is what reads cost
-             * (compaction-bytes-read counts this). */
-            rc = bkv_table_iter_new(bkv_cache_value(tables[opened]), 0, NULL, &children[opened]);
-            opened++;
+            rc = bkv_table_iter_new(bkv_cache_value(tables[opened++]), 0, NULL, &children[nchildren++]);
         }
+    }
     bkv_ikey_iter *it = NULL;
     if (!rc) {
-        it = bkv_merging_iter_new(children, opened);
+        it = bkv_merging_iter_new(children, nchildren);
         children = NULL;
         if (!it) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     }
@@ -203,7 +226,7 @@ static int merge_range(subcompaction *sub) {
     bkv_buf_free(&current);
     bkv_ikey_iter_destroy(it);
     if (children)
-        for (size_t i = 0; i < opened; i++) bkv_ikey_iter_destroy(children[i]);
+        for (size_t i = 0; i < nchildren; i++) bkv_ikey_iter_destroy(children[i]);
     free(children);
     for (size_t i = 0; i < opened; i++) bkv_cache_release(db->table_cache, tables[i]);
     free(tables);

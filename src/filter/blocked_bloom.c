@@ -110,9 +110,9 @@ static inline int probe_line_exit(const uint8_t *line, uint32_t g, unsigned k) {
  * requested, nothing to wait for) is most of the cost. All three of the
  * first bits are set for one absent key in eight, so this exit is
  * predicted. filter-bench --type blocked --keys 64000000 --queries
- * 10000000, negative ns single / batch, five alternated runs (session 23):
- * exit per bit 31.3-37.3 / 14.2-16.1 (2.06-2.57x); three, then the rest
- * 28.9-41.8 / 9.9-15.1 (2.75-3.14x). The same test for single probes
+ * 10000000, negative ns single / batch, ten alternated runs (session 23):
+ * exit per bit 28.5-39.7 / 13.5-17.3 (2.06-2.57x); three, then the rest
+ * 28.9-41.8 / 9.9-15.1 (2.63-3.16x). The same test for single probes
  * measured 5-10% faster for absent keys and 10% slower for present ones,
  * and was left out. */
 static inline int probe_line_three_first(const uint8_t *line, uint32_t g, unsigned k) {

@@ -51,6 +51,7 @@ typedef struct bench_cfg {
      * dropped from the page cache first (a cold cache: what stays in
      * memory is only what the engine keeps resident from its open). */
     int cold;
+    int filter_stats; /* RocksDB: keep statistics, for the key filters' counters */
 } bench_cfg;
 
 #define BENCH_FIND_FIRST 1    /* stop at the first match */

@@ -435,6 +435,7 @@ static void usage(FILE *out) {
             "                     [--max_subcompactions 1..8]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "                     [--value_summary_bits 2..16] [--cold] [--target_file_size BYTES]\n"
+            "                     [--filter_stats]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -445,6 +446,8 @@ static void usage(FILE *out) {
             "            read) while one more thread overwrites random keys as fast as it can; --cold: before\n"
             "            each search the database is closed, its pages dropped from the page cache, and opened\n"
             "            again (open times reported, not counted)\n"
+            "--filter_stats: RocksDB keeps statistics (off by default: they cost it time), so that its\n"
+            "            key filters' false positives are reported beside bloomkv's for each read benchmark.\n"
             "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
 }
@@ -604,8 +607,10 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     *nbench = 0;
     char *save = NULL;
     for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
-        uint64_t found = 0, blocks0 = 0, blocks1 = 0, filter_bytes = 0;
+        uint64_t found = 0, blocks0 = 0, blocks1 = 0, filter_bytes = 0, probes0 = 0, probes1 = 0, fp0 = 0, fp1 = 0;
         int have_blocks = s.eng->counter && s.eng->counter(s.h, "blocks-read", &blocks0) == 0;
+        int have_fp = s.eng->counter && s.eng->counter(s.h, "filter-probes", &probes0) == 0 &&
+                      s.eng->counter(s.h, "filter-false-positives", &fp0) == 0;
         char base_buf[64];
         int writing;
         const char *base = base_benchmark(name, base_buf, sizeof base_buf, &writing);
@@ -656,6 +661,15 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             s.eng->counter(s.h, "blocks-read", &blocks1);
             s.eng->counter(s.h, "filter-memory", &filter_bytes);
         }
+        if (have_fp) {
+            s.eng->counter(s.h, "filter-probes", &probes1);
+            s.eng->counter(s.h, "filter-false-positives", &fp1);
+        }
+        /* A key filter's false-positive rate, where the benchmark probed
+         * filters: every table a missing key falls inside is asked. */
+        uint64_t probes = probes1 - probes0;
+        int show_fp = have_fp && probes > 0 && (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom"));
+        double fp_pct = probes ? 100.0 * (double)(fp1 - fp0) / (double)probes : 0;
         uint64_t vindex_bytes = 0;
         if (indexed_search && s.eng->counter) s.eng->counter(s.h, "value-index-memory", &vindex_bytes);
         double open_ms = s.opens ? s.open_ns / (double)s.opens / 1e6 : 0;
@@ -673,6 +687,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
                 printf(",\"blocks_read_per_op\":%.4f,\"filter_memory_bytes\":%llu", blocks_per_op,
                        (unsigned long long)filter_bytes);
             if (writing) printf(",\"writer_ops_per_sec\":%.1f", writer_rate);
+            if (show_fp)
+                printf(",\"filter_probes_run\":%llu,\"filter_fpr_pct\":%.4f", (unsigned long long)probes, fp_pct);
             if (s.opens) printf(",\"cold_open_ms\":%.3f,\"cold_open_ms_max\":%.3f", open_ms, s.open_ns_max / 1e6);
             if (indexed_search) printf(",\"value_index_memory_bytes\":%llu", (unsigned long long)vindex_bytes);
             if (indexed_search) {
@@ -697,6 +713,8 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
             if (have_blocks && (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom")))
                 printf(" %.3f blocks read/op, filters %.1f MB resident, anon %.1f MB", blocks_per_op,
                        (double)filter_bytes / 1048576.0, (double)anon / 1048576.0);
+            if (show_fp)
+                printf(" filter false positives %.4f%% of %llu probes", fp_pct, (unsigned long long)probes);
             if (indexed_search) {
                 double n = (double)(ops ? ops : 1);
                 printf(" leaves probed %.2f%% of %.0f, partitions scanned %.2f (%.2f false), %.0f%% scan plan",
@@ -805,6 +823,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"value_summary_bits", required_argument, 0, '8'},
         {"cold", no_argument, 0, '9'},
         {"target_file_size", required_argument, 0, 'Y'},
+        {"filter_stats", no_argument, 0, '%'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     int ch, idx = 0;
@@ -910,6 +929,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             break;
         case '9': c.cold = 1; break;
         case 'Y': c.target_file_size = parse_u64(optarg, &bad_number); break;
+        case '%': c.filter_stats = 1; break;
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

@@ -13,6 +13,7 @@
 #include "bloomkv.h"
 
 typedef struct rdb {
+    int stats; /* statistics kept (--filter_stats) */
     rocksdb_t *db;
     rocksdb_options_t *opts;
     rocksdb_block_based_table_options_t *table;
@@ -40,6 +41,7 @@ static int rdb_open(const bench_cfg *cfg, void **h) {
     if (!r) return -1;
     r->opts = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(r->opts, 1);
+    if ((r->stats = cfg->filter_stats)) rocksdb_options_enable_statistics(r->opts);
     rocksdb_options_set_write_buffer_size(r->opts, cfg->write_buffer_size);
     rocksdb_options_set_max_background_jobs(r->opts, 2);
     rocksdb_options_set_max_open_files(r->opts, 1000);
@@ -174,9 +176,42 @@ static long rdb_scan_value(void *h, const char *v, size_t vl) {
     return check(err) ? -1 : matches;
 }
 
+/* A ticker's count from the statistics' text ("NAME COUNT : N" lines). */
+static int ticker(const char *text, const char *name, uint64_t *value) {
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)); p += n)
+        if ((p == text || p[-1] == '\n') && !strncmp(p + n, " COUNT : ", 9)) {
+            *value = strtoull(p + n + 9, NULL, 10);
+            return 0;
+        }
+    return -1;
+}
+
+/* The key filters' counters under bloomkv's names, from RocksDB's tickers
+ * for whole-key filters on point reads: "useful" is a filter's "no",
+ * "full.positive" its "maybe", "full.true.positive" a "maybe" whose table
+ * held the key. */
+static int rdb_counter(void *h, const char *name, uint64_t *value) {
+    rdb *r = h;
+    int probes = strcmp(name, "filter-probes") == 0;
+    if (!r->stats || (!probes && strcmp(name, "filter-false-positives") != 0)) return -1;
+    char *text = rocksdb_options_statistics_get_string(r->opts);
+    uint64_t useful = 0, positive = 0, true_positive = 0;
+    int rc = text && !ticker(text, "rocksdb.bloom.filter.useful", &useful) &&
+                     !ticker(text, "rocksdb.bloom.filter.full.positive", &positive) &&
+                     !ticker(text, "rocksdb.bloom.filter.full.true.positive", &true_positive)
+                 ? 0
+                 : -1;
+    if (text) rocksdb_free(text);
+    *value = probes ? useful + positive : positive - true_positive;
+    return rc;
+}
+
 static void rdb_report(void *h, FILE *out) {
-    (void)h;
-    (void)out;
+    static const char *names[] = {"filter-probes", "filter-false-positives"};
+    uint64_t v;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (rdb_counter(h, names[i], &v) == 0) fprintf(out, ",\"%s\":%llu", names[i], (unsigned long long)v);
 }
 
 
@@ -224,7 +259,7 @@ const bench_engine bkv_bench_engine_rocksdb = {
     .name = "rocksdb", .open = rdb_open, .put = rdb_put, .del = rdb_del, .get = rdb_get,
     .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan,
     .scan_value = rdb_scan_value, .put_indexed = rdb_put_indexed, .find_indexed = rdb_find_indexed,
-    .report = rdb_report, .close = rdb_close,
+    .report = rdb_report, .counter = rdb_counter, .close = rdb_close,
 };
 #else
 const bench_engine bkv_bench_engine_rocksdb = {.name = NULL};

@@ -283,6 +283,14 @@ static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *
     f->payload_len = (size_t)payload_len;
     f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
     f->aligned = ((uintptr_t)f->payload & 63) == 0;
+    /* No type stores fewer than a bit per bit, counter or cell counted,
+     * so a count beyond the payload's bits is refused here, whatever the
+     * type's own rule computes from it (found by fuzz_filter: a count near
+     * 2^64 made a rounded-up byte count wrap to 0 and match an empty
+     * payload). */
+    if (f->num_bits > (uint64_t)f->payload_len * 8)
+        return fail(BKV_CORRUPTION, err, errlen, "filter: bit count at offset 24 exceeds the %zu-byte payload",
+                    f->payload_len);
     const char *why = ops->check_geometry(f);
     if (why) return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
     return BKV_OK;

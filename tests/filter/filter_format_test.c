@@ -11,6 +11,8 @@
 
 #include "bloomkv_filter.h"
 #include "test_util.h"
+#include "util/coding.h"
+#include "util/hash.h"
 
 static const int types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
 
@@ -255,11 +257,61 @@ static void absurd_key_count_does_not_stall_info(void **state) {
     free(buf);
 }
 
+/* A filter of a type, k, counts and params as given, its payload zero,
+ * its checksum right: what only the geometry checks can refuse. */
+static uint8_t *forge(int type, unsigned k, uint64_t num_bits, const uint64_t params[3], size_t payload_len,
+                      size_t *len) {
+    *len = 64 + payload_len + 8;
+    uint8_t *buf = calloc(1, *len);
+    assert_non_null(buf);
+    memcpy(buf, "BKVf", 4);
+    bkv_put_u16(buf + 4, 1);
+    buf[6] = (uint8_t)type;
+    buf[7] = (uint8_t)k;
+    bkv_put_u64(buf + 16, 100);
+    bkv_put_u64(buf + 24, num_bits);
+    bkv_put_u64(buf + 32, payload_len);
+    for (int i = 0; i < 3; i++) bkv_put_u64(buf + 40 + 8 * i, params[i]);
+    bkv_put_u64(buf + 64 + payload_len, bkv_checksum(buf, 64 + payload_len));
+    return buf;
+}
+
+/* Regression (found by fuzz_filter): a bit count near 2^64 made the byte
+ * count a type rounds it up to wrap around and match a tiny payload, and
+ * probes then read far outside it. Every type's wrap is refused. */
+static void counts_that_wrap_are_refused(void **state) {
+    (void)state;
+    const uint64_t none[3] = {0, 0, 0}, fuse[3] = {4, UINT64_C(1) << 62, (UINT64_C(1) << 62) + 8};
+    struct {
+        int type;
+        unsigned k;
+        uint64_t num_bits;
+        const uint64_t *params;
+        size_t payload_len;
+    } cases[] = {
+        {BKV_FILTER_COUNTING, 2, UINT64_MAX, none, 0},   /* (m + 1) / 2 = 0 */
+        {BKV_FILTER_BLOOM, 2, UINT64_MAX - 3, none, 0},  /* (m + 7) / 8 = 0 */
+        {BKV_FILTER_FUSE16, 16, fuse[2], fuse, 16},       /* m * 16 / 8 = 16 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len;
+        uint8_t *buf = forge(cases[i].type, cases[i].k, cases[i].num_bits, cases[i].params, cases[i].payload_len, &len);
+        bkv_filter *g = NULL;
+        char err[160];
+        assert_int_equal(bkv_filter_open(buf, len, 0, &g, err, sizeof err), BKV_CORRUPTION);
+        assert_non_null(strstr(err, "offset"));
+        assert_int_equal(bkv_filter_open(buf, len, BKV_FILTER_OPEN_TRUSTED, &g, NULL, 0), BKV_CORRUPTION);
+        assert_null(g);
+        free(buf);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(header_matches_format_doc),
         cmocka_unit_test(blocked_filter_is_stable),
         cmocka_unit_test(absurd_key_count_does_not_stall_info),
+        cmocka_unit_test(counts_that_wrap_are_refused),
         cmocka_unit_test(round_trip_probes_in_place),
         cmocka_unit_test(every_truncation_is_rejected),
         cmocka_unit_test(every_single_byte_change_is_rejected),

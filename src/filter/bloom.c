@@ -102,7 +102,7 @@ static const char *bloom_check_geometry(bkv_filter *f) {
     if (f->filter_seed || f->params[0] || f->params[1] || f->params[2]) return "nonzero seed or parameters";
     if (f->k < 1 || f->k > BKV_FILTER_MAX_K) return "k out of range 1..30";
     if (f->num_bits == 0) return "zero bits";
-    if (f->payload_len != f->num_bits / 8 + (f->num_bits % 8 != 0)) return "payload length does not match bit count";
+    if (f->payload_len != (f->num_bits + 7) / 8) return "payload length does not match bit count";
     return NULL;
 }
 

@@ -88,7 +88,7 @@ static const char *counting_check(bkv_filter *f) {
     if (f->filter_seed || f->params[0] || f->params[1] || f->params[2]) return "nonzero seed or parameters";
     if (f->k < 1 || f->k > BKV_FILTER_MAX_K) return "k out of range 1..30";
     if (f->num_bits == 0) return "zero counters";
-    if (f->payload_len != f->num_bits / 2 + (f->num_bits % 2)) return "payload length does not match counter count";
+    if (f->payload_len != (f->num_bits + 1) / 2) return "payload length does not match counter count";
     return NULL;
 }
 

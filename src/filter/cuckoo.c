@@ -177,7 +177,7 @@ static const char *cuckoo_check(bkv_filter *f, unsigned bits) {
     if (f->k != bits) return "fingerprint bits do not match the type";
     if (b == 0 || b > UINT32_MAX || f->params[1] || f->params[2]) return "bad bucket count";
     if (f->num_bits != b * SLOTS * bits) return "bit count does not match buckets";
-    if (f->payload_len != f->num_bits / 8 + (f->num_bits % 8 != 0) + 2) return "payload length does not match buckets";
+    if (f->payload_len != (f->num_bits + 7) / 8 + 2) return "payload length does not match buckets";
     if (f->filter_seed) return "nonzero seed";
     return NULL;
 }

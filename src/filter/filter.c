@@ -284,10 +284,10 @@ static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *
     f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
     f->aligned = ((uintptr_t)f->payload & 63) == 0;
     /* No type stores fewer than a bit per bit, counter or cell counted,
-     * so a count beyond the payload's bits is refused here, whatever the
-     * type's own rule computes from it (found by fuzz_filter: a count near
-     * 2^64 made a rounded-up byte count wrap to 0 and match an empty
-     * payload). */
+     * so a count beyond the payload's bits is refused here, for every
+     * type: the types' rules round counts up to bytes, which wraps near
+     * 2^64 (found by fuzz_filter: a count of 2^64 - 1 matched an empty
+     * payload). Bounded here, those rules need no guard of their own. */
     if (f->num_bits > (uint64_t)f->payload_len * 8)
         return fail(BKV_CORRUPTION, err, errlen, "filter: bit count at offset 24 exceeds the %zu-byte payload",
                     f->payload_len);

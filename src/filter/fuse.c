@@ -312,8 +312,7 @@ static int fuse16_build(bkv_filter *f, const bkv_filter_spec *spec, const bkv_ha
 
 static const char *check_common(bkv_filter *f, unsigned bits) {
     if (f->k != bits) return "fingerprint bits do not match the type";
-    if (f->payload_len % (bits / 8) || f->num_bits != f->payload_len / (bits / 8))
-        return "payload length does not match cell count";
+    if (f->payload_len != f->num_bits * bits / 8) return "payload length does not match cell count";
     return NULL;
 }
 

@@ -1,5 +1,6 @@
 #include "util/alloc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@ static size_t random_access_size(size_t len) {
 }
 
 void *bkv_alloc_random_access(size_t len) {
+    if (len > SIZE_MAX / 2) return NULL; /* rounding up would wrap */
     size_t align = random_access_align(len), size = random_access_size(len);
     void *p = aligned_alloc(align, size);
     if (!p) return NULL;

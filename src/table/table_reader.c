@@ -165,7 +165,7 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
  * (version 2), whose every handle must lie in the table before the index
  * itself. On failure the table keeps no filter. */
 static int open_filter(bkv_table *t, const bkv_footer *f) {
-    if (bkv_read_block(t->file, t->name, f->filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK)
+    if (bkv_read_filter_block(t->file, t->name, f->filter, &t->filter_data, &t->filter_len, NULL) != BKV_OK)
         return BKV_CORRUPTION;
     const uint8_t *p = t->filter_data;
     size_t len = t->filter_len;
@@ -341,7 +341,7 @@ static int read_partition(bkv_table *t, uint32_t i, cached_partition **out, bkv_
     cached_partition *cp = calloc(1, sizeof *cp);
     if (!cp) return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a filter partition", t->name);
     size_t len;
-    int rc = bkv_read_block(t->file, t->name, t->parts[i], &cp->data, &len, e);
+    int rc = bkv_read_filter_block(t->file, t->name, t->parts[i], &cp->data, &len, e);
     if (!rc) {
         char why[160];
         rc = bkv_filter_open(cp->data, len, BKV_FILTER_OPEN_TRUSTED, &cp->filter, why, sizeof why);

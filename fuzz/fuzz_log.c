@@ -1,5 +1,6 @@
-/* Fuzz target: any bytes as a WAL or manifest: records are read (torn
- * tails tolerated or not), and each record is decoded as a write batch and
+/* Fuzz target: any bytes as a WAL or manifest: records are read in every
+ * damage mode (fail, stop, skip), torn tails tolerated or not, each read
+ * ending and moving forward, and each record is decoded as a write batch and
  * as a version edit, without reading out of bounds. */
 #include <stddef.h>
 #include <stdint.h>
@@ -20,12 +21,17 @@ static int count_entry(void *arg, uint64_t seq, unsigned type, const uint8_t *ke
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    for (int tolerate = 0; tolerate < 2; tolerate++) {
+    for (int mode = 0; mode < 6; mode++) {
         bkv_log_reader r;
-        bkv_log_reader_init(&r, "fuzz.log", data, size, tolerate);
+        bkv_log_reader_init(&r, "fuzz.log", data, size, mode & 1);
+        r.on_damage = mode >> 1; /* BKV_LOG_DAMAGE_FAIL, _STOP, _SKIP */
         bkv_err e;
         int records = 0;
+        size_t last_pos = 0;
         while (records < 10000 && bkv_log_read_record(&r, &e) == BKV_OK) {
+            /* Every record read takes at least its header's bytes. */
+            if (records && r.pos <= last_pos) abort();
+            last_pos = r.pos;
             records++;
             size_t bytes = 0;
             (void)bkv_batch_iterate(r.record.data, r.record.len, count_entry, &bytes, "fuzz.log", r.record_offset, &e);

@@ -181,7 +181,10 @@ int bkv_log_read_record(bkv_log_reader *r, bkv_err *e) {
             break;
         default:
             if (!in_record) {
-                if ((rc = damage(r, off, "fragment without a start", off, e))) return rc;
+                /* An orphan can never complete a record: the search for
+                 * the next valid fragment starts past it (from off, it
+                 * would find this one again and never move). */
+                if ((rc = damage(r, off, "fragment without a start", r->pos, e))) return rc;
                 continue;
             }
             if (bkv_buf_append(&r->record, payload, n)) goto done;

@@ -183,6 +183,58 @@ static void damage_before_valid_records_in_the_last_block(void **state) {
     free(data);
 }
 
+/* Damage in the first or a middle fragment of a record that spans
+ * several blocks leaves later fragments of it with no start: every mode
+ * still ends (the orphans are skipped, never taken as the next valid
+ * fragment at the offset where reading stopped), SKIP keeps every other
+ * record, STOP keeps those before, FAIL refuses. Then a sweep: one byte
+ * flipped at a time across a long record, every mode and tolerance ends. */
+static void damage_inside_a_long_record_ends_in_every_mode(void **state) {
+    (void)state;
+    write_log(30);
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(bkv_env_read_all(bkv_env_posix(), path, &data, &len, NULL), BKV_OK);
+    bkv_log_reader r;
+    bkv_log_reader_init(&r, "test.log", data, len, 0);
+    uint64_t offsets[30];
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(bkv_log_read_record(&r, NULL), BKV_OK);
+        offsets[i] = r.record_offset;
+    }
+    bkv_log_reader_free(&r);
+    /* Record 19: 70,019 bytes, three fragments. */
+    size_t first_frag = (size_t)offsets[19] + BKV_LOG_HEADER + 10;
+    size_t middle_frag = ((size_t)offsets[19] / BKV_LOG_BLOCK + 1) * BKV_LOG_BLOCK + BKV_LOG_HEADER + 10;
+    size_t spots[] = {first_frag, middle_frag};
+    for (int s = 0; s < 2; s++) {
+        data[spots[s]] ^= 0x01;
+        int count;
+        bkv_err e;
+        for (int tolerate = 0; tolerate <= 1; tolerate++) {
+            assert_int_equal(read_log_mode(data, len, tolerate, BKV_LOG_DAMAGE_FAIL, &count, &e, NULL), BKV_CORRUPTION);
+            assert_int_equal(read_log_mode(data, len, tolerate, BKV_LOG_DAMAGE_STOP, &count, &e, NULL), BKV_NOTFOUND);
+            assert_int_equal(count, 19);
+            assert_int_equal(read_log_mode(data, len, tolerate, BKV_LOG_DAMAGE_SKIP, &count, &e, NULL), BKV_NOTFOUND);
+            assert_int_equal(count, 29);
+        }
+        data[spots[s]] ^= 0x01;
+    }
+    for (size_t at = (size_t)offsets[19]; at < (size_t)offsets[20] + 64; at += 257) {
+        data[at] ^= 0x20;
+        for (int mode = BKV_LOG_DAMAGE_FAIL; mode <= BKV_LOG_DAMAGE_SKIP; mode++)
+            for (int tolerate = 0; tolerate <= 1; tolerate++) {
+                bkv_log_reader_init(&r, "test.log", data, len, tolerate);
+                r.on_damage = mode;
+                int n = 0;
+                while (bkv_log_read_record(&r, NULL) == BKV_OK) assert_true(++n <= 30);
+                bkv_log_reader_free(&r);
+            }
+        data[at] ^= 0x20;
+    }
+    free(data);
+}
+
 /* A mapped log read before it was closed (as after a crash) ends in the
  * zeros of its preallocated chunk: that is its end, not a torn tail, in
  * the newest log and in an older one alike; a record whose end is zeros
@@ -279,6 +331,7 @@ int main(void) {
         cmocka_unit_test(every_truncation_is_a_clean_prefix),
         cmocka_unit_test(damage_in_the_middle_is_reported),
         cmocka_unit_test(damage_before_valid_records_in_the_last_block),
+        cmocka_unit_test(damage_inside_a_long_record_ends_in_every_mode),
         cmocka_unit_test(mapped_log_ends_at_its_preallocated_zeros),
         cmocka_unit_test(mapped_log_appends_resume_after_syncs),
     };

@@ -7,7 +7,12 @@
  *
  * Conventions
  * - Keys and values are byte strings given as (pointer, length); any bytes
- *   are allowed, including NUL. Keys are ordered bytewise.
+ *   are allowed, including NUL. Keys are ordered bytewise. A key holds at
+ *   most BKV_MAX_KEY_SIZE bytes and a value at most BKV_MAX_VALUE_SIZE:
+ *   every call that stores one (bkv_put, bkv_delete, bkv_batch_put,
+ *   bkv_batch_delete, bkv_table_writer_put/_delete) refuses a longer one
+ *   with BKV_INVALID and stores nothing, so whatever is accepted can be
+ *   flushed, compacted and read back. A read of a longer key finds nothing.
  * - Every fallible function returns an int status: BKV_OK (0), BKV_NOTFOUND
  *   (1, not an error), or a negative error (BKV_CORRUPTION, BKV_IOERROR,
  *   BKV_INVALID, BKV_NOMEM, BKV_BUSY). bkv_strerror() names a status;
@@ -51,6 +56,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The longest key and value the engine stores (see Conventions). */
+#define BKV_MAX_KEY_SIZE ((size_t)1 << 20)    /* 1 MiB */
+#define BKV_MAX_VALUE_SIZE ((size_t)1 << 28)  /* 256 MiB */
 
 enum { BKV_COMPRESSION_NONE = 0, BKV_COMPRESSION_LZ4 = 1, BKV_COMPRESSION_ZSTD = 2 };
 enum { BKV_COMPACTION_LEVELED = 0, BKV_COMPACTION_TIERED = 1 };
@@ -112,7 +121,7 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    error_if_exists;             /* fail if it already exists; default 0 */
     size_t write_buffer_size;           /* memtable bytes before a flush; default 64 MiB */
     int    max_write_buffer_number;     /* memtables (active + immutable) before writes stop; default 3 */
-    size_t block_size;                  /* data block bytes before compression; default 4096 */
+    size_t block_size;                  /* data block bytes before compression; default 4096, 64..64 MiB */
     size_t block_cache_size;            /* bytes of data blocks cached; default 64 MiB (0: no cache) */
     int    max_open_files;              /* tables kept open; default 1000 */
     int    filter_type;                 /* key filter of new tables; default BKV_FILTER_BLOCKED_BLOOM */

@@ -105,6 +105,7 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
         rc = bkv_vset_write_snapshot(db, dir, v, manifest_number, log_number, manifest_number + 1, last_sequence, NULL,
                                      &lw, &e);
     if (!rc) rc = db->env->sync_dir(db->env, dir, &e);
+    if (!rc) rc = bkv_env_sync_parent(db->env, dir, &e); /* the checkpoint's own name */
     bkv_tree_version_unref(v);
     if (rc) {
         /* A partial copy is not a checkpoint: nothing of it may stay. */

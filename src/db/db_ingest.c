@@ -20,6 +20,7 @@
 #include "db/filename.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
+#include "db/write_batch.h"
 #include "util/coding.h"
 #include "util/hash.h"
 #include "util/ikey.h"
@@ -100,7 +101,9 @@ static int writer_fail(bkv_table_writer *w, int rc, const bkv_err *e) {
 static int writer_add(bkv_table_writer *w, unsigned type, const void *key, size_t klen, const void *val,
                       size_t vlen) {
     bkv_err e = {{0}};
-    if (!w || (!key && klen) || (!val && vlen)) return BKV_INVALID;
+    if (!w || (!key && klen) || (!val && vlen))
+        return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_table_writer: NULL writer, or a NULL key or value with a length"});
+    if (bkv_entry_size_check("bkv_table_writer", klen, vlen, &e)) return bkv_db_error(NULL, BKV_INVALID, &e);
     if (!w->file)
         return bkv_db_error(NULL, BKV_INVALID,
                             &(bkv_err){"bkv_table_writer: the table was finished or failed; nothing more can be added"});

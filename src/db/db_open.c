@@ -383,6 +383,19 @@ static void free_db(bkv_db *db) {
     free(db);
 }
 
+/* A directory without CURRENT: BKV_NOTFOUND when it holds no tables
+ * either (a database may be created there), else BKV_CORRUPTION: a
+ * database that lost its CURRENT (bkv_count_tables). */
+static int no_current(const bkv_env *env, const char *path, bkv_err *e) {
+    char first[64];
+    size_t n = bkv_count_tables(env, path, first, sizeof first);
+    if (!n) return BKV_NOTFOUND;
+    return bkv_fail(e, BKV_CORRUPTION,
+                    "%s: CURRENT is missing, but the directory holds %zu table%s (%s%s): not creating a new "
+                    "database over them; `bloomkv repair %s` points CURRENT at the newest intact manifest",
+                    path, n, n == 1 ? "" : "s", first, n > 1 ? ", ..." : "", path);
+}
+
 int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
     bkv_err e = {{0}};
     if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
@@ -422,15 +435,26 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
 
     char p[BKV_PATH_MAX];
     bkv_current_name(p, path);
-    if (opts->create_if_missing) rc = env->create_dir(env, path, bkv_dir_mode(opts->file_mode), 0, &e);
-    else if (!env->file_exists(env, path))
+    if (opts->create_if_missing) {
+        rc = env->create_dir(env, path, bkv_dir_mode(opts->file_mode), 0, &e);
+    } else if (!env->file_exists(env, path)) {
         rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist (use create_if_missing)", path);
+    } else if (!env->file_exists(env, p)) {
+        /* Refused before the lock, so that an open that creates nothing
+         * leaves nothing behind (not even a LOCK file). */
+        rc = no_current(env, path, &e);
+    }
     if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
     /* Existence is decided under the lock: another process may be creating it. */
     int exists = !rc && env->file_exists(env, p);
     if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists (error_if_exists)", path);
-    if (!rc && !exists && !opts->create_if_missing)
-        rc = bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
+    if (!rc && !exists) {
+        rc = no_current(env, path, &e);
+        /* A new database: its directory's own name is made durable too, or
+         * a power loss could take the whole database, synced writes and all. */
+        if (rc == BKV_NOTFOUND) rc = opts->create_if_missing ? bkv_env_sync_parent(env, path, &e)
+                                                            : bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
+    }
     if (!rc) {
         /* No pool (out of memory) only means arena blocks are not reused. */
         db->arena_pool = bkv_arena_pool_new(opts->write_buffer_size);

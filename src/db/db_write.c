@@ -487,14 +487,15 @@ int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch) {
 
 static int write_one(bkv_db *db, const bkv_write_options *wo, unsigned type, const void *key, size_t klen,
                      const void *val, size_t vlen) {
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"write: NULL database handle"});
     bkv_batch b;
     uint8_t mem[512];
     bkv_buf_init_with(&b.rep, mem, sizeof mem);
     uint8_t h[BKV_BATCH_HEADER] = {0};
     (void)!bkv_buf_append(&b.rep, h, sizeof h); /* fits in mem */
-    int rc = type == BKV_TYPE_VALUE ? bkv_batch_put(&b, key, klen, val, vlen) : bkv_batch_delete(&b, key, klen);
-    if (!rc) rc = write_internal(db, wo, &b.rep);
+    bkv_err e;
+    int rc = bkv_batch_add(&b, type, key, klen, val, vlen, &e);
+    rc = rc ? bkv_db_error(db, rc, &e) : write_internal(db, wo, &b.rep);
     bkv_buf_free(&b.rep);
     return rc;
 }

@@ -163,7 +163,8 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
             "max_subcompactions = %d, must be 1..%d (0: the default)", o->max_subcompactions,
             BKV_MAX_SUBCOMPACTIONS);
     REQUIRE(o->write_buffer_size >= 1024, "write_buffer_size = %zu, must be >= 1024", o->write_buffer_size);
-    REQUIRE(o->block_size >= 64, "block_size = %zu, must be >= 64", o->block_size);
+    REQUIRE(o->block_size >= 64 && o->block_size <= (1u << 26), "block_size = %zu, must be 64..67108864",
+            o->block_size);
     REQUIRE(o->max_write_buffer_number >= 2 && o->max_write_buffer_number <= BKV_MAX_IMM + 1,
             "max_write_buffer_number = %d, must be 2..%d", o->max_write_buffer_number, BKV_MAX_IMM + 1);
     REQUIRE(o->max_open_files >= 1, "max_open_files = %d, must be >= 1", o->max_open_files);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/db_int.h" /* bkv_db_error */
 #include "util/coding.h"
 #include "util/ikey.h"
 
@@ -40,25 +41,43 @@ uint64_t bkv_batch_sequence(const uint8_t *rep) { return bkv_get_u64(rep); }
 
 void bkv_batch_set_sequence(bkv_buf *rep, uint64_t seq) { bkv_put_u64(rep->data, seq); }
 
-static int add_entry(bkv_batch *b, unsigned type, const void *key, size_t klen, const void *val, size_t vlen) {
-    if (!b || (klen && !key) || (vlen && !val) || klen > UINT32_MAX - 64 || vlen > UINT32_MAX - 64) return BKV_INVALID;
+int bkv_entry_size_check(const char *what, size_t klen, size_t vlen, bkv_err *e) {
+    if (klen > BKV_MAX_KEY_SIZE)
+        return bkv_fail(e, BKV_INVALID, "%s: key of %zu bytes is longer than the maximum, %zu", what, klen,
+                        (size_t)BKV_MAX_KEY_SIZE);
+    if (vlen > BKV_MAX_VALUE_SIZE)
+        return bkv_fail(e, BKV_INVALID, "%s: value of %zu bytes is longer than the maximum, %zu", what, vlen,
+                        (size_t)BKV_MAX_VALUE_SIZE);
+    return BKV_OK;
+}
+
+int bkv_batch_add(bkv_batch *b, unsigned type, const void *key, size_t klen, const void *val, size_t vlen,
+                  bkv_err *e) {
+    if (!b || (klen && !key) || (vlen && !val))
+        return bkv_fail(e, BKV_INVALID, "write: NULL batch, or a NULL key or value with a length");
+    int rc = bkv_entry_size_check("write", klen, vlen, e);
+    if (rc) return rc;
     size_t before = b->rep.len;
     if (bkv_buf_put_u8(&b->rep, (uint8_t)type) || bkv_buf_put_slice(&b->rep, key, klen) ||
         (type == BKV_TYPE_VALUE && bkv_buf_put_slice(&b->rep, val, vlen))) {
         b->rep.oom = 0;
         b->rep.len = before;
-        return BKV_NOMEM;
+        return bkv_fail(e, BKV_NOMEM, "write: out of memory adding %zu bytes to a batch", klen + vlen);
     }
     bkv_put_u32(b->rep.data + 8, bkv_batch_rep_count(b->rep.data) + 1);
     return BKV_OK;
 }
 
 int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen) {
-    return add_entry(b, BKV_TYPE_VALUE, key, klen, val, vlen);
+    bkv_err e;
+    int rc = bkv_batch_add(b, BKV_TYPE_VALUE, key, klen, val, vlen, &e);
+    return rc ? bkv_db_error(NULL, rc, &e) : BKV_OK;
 }
 
 int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen) {
-    return add_entry(b, BKV_TYPE_DELETION, key, klen, NULL, 0);
+    bkv_err e;
+    int rc = bkv_batch_add(b, BKV_TYPE_DELETION, key, klen, NULL, 0, &e);
+    return rc ? bkv_db_error(NULL, rc, &e) : BKV_OK;
 }
 
 int bkv_batch_append(bkv_buf *dst, const bkv_buf *src) {

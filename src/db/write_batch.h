@@ -37,6 +37,14 @@ static inline uint64_t bkv_log_end_next(const uint8_t *rep, size_t len) {
 static inline int bkv_batch_is_log_mark(const uint8_t *rep, size_t len) {
     return len == BKV_LOG_MARK_LEN && bkv_batch_rep_count(rep) == 0 && rep[BKV_LOG_MARK_LEN - 1] == 1;
 }
+/* BKV_OK when a key of klen bytes and a value of vlen bytes may be stored
+ * (bloomkv.h's BKV_MAX_KEY_SIZE, BKV_MAX_VALUE_SIZE), else BKV_INVALID with
+ * what: the one rule every write path (batches, the table writer) applies. */
+int bkv_entry_size_check(const char *what, size_t klen, size_t vlen, bkv_err *e);
+/* bkv_batch_put/_delete with the reason for a failure in e (type: a
+ * BKV_TYPE_*), for callers that report it against their own handle. */
+int bkv_batch_add(bkv_batch *b, unsigned type, const void *key, size_t klen, const void *val, size_t vlen,
+                  bkv_err *e);
 /* Appends src's entries to dst (both valid reps). */
 BKV_MUST_CHECK int bkv_batch_append(bkv_buf *dst, const bkv_buf *src); /* -1: out of memory */
 

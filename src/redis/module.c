@@ -22,13 +22,16 @@
 
 bkv_redis *bkv_redis_state;
 
-#define MAX_KEY_BYTES (1u << 20) /* a row key (1 MiB); values are bounded by Redis's proto-max-bulk-len */
+/* A user key: the engine's longest key less the slot prefix of its row.
+ * Values are the engine's to refuse (BKV_MAX_VALUE_SIZE). */
+#define MAX_KEY_BYTES (BKV_MAX_KEY_SIZE - BKV_SLOT_PREFIX)
+_Static_assert(MAX_KEY_BYTES == 1048574, "the key limit in the reply below");
 
 /* ---- helpers ---- */
 
 static int reply_bkv_error(RedisModuleCtx *ctx, int rc) {
     char msg[600];
-    const char *detail = bkv_errmsg(bkv_redis_state->db);
+    const char *detail = bkv_errmsg(NULL); /* this thread's last error: the call that returned rc */
     snprintf(msg, sizeof msg, "ERR bloomkv: %s%s%s", bkv_strerror(rc), *detail ? ": " : "", detail);
     return RedisModule_ReplyWithError(ctx, msg);
 }
@@ -54,7 +57,7 @@ static int make_row_key(RedisModuleCtx *ctx, RedisModuleString *arg, row_key *rk
     if (refuse_other_db(ctx)) return -1;
     size_t len;
     const char *k = RedisModule_StringPtrLen(arg, &len);
-    if (len > MAX_KEY_BYTES) return RedisModule_ReplyWithError(ctx, "ERR key too large (at most 1 MiB)"), -1;
+    if (len > MAX_KEY_BYTES) return RedisModule_ReplyWithError(ctx, "ERR key too large (at most 1048574 bytes)"), -1;
     rk->slot = bkv_redis_key_slot(k, len);
     rk->p = len + BKV_SLOT_PREFIX <= sizeof rk->buf ? rk->buf : RedisModule_Alloc(len + BKV_SLOT_PREFIX);
     rk->len = bkv_redis_row_key(rk->slot, k, len, rk->p);

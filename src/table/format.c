@@ -116,7 +116,7 @@ static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t *
     const uint8_t *p = bkv_get_varint64(buf, buf + h.size, &raw_len);
     uint8_t *raw = NULL;
     int ok = 0;
-    if (p && raw_len <= (64u << 20) && (raw = alloc((size_t)raw_len))) {
+    if (p && raw_len <= BKV_MAX_BLOCK_SIZE && (raw = alloc((size_t)raw_len))) {
         size_t clen = (size_t)(buf + h.size - p);
         if (type == BKV_COMPRESS_LZ4) {
             int r = LZ4_decompress_safe((const char *)p, (char *)raw, (int)clen, (int)raw_len);

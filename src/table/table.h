@@ -28,6 +28,11 @@
 #define BKV_TABLE_VERSION_PARTITIONED 2
 #define BKV_FOOTER_LEN 72
 #define BKV_BLOCK_TRAILER 9
+/* The largest block, stored or decompressed, a reader accepts; a builder
+ * refuses to write a larger one rather than leave a table no read can
+ * open. A data block holds at most block_size bytes (<= 64 MiB) plus one
+ * entry (<= BKV_MAX_KEY_SIZE + BKV_MAX_VALUE_SIZE): far below it. */
+#define BKV_MAX_BLOCK_SIZE ((uint64_t)1 << 30)
 
 /* A block's compression byte (docs/format.md) is the public option's value. */
 enum {

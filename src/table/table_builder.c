@@ -81,6 +81,9 @@ void bkv_table_builder_free(bkv_table_builder *b) {
 
 static int write_raw_block(bkv_table_builder *b, const uint8_t *data, size_t len, int compression,
                            bkv_handle *h, bkv_err *e) {
+    if (len > BKV_MAX_BLOCK_SIZE)
+        return bkv_fail(e, BKV_INVALID, "%s: a block of %zu bytes is over the %llu a reader accepts", b->name, len,
+                        (unsigned long long)BKV_MAX_BLOCK_SIZE);
     int type = bkv_block_compress(compression, data, len, &b->compressed);
     if (type != BKV_COMPRESS_NONE) {
         data = b->compressed.data;

@@ -506,7 +506,7 @@ const bkv_filter *bkv_table_filter(const bkv_table *t) { return t->filter; }
 
 static int decode_handle(const bkv_table *t, const uint8_t *v, size_t n, bkv_handle *h, bkv_err *e) {
     const uint8_t *p = bkv_get_varint64(v, v + n, &h->offset);
-    if (!p || !bkv_get_varint64(p, v + n, &h->size) || h->size > (1u << 30))
+    if (!p || !bkv_get_varint64(p, v + n, &h->size) || h->size > BKV_MAX_BLOCK_SIZE)
         return bkv_fail(e, BKV_CORRUPTION, "%s: malformed block handle in the index", t->name);
     return BKV_OK;
 }

@@ -284,8 +284,26 @@ static int fe_rename_locked(const bkv_env *env, const char *from, const char *to
     return BKV_OK;
 }
 
+/* A directory made here is tracked like a file: its name is durable only
+ * once its parent was synced after it, and until then a power loss takes
+ * it with everything in it. */
 static int fe_create_dir(const bkv_env *env, const char *path, unsigned mode, int exclusive, bkv_err *e) {
-    return of(env)->base->create_dir(of(env)->base, path, mode, exclusive, e);
+    bkv_fault_env *f = of(env);
+    pthread_mutex_lock(&f->mu);
+    int existed = f->base->file_exists(f->base, path);
+    int rc = f->base->create_dir(f->base, path, mode, exclusive, e);
+    if (!rc && !existed) {
+        char name[4096];
+        size_t n = strlen(path);
+        if (n < sizeof name) {
+            memcpy(name, path, n + 1);
+            while (n > 1 && name[n - 1] == '/') name[--n] = 0;
+            tracked *t = track(f, name);
+            if (t) t->exists_durable = 0;
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
 }
 
 static int fe_remove_dir(const bkv_env *env, const char *path, bkv_err *e) {
@@ -483,6 +501,8 @@ static int write_lost_tail(const char *to, uint8_t *data, size_t len, size_t syn
 }
 
 int bkv_fault_env_snapshot(bkv_fault_env *f, const char *src, const char *dst, int mode, uint64_t seed) {
+    tracked *self = find(f, src);
+    if (self && !self->exists_durable) return BKV_OK; /* the directory itself is lost: nothing of it is left */
     DIR *d = opendir(src);
     if (!d) return BKV_IOERROR;
     int rc = BKV_OK;

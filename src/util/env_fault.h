@@ -4,7 +4,8 @@
  *
  * Durability model (what survives a power loss): a file's bytes up to its
  * last sync, then none, some or garbage of the rest; a file's creation,
- * removal or rename only once its directory was synced after it.
+ * removal or rename only once its directory was synced after it; a
+ * directory made through the env likewise, with all it holds.
  * bkv_fault_env_snapshot() copies the database directory as it would look
  * after a power loss at this instant.
  *

@@ -593,3 +593,16 @@ int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, 
     if (rc) env->remove_file(env, tmp, NULL);
     return rc;
 }
+
+int bkv_env_sync_parent(const bkv_env *env, const char *path, bkv_err *e) {
+    char parent[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof parent) return bkv_fail(e, BKV_INVALID, "path too long: %s", path);
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0; /* "db/" names db */
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = 0; /* a directory at the root */
+    else *slash = 0;
+    return env->sync_dir(env, parent, e);
+}

@@ -223,6 +223,38 @@ static void every_durability_point_survives_power_loss(void **state) {
     test_report("power_losses", (unsigned long long)n);
 }
 
+/* A checkpoint is a database of its own: once bkv_checkpoint returns, a
+ * power loss leaves it whole, its directory's name included (the parent
+ * is synced after the directory is made). */
+static void checkpoint_survives_power_loss(void **state) {
+    (void)state;
+    bkv_fault_env *fe = bkv_fault_env_new();
+    char src[300], cp[300], copy[300];
+    snprintf(src, sizeof src, "%s/cp-src", dir);
+    snprintf(cp, sizeof cp, "%s/cp", dir);
+    snprintf(copy, sizeof copy, "%s/cp-loss", dir);
+    bkv_options o = small_options();
+    o.create_if_missing = 1;
+    bkv_db *db;
+    assert_int_equal(bkv_open_env(src, &o, bkv_fault_env_get(fe), &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "k", 1, "v", 1), BKV_OK);
+    assert_int_equal(bkv_checkpoint(db, cp), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    for (int mode = 0; mode < BKV_LOSS_MODES; mode++) {
+        mkdir(copy, 0755);
+        assert_int_equal(bkv_fault_env_snapshot(fe, cp, copy, mode, 7), BKV_OK);
+        o.create_if_missing = 0;
+        assert_int_equal(bkv_open(copy, &o, &db), BKV_OK);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, "k", 1, &v, &n), BKV_OK);
+        bkv_free(v);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        test_remove_dir(copy);
+    }
+    bkv_fault_env_free(fe);
+}
+
 /* Fails the n-th operation of kind for n = 1, 2, ... until a run finishes
  * its workload without reaching the n-th operation (SQLite's loop). No count
  * is taken from a separate clean run: background flushes and compactions
@@ -396,6 +428,7 @@ static void junk_wal_tail_never_yields_a_damaged_value(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_durability_point_survives_power_loss),
+        cmocka_unit_test(checkpoint_survives_power_loss),
         cmocka_unit_test(failed_writes_make_the_database_read_only),
         cmocka_unit_test(failed_syncs_make_the_database_read_only),
         cmocka_unit_test(failed_opens_and_renames_lose_nothing),

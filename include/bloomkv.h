@@ -21,9 +21,15 @@
  *   bad option, the system's reason for an I/O error).
  * - Arguments: a NULL handle or a NULL pointer where the call needs one
  *   returns BKV_INVALID (functions returning void do nothing; those
- *   returning a pointer return NULL). A handle already closed or destroyed
- *   must not be passed again: that is use after free, which no check can
- *   catch (calling bkv_close twice on the same handle is undefined).
+ *   returning a pointer return NULL). Every failing call leaves its own
+ *   message for bkv_errmsg.
+ * - Lifetimes: iterators (bkv_iter, bkv_find_iter) and snapshots belong to
+ *   their database and end before it: bkv_close refuses (BKV_BUSY, nothing
+ *   closed) while any is live, and refuses (BKV_INVALID) a handle that is
+ *   not open (closed already, or by another thread at the same time). Any
+ *   other call on a closed handle is use after free, which no cheap check
+ *   can catch. An options struct whose size field is above 4096 is
+ *   refused (BKV_INVALID) rather than read.
  * - Ownership: buffers the library returns (values from bkv_get, strings
  *   from bkv_property) are malloc'd and the caller frees them with
  *   bkv_free(). Handles are freed by their *_close / *_destroy function.
@@ -313,7 +319,9 @@ BKV_EXPORT void bkv_write_options_init(bkv_write_options *wo);
  * damaged file and offset, "database in use"). */
 BKV_EXPORT int bkv_open(const char *path, const bkv_options *opts /* NULL = defaults */, bkv_db **dbp);
 /* Waits for background work to stop and releases everything; unflushed
- * data stays in the WAL and is recovered by the next open. NULL is a no-op. */
+ * data stays in the WAL and is recovered by the next open. NULL is a no-op.
+ * BKV_BUSY (nothing closed) while an iterator, value search or snapshot of
+ * db is live; BKV_INVALID for a handle that is not open. */
 BKV_EXPORT int bkv_close(bkv_db *db);
 
 BKV_EXPORT int bkv_put(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen,
@@ -499,7 +507,8 @@ BKV_EXPORT int bkv_compact(bkv_db *db);
 /* Compacts the key range [begin, end] (NULL: unbounded at that end; both
  * NULL: everything) down to the deepest level that holds any of it (tiered:
  * into one run), dropping overwritten versions and tombstones no snapshot
- * needs, and returns when done (after a flush of the memtable). */
+ * needs, and returns when done (after a flush of the memtable). begin
+ * after end is BKV_INVALID. */
 BKV_EXPORT int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen);
 
 /* The bytes the tables take for keys in [start, limit) (NULL: unbounded),
@@ -519,9 +528,21 @@ BKV_EXPORT int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, 
 BKV_EXPORT int bkv_checkpoint(bkv_db *db, const char *dir);
 
 /* Deletes the database in directory path (closed: BKV_BUSY while it is
- * open anywhere): every file the engine made, then the directory unless
- * other files are in it (they are left alone). A missing path is BKV_OK. */
+ * open anywhere): every file named as the engine names its files, then
+ * the directory unless other files are in it (they are left alone). A
+ * missing path is BKV_OK. Refused with BKV_INVALID, nothing removed, when
+ * path is a symbolic link or not a database (no CURRENT naming a manifest
+ * that reads whole). */
 BKV_EXPORT int bkv_destroy(const char *path);
+
+/* Makes the database in directory path openable again after its CURRENT
+ * was lost or damaged: CURRENT is pointed at the newest manifest that
+ * reads whole and whose tables all exist (an older one is taken only when
+ * every newer one is not intact: it was never named by CURRENT). Nothing
+ * else is changed. BKV_OK when CURRENT was written or was already right
+ * (done, if not NULL, says which, in done_len bytes); BKV_CORRUPTION when
+ * no manifest is intact; BKV_BUSY while the database is open. */
+BKV_EXPORT int bkv_repair(const char *path, char *done, size_t done_len);
 
 /* ---- Bulk load: tables written outside the database, then ingested ----
  *

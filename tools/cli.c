@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bloomkv.h"
@@ -24,7 +25,7 @@ typedef struct cli_opts {
     int stats;
     int wal_recovery;
     int move;
-    int any;  /* find-value: --any (OR) rather than --all (AND) */
+    int any, all; /* find-value: --any (OR) or --all (AND, the default) */
     int count, keys_only;  /* find-value: print the number of results / only their keys */
     int json;              /* find-value: one JSON object per line */
     int prefix;            /* find-value: the values are prefixes (a prefix:N database) */
@@ -85,7 +86,9 @@ static const usage_text usages[] = {
     {"checkpoint", "DB DIR " RECOVERY_FLAG,
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
      "wal-recovery"},
-    {"destroy", "DB", "delete the database: every file it made, then DB unless other files are in it", ""},
+    {"destroy", "DB", "delete the database: every file named as bloomkv names its files, then DB unless other files "
+     "are in it; refused (exit 2, nothing removed) for a symbolic link or a directory that is not a database", ""},
+    {"repair", "DB", "point a lost or damaged CURRENT at the newest intact manifest (exit 3 if none is)", ""},
     {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
      "order; --value-index (and --terms): for a database that has one", "hex value-index terms"},
@@ -167,15 +170,17 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 't': o->to = optarg; break;
         case 'l': {
             char *end;
+            errno = 0;
             o->limit = strtol(optarg, &end, 10);
-            if (!*optarg || *end || o->limit < 0) return usage_error(cmd, "--limit takes a count >= 0, not '%s'", optarg);
+            if (!*optarg || *end || o->limit < 0 || errno == ERANGE)
+                return usage_error(cmd, "--limit takes a count from 0 to 9223372036854775807, not '%s'", optarg);
             break;
         }
         case 'e': o->entries = 1; break;
         case 's': o->sync = 1; break;
         case 'S': o->stats = 1; break;
         case 'm': o->move = 1; break;
-        case 'a': o->any = 0; break;
+        case 'a': o->all = 1; break;
         case 'y': o->any = 1; break;
         case 'A': o->after = optarg; break;
         case 'T': o->terms = optarg; break;
@@ -305,11 +310,22 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
     return 0;
 }
 
+/* A refused argument (BKV_INVALID) is a usage error (exit 2); anything
+ * else that failed is the database's or the system's (exit 3). */
 static int fail_db(bkv_db *db, const char *what, int rc) {
-    const char *detail = bkv_errmsg(db);
+    const char *detail = bkv_errmsg(NULL); /* this thread's last error: the call that returned rc */
     fprintf(stderr, "bloomkv: %s: %s%s%s\n", what, bkv_strerror(rc), *detail ? ": " : "", detail);
     bkv_close(db);
-    return EXIT_ERROR;
+    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
+}
+
+/* Refuses, before anything is opened or created, a key or value the
+ * engine would not store. */
+static int entry_too_long(const char *cmd, size_t kl, size_t vl) {
+    if (kl <= BKV_MAX_KEY_SIZE && vl <= BKV_MAX_VALUE_SIZE) return 0;
+    fprintf(stderr, "bloomkv: %s: the %s is %zu bytes; at most %zu\n", cmd, kl > BKV_MAX_KEY_SIZE ? "key" : "value",
+            kl > BKV_MAX_KEY_SIZE ? kl : vl, kl > BKV_MAX_KEY_SIZE ? (size_t)BKV_MAX_KEY_SIZE : (size_t)BKV_MAX_VALUE_SIZE);
+    return 1;
 }
 
 #define PARSE_OR_USAGE(n)                                       \
@@ -328,6 +344,11 @@ int bkv_cli_put(int argc, char **argv) {
     if (bkv_cli_decode(pos[1], o.hex, &k, &kl) || bkv_cli_decode(pos[2], o.hex, &v, &vl)) {
         free(k);
         fprintf(stderr, "bloomkv: put: bad hex\n");
+        return EXIT_USAGE;
+    }
+    if (entry_too_long("put", kl, vl)) {
+        free(k);
+        free(v);
         return EXIT_USAGE;
     }
     bkv_db *db;
@@ -444,13 +465,17 @@ static void on_load_signal(int sig) { load_signal = sig; }
 
 /* What a load got through, for its report. */
 typedef struct load_state {
-    bkv_db *db;
+    bkv_db *db;            /* opened (or created) at the first commit: bad input creates nothing */
+    const char *path;
+    const cli_opts *opts;
+    int open_failed;       /* open_db's exit status, once it failed */
     bkv_batch *batch;
     long committed, pending, lineno;
     long committed_through; /* input line of the last committed record */
 } load_state;
 
 static int load_commit(load_state *ls) {
+    if (!ls->db && (ls->open_failed = open_db(ls->path, 1, ls->opts, &ls->db))) return BKV_IOERROR;
     int rc = bkv_write(ls->db, NULL, ls->batch);
     if (rc == BKV_OK) {
         ls->committed += ls->pending;
@@ -513,15 +538,12 @@ int bkv_cli_load(int argc, char **argv) {
         rewind(in);
     }
     int bar = isatty(STDERR_FILENO);
-    load_state ls = {0};
-    int ec = open_db(pos[0], 1, &o, &ls.db);
-    if (ec) {
-        if (in != stdin) fclose(in);
-        return ec;
-    }
+    load_state ls = {.path = pos[0], .opts = &o};
+    int ec = 0;
     if (!(ls.batch = bkv_batch_create())) {
         if (in != stdin) fclose(in);
-        return fail_db(ls.db, "load", BKV_NOMEM);
+        fprintf(stderr, "bloomkv: load: out of memory\n");
+        return EXIT_ERROR;
     }
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_load_signal;
@@ -538,10 +560,11 @@ int bkv_cli_load(int argc, char **argv) {
         int got = parse_record(line, n, o.hex, ls.lineno, &k, &kl, &v, &vl, why, sizeof why);
         if (got < 0) break;
         if (got == 0) continue;
-        rc = bkv_batch_put(ls.batch, k, kl, v, vl);
+        if (entry_too_long("load", kl, vl)) snprintf(why, sizeof why, "line %ld: too long", ls.lineno);
+        else rc = bkv_batch_put(ls.batch, k, kl, v, vl);
         free(k);
         free(v);
-        if (rc) break;
+        if (rc || *why) break;
         if (++ls.pending >= 1000 && (rc = load_commit(&ls))) break;
         if (bar && (ls.committed + ls.pending) % 10000 == 0)
             progress(ls.committed + ls.pending, total, in != stdin ? ftell(in) : 0);
@@ -558,8 +581,10 @@ int bkv_cli_load(int argc, char **argv) {
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    if (rc) {
-        const char *detail = bkv_errmsg(ls.db);
+    if (ls.open_failed) {
+        ec = ls.open_failed; /* open_db said why */
+    } else if (rc) {
+        const char *detail = bkv_errmsg(NULL);
         snprintf(why, sizeof why, "%s%s%s", bkv_strerror(rc), *detail ? ": " : "", detail);
         load_stopped(&ls, why);
         ec = EXIT_ERROR;
@@ -690,6 +715,10 @@ int bkv_cli_find_value(int argc, char **argv) {
         usage_error(argv[0], "%s", "--count and --keys-only do not go together");
         return EXIT_USAGE;
     }
+    if (o.any && o.all) {
+        usage_error(argv[0], "%s", "--all and --any do not go together");
+        return EXIT_USAGE;
+    }
     size_t nterms = (size_t)o.npos - 1;
     char *terms[MAX_POSITIONAL], *after = NULL;
     size_t lens[MAX_POSITIONAL], after_len = 0;
@@ -712,15 +741,17 @@ int bkv_cli_find_value(int argc, char **argv) {
         bkv_find_options fo;
         bkv_find_options_init(&fo);
         fo.mode = o.any ? BKV_FIND_ANY : BKV_FIND_ALL;
-        fo.limit = o.limit > 0 ? (uint64_t)o.limit : 0;
+        /* No --limit: every result; --limit 0: the search is still set up
+         * (a database without an index is refused), nothing printed. */
+        fo.limit = o.limit < 0 ? 0 : o.limit > 0 ? (uint64_t)o.limit : 1;
         fo.keys_only = o.keys_only || o.count;
         fo.after = after;
         fo.after_len = after_len;
         fo.continue_on_error = o.continue_on_error;
         bkv_find_iter *it = NULL;
         uint64_t n = 0;
-        int rc = o.limit == 0 ? BKV_OK : bkv_find_iter_create(db, NULL, (const void *const *)terms, lens, nterms, &fo, &it);
-        if (!rc && it) rc = print_results(it, &o, &n);
+        int rc = bkv_find_iter_create(db, NULL, (const void *const *)terms, lens, nterms, &fo, &it);
+        if (!rc && o.limit != 0) rc = print_results(it, &o, &n);
         else if (!rc && o.count) printf(o.json ? "{\"count\":0}\n" : "0\n");
         bkv_find_stats st = {0};
         bkv_find_iter_stats(it, &st);
@@ -734,7 +765,7 @@ int bkv_cli_find_value(int argc, char **argv) {
         } else {
             if (o.stats) print_find_stats(db, &st);
             bkv_close(db);
-            ec = n ? 0 : EXIT_NOTFOUND;
+            ec = n || o.limit == 0 ? 0 : EXIT_NOTFOUND;
         }
     }
     for (size_t i = 0; i < decoded; i++) free(terms[i]);
@@ -784,10 +815,27 @@ int bkv_cli_checkpoint(int argc, char **argv) {
 
 int bkv_cli_destroy(int argc, char **argv) {
     PARSE_OR_USAGE(1);
+    struct stat st;
+    if (lstat(pos[0], &st) != 0) {
+        fprintf(stderr, "bloomkv: destroy: %s: %s\n", pos[0], strerror(errno));
+        return EXIT_USAGE;
+    }
     int rc = bkv_destroy(pos[0]);
     if (rc == BKV_OK) return 0;
     fprintf(stderr, "bloomkv: destroy: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
-    return EXIT_ERROR;
+    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
+}
+
+int bkv_cli_repair(int argc, char **argv) {
+    PARSE_OR_USAGE(1);
+    char done[256];
+    int rc = bkv_repair(pos[0], done, sizeof done);
+    if (rc == BKV_OK) {
+        printf("%s: %s\n", pos[0], done);
+        return 0;
+    }
+    fprintf(stderr, "bloomkv: repair: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
+    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
 }
 
 static void print_problem(void *arg, const char *problem) {
@@ -887,6 +935,24 @@ int bkv_cli_value_index(int argc, char **argv) {
         opts.value_index_drop = 1;
     }
     bkv_db *db;
+    if (!build) {
+        /* Asked first, so a database without one is not told it was dropped. */
+        bkv_options plain = opts;
+        plain.value_index_drop = 0;
+        int rc = bkv_open(pos[1], &plain, &db);
+        if (rc) {
+            fprintf(stderr, "bloomkv: cannot open %s: %s\n", pos[1], *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
+            return EXIT_ERROR;
+        }
+        char *vi = bkv_property(db, "bloomkv.value-index");
+        int has = vi && strncmp(vi, "value index:", 12) == 0;
+        bkv_free(vi);
+        bkv_close(db);
+        if (!has) {
+            fprintf(stderr, "bloomkv: value-index drop: %s has no value index; nothing dropped\n", pos[1]);
+            return EXIT_NOTFOUND;
+        }
+    }
     int rc = bkv_open(pos[1], &opts, &db);
     if (rc) {
         fprintf(stderr, "bloomkv: cannot open %s: %s\n", pos[1], *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));

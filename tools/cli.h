@@ -13,6 +13,7 @@ int bkv_cli_find_value(int argc, char **argv);
 int bkv_cli_compact(int argc, char **argv);
 int bkv_cli_checkpoint(int argc, char **argv);
 int bkv_cli_destroy(int argc, char **argv);
+int bkv_cli_repair(int argc, char **argv);
 int bkv_cli_make_table(int argc, char **argv);
 int bkv_cli_ingest(int argc, char **argv);
 int bkv_cli_check(int argc, char **argv);

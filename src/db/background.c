@@ -292,7 +292,11 @@ static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t bl
 }
 
 int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
-    if (!db || (!begin && blen) || (!end && elen)) return BKV_INVALID;
+    if (!db || (!begin && blen) || (!end && elen))
+        return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_compact_range: NULL handle, or a NULL key with a length"});
+    /* An empty range is a caller's mistake (the ends swapped), not a no-op. */
+    if (begin && end && bkv_user_key_compare(begin, blen, end, elen) > 0)
+        return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_compact_range: begin is after end"});
     int rc = bkv_flush(db);
     if (rc) return rc;
     bkv_db_lock(db);

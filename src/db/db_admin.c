@@ -3,8 +3,10 @@
  * checkpoint into another directory, and the approximate size of a key
  * range.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -12,14 +14,80 @@
 #include "util/ikey.h"
 #include "util/mutex.h"
 
+/* A scratch handle for reading a manifest outside an open database: only
+ * what bkv_vset_replay touches is set. */
+static bkv_db *scratch_db(const bkv_env *env, const char *path) {
+    size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
+    bkv_db *db = aligned_alloc(64, size);
+    if (!db) return NULL;
+    memset(db, 0, size);
+    db->env = env;
+    db->path = (char *)path;
+    return db;
+}
+
+/* Whether manifest number in path replays whole and (with tables) every
+ * table it names exists: the test a manifest passes before repair lets
+ * CURRENT name it, and (without) before destroy takes the directory for
+ * a database, damaged tables and all. */
+static int manifest_intact(const bkv_env *env, const char *path, uint64_t number, int tables, bkv_err *e) {
+    bkv_db *db = scratch_db(env, path);
+    if (!db) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    uint64_t log_number = 0;
+    int rc = bkv_vset_replay(db, number, &log_number, e);
+    for (int l = 0; tables && !rc && l < BKV_NUM_LEVELS; l++)
+        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
+            char t[BKV_PATH_MAX];
+            bkv_table_name(t, path, db->current->files[l][i]->number);
+            if (!env->file_exists(env, t))
+                rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but manifest %06llu lists it", t,
+                              (unsigned long long)number);
+        }
+    bkv_tree_version_unref(db->current);
+    free(db);
+    return rc;
+}
+
+/* path is a directory of its own (not a symbolic link to one, whose
+ * target a command could reach by another name) holding a database. */
+static int database_dir(const char *path, const char *what, bkv_err *e) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return bkv_fail(e, BKV_INVALID, "%s: %s: %s", what, path, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return bkv_fail(e, BKV_INVALID, "%s: %s is a symbolic link; name the database's directory itself", what, path);
+    if (!S_ISDIR(st.st_mode)) return bkv_fail(e, BKV_INVALID, "%s: %s is not a directory", what, path);
+    return BKV_OK;
+}
+
+static int is_database(const bkv_env *env, const char *path, bkv_err *e) {
+    uint64_t manifest;
+    bkv_err why;
+    int rc = bkv_read_current(env, path, &manifest, &why);
+    if (!rc) rc = manifest_intact(env, path, manifest, 0, &why);
+    if (rc == BKV_NOMEM) return bkv_fail(e, rc, "%s", why.msg);
+    if (rc) return bkv_fail(e, BKV_INVALID, "bkv_destroy: %s is not a bloomkv database, nothing removed (%s)", path, why.msg);
+    return BKV_OK;
+}
+
 int bkv_destroy(const char *path) {
     bkv_err e = {{0}};
     if (!path || !*path) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_destroy: no path given"});
     const bkv_env *env = bkv_env_posix();
     if (!env->file_exists(env, path)) return BKV_OK;
-    void *lock;
-    int rc = env->lock_dir(env, path, 0600, 0, &lock, &e);
+    int rc = database_dir(path, "bkv_destroy", &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
+    /* Only a database: a CURRENT naming a manifest that reads whole.
+     * Anything else (a directory of the user's files, a database that lost
+     * its CURRENT) is left as it is, without even a LOCK file; checked
+     * again under the lock. */
+    void *lock = NULL;
+    rc = is_database(env, path, &e);
+    if (!rc) rc = env->lock_dir(env, path, 0600, 0, &lock, &e);
+    if (!rc) rc = is_database(env, path, &e);
+    if (rc) {
+        if (lock) env->unlock_dir(env, lock);
+        return bkv_db_error(NULL, rc, &e);
+    }
     char **names;
     size_t n;
     if ((rc = env->list_dir(env, path, &names, &n, &e))) {
@@ -52,6 +120,76 @@ int bkv_destroy(const char *path) {
         rc = env->remove_dir(env, path, &e);
         if (rc == BKV_BUSY) rc = BKV_OK; /* other files of the user's stay, and so does their directory */
     }
+    return bkv_db_error(NULL, rc, &e);
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int bkv_repair(const char *path, char *done, size_t done_len) {
+    bkv_err e = {{0}};
+    if (done && done_len) *done = 0;
+    if (!path || !*path) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_repair: no path given"});
+    const bkv_env *env = bkv_env_posix();
+    int rc = database_dir(path, "bkv_repair", &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
+    void *lock;
+    if ((rc = env->lock_dir(env, path, 0600, 0, &lock, &e))) return bkv_db_error(NULL, rc, &e);
+    uint64_t named = 0;
+    char current[BKV_PATH_MAX];
+    bkv_current_name(current, path);
+    if (env->file_exists(env, current) && bkv_read_current(env, path, &named, NULL) == BKV_OK &&
+        manifest_intact(env, path, named, 1, NULL) == BKV_OK) {
+        env->unlock_dir(env, lock);
+        if (done) snprintf(done, done_len, "nothing to repair: CURRENT names MANIFEST-%06llu, which is intact",
+                           (unsigned long long)named);
+        return BKV_OK;
+    }
+    char **names;
+    size_t n;
+    if ((rc = env->list_dir(env, path, &names, &n, &e))) {
+        env->unlock_dir(env, lock);
+        return bkv_db_error(NULL, rc, &e);
+    }
+    uint64_t *manifests = malloc((n ? n : 1) * sizeof *manifests);
+    size_t m = 0;
+    for (size_t i = 0; manifests && i < n; i++) {
+        uint64_t number;
+        if (bkv_parse_file_name(names[i], &number) == BKV_FILE_MANIFEST) manifests[m++] = number;
+    }
+    bkv_env_free_list(names, n);
+    if (!manifests) {
+        env->unlock_dir(env, lock);
+        return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_repair: out of memory"});
+    }
+    /* The newest intact manifest: a newer one that is not intact was being
+     * written when CURRENT still named an older one (a manifest is synced
+     * before CURRENT names it), so the older holds the state. Never an
+     * older one past an intact newer one: it would lack newer tables, and
+     * the next open would delete them as obsolete. */
+    qsort(manifests, m, sizeof *manifests, cmp_desc);
+    rc = bkv_fail(&e, BKV_CORRUPTION, "bkv_repair: %s holds no manifest", path);
+    for (size_t i = 0; i < m && rc; i++) {
+        bkv_err why;
+        if (manifest_intact(env, path, manifests[i], 1, &why) != BKV_OK) {
+            if (i == 0) e = why;
+            continue;
+        }
+        char text[64];
+        int len = snprintf(text, sizeof text, "MANIFEST-%06llu\n", (unsigned long long)manifests[i]);
+        rc = bkv_env_write_atomic(env, path, current, 0644, text, (size_t)len, &e);
+        if (!rc && done)
+            snprintf(done, done_len, "CURRENT now names MANIFEST-%06llu%s", (unsigned long long)manifests[i],
+                     i ? " (newer manifests are not intact)" : "");
+    }
+    if (rc == BKV_CORRUPTION && m) {
+        bkv_err why = e;
+        bkv_fail(&e, BKV_CORRUPTION, "bkv_repair: no intact manifest in %s; the newest: %s", path, why.msg);
+    }
+    free(manifests);
+    env->unlock_dir(env, lock);
     return bkv_db_error(NULL, rc, &e);
 }
 

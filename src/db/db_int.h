@@ -178,6 +178,8 @@ struct bkv_db {
     bkv_counter_stripe stripes[BKV_STRIPES]; /* bkv_db is allocated 64-byte aligned for them */
 
     bkv_snapshot snapshots;        /* sentinel of the live snapshot list */
+    atomic_int live_iters;         /* iterators and value searches not yet destroyed: bkv_close refuses */
+    struct bkv_db *next_open;      /* the registry of open handles (db_open.c) */
 
     /* The value index (db_value.c); vindex is NULL when there is none. It
      * covers every table of current (see bkv_db_value_index_add). An
@@ -295,6 +297,8 @@ int bkv_db_read_flags(const bkv_read_options *ro);
  * dst, which holds defaults and is dst_size bytes (options.c says how
  * other sizes are treated); BKV_INVALID described in e. */
 int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *what, bkv_err *e);
+/* The largest size an options struct may claim (every struct is far below). */
+#define BKV_OPTIONS_SIZE_MAX 4096
 /* BKV_INVALID, naming the option and its allowed range, unless o is valid. */
 int bkv_check_options(const bkv_options *o, bkv_err *e);
 /* The mode of a directory the engine creates for file_mode: search

@@ -157,6 +157,7 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
         return BKV_NOMEM;
     }
     it->db = db;
+    atomic_fetch_add_explicit(&db->live_iters, 1, memory_order_relaxed);
     if (ro) it->ro = *ro;
     else bkv_read_options_init(&it->ro);
     bkv_buf_init(&it->saved_key);
@@ -190,6 +191,7 @@ void bkv_iter_destroy(bkv_iter *it) {
     if (!it) return;
     drop_children(it);
     bkv_read_state_release(&it->rs);
+    atomic_fetch_sub_explicit(&it->db->live_iters, 1, memory_order_relaxed);
     bkv_buf_free(&it->saved_key);
     bkv_buf_free(&it->saved_value);
     bkv_buf_free(&it->prefix);

@@ -383,6 +383,41 @@ static void free_db(bkv_db *db) {
     free(db);
 }
 
+/* Every open handle, so that bkv_close can refuse one that is not (closed
+ * already, or being closed by another thread) without touching its memory. */
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static bkv_db *open_handles;
+
+static void register_open(bkv_db *db) {
+    pthread_mutex_lock(&open_mu);
+    db->next_open = open_handles;
+    open_handles = db;
+    pthread_mutex_unlock(&open_mu);
+}
+
+/* Takes db out of the registry for its close: BKV_OK, or why not. */
+static int take_for_close(bkv_db *db, bkv_err *e) {
+    pthread_mutex_lock(&open_mu);
+    bkv_db **p = &open_handles;
+    while (*p && *p != db) p = &(*p)->next_open;
+    int rc = BKV_OK;
+    if (!*p) {
+        rc = bkv_fail(e, BKV_INVALID, "bkv_close: not an open database (closed already, or by another thread)");
+    } else {
+        bkv_db_lock(db);
+        int snapshots = db->snapshots.next != &db->snapshots;
+        bkv_db_unlock(db);
+        int iters = atomic_load_explicit(&db->live_iters, memory_order_relaxed);
+        if (iters || snapshots)
+            rc = bkv_fail(e, BKV_BUSY, "bkv_close: %s still has %d iterator%s and %s: destroy and release them first; "
+                          "nothing was closed", db->path, iters, iters == 1 ? "" : "s",
+                          snapshots ? "live snapshots" : "no snapshot");
+        else *p = db->next_open;
+    }
+    pthread_mutex_unlock(&open_mu);
+    return rc;
+}
+
 /* A directory without CURRENT: BKV_NOTFOUND when it holds no tables
  * either (a database may be created there), else BKV_CORRUPTION: a
  * database that lost its CURRENT (bkv_count_tables). */
@@ -442,7 +477,8 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     } else if (!env->file_exists(env, p)) {
         /* Refused before the lock, so that an open that creates nothing
          * leaves nothing behind (not even a LOCK file). */
-        rc = no_current(env, path, &e);
+        if ((rc = no_current(env, path, &e)) == BKV_NOTFOUND)
+            rc = bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
     }
     if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
     /* Existence is decided under the lock: another process may be creating it. */
@@ -484,6 +520,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
         free_db(db);
         return bkv_db_error(NULL, rc, &e);
     }
+    register_open(db);
     *dbp = db;
     return BKV_OK;
 }
@@ -494,6 +531,9 @@ int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {
 
 int bkv_close(bkv_db *db) {
     if (!db) return BKV_OK;
+    bkv_err busy;
+    int refused = take_for_close(db, &busy);
+    if (refused) return bkv_db_error(NULL, refused, &busy);
     bkv_db_lock(db);
     atomic_store_explicit(&db->shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
     pthread_cond_broadcast(&db->work_cv);

@@ -994,6 +994,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
         return BKV_NOMEM;
     }
     it->db = db;
+    atomic_fetch_add_explicit(&db->live_iters, 1, memory_order_relaxed);
     if (ro) {
         it->ro = *ro;
         it->rop = &it->ro;
@@ -1161,6 +1162,7 @@ void bkv_find_iter_destroy(bkv_find_iter *it) {
     if (!it) return;
     bkv_iter_destroy(it->scan);
     if (it->have_rs) bkv_read_state_release(&it->rs);
+    atomic_fetch_sub_explicit(&it->db->live_iters, 1, memory_order_relaxed);
     free_index_plan(&it->fd);
     bkv_buf_free(&it->last);
     bkv_buf_free(&it->cand);

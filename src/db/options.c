@@ -73,7 +73,9 @@ unsigned bkv_dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 044
 int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *what, bkv_err *e) {
     size_t size;
     memcpy(&size, src, sizeof size);
-    if (size < sizeof size)
+    /* A size past any struct a release could define is garbage, not a
+     * newer caller: reading that far would run past the caller's struct. */
+    if (size < sizeof size || size > BKV_OPTIONS_SIZE_MAX)
         return bkv_fail(e, BKV_INVALID, "%s.size is %zu: initialize it with %s_init", what, size, what);
     const uint8_t *bytes = src;
     for (size_t i = dst_size; i < size; i++)

@@ -40,14 +40,17 @@ int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bk
 }
 
 int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
-    char path[BKV_PATH_MAX];
     uint64_t number;
+    int rc = bkv_read_current(db->env, db->path, &number, e);
+    return rc ? rc : bkv_vset_replay(db, number, log_number, e);
+}
+
+int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *e) {
+    char path[BKV_PATH_MAX];
     uint8_t *data;
     size_t len;
-    int rc = bkv_read_current(db->env, db->path, &number, e);
-    if (rc) return rc;
     bkv_manifest_name(path, db->path, number);
-    rc = bkv_env_read_all(db->env, path, &data, &len, e);
+    int rc = bkv_env_read_all(db->env, path, &data, &len, e);
     if (rc) return rc;
 
     bkv_log_reader r;

@@ -14,6 +14,8 @@ int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bk
  * it still needs. A damaged last record is dropped only when it cannot
  * have been committed. */
 int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e);
+/* bkv_vset_recover from manifest number, whatever CURRENT names. */
+int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *e);
 
 /* Writes a new manifest holding the whole current state and points
  * CURRENT at it. REQUIRES: db->logfile is the new WAL, db->mem_log its

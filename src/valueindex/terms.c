@@ -40,21 +40,35 @@ static void words(const unsigned char *v, size_t n, bkv_term_emit_fn emit, void 
 }
 
 /* A scalar's term: a string's bytes (not its JSON form, so "ann" finds
- * {"user":"ann"}); a number, true or false as written in the value (json-c
- * keeps a double's source text). null, objects and arrays give none. */
+ * {"user":"ann"}); true and false as written; a number with a fraction or
+ * an exponent as written (json-c keeps its source text: 1.50 is "1.50");
+ * an integer by its value in decimal, and zero by both "0" and "-0" (one
+ * integer, however it was written). An integer at or past the 64-bit
+ * limits gives no term: json-c holds it clamped, and the clamped text
+ * would match another number. null, objects and arrays give none. */
+static void emit_text(json_object *o, bkv_term_emit_fn emit, void *ctx) {
+    size_t len;
+    const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
+    if (text) emit(ctx, text, len);
+}
+
 static void emit_scalar(json_object *o, bkv_term_emit_fn emit, void *ctx) {
     switch (json_object_get_type(o)) {
     case json_type_string:
         emit(ctx, json_object_get_string(o), (size_t)json_object_get_string_len(o));
         break;
     case json_type_int:
-    case json_type_double:
-    case json_type_boolean: {
-        size_t len;
-        const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
-        if (text) emit(ctx, text, len);
+        if (json_object_get_int64(o) == 0 && json_object_get_uint64(o) == 0) {
+            emit(ctx, "0", 1);
+            emit(ctx, "-0", 2);
+        } else if (json_object_get_int64(o) != INT64_MIN && json_object_get_uint64(o) != UINT64_MAX) {
+            emit_text(o, emit, ctx); /* within range, json-c's text is the value's */
+        }
         break;
-    }
+    case json_type_double:
+    case json_type_boolean:
+        emit_text(o, emit, ctx);
+        break;
     default:
         break;
     }

@@ -296,7 +296,7 @@ expect 0 "write after the checkpoint" -- "$B" put "$c/db" c00001 changed
 expect 0 "checkpoint holds the old value" -- "$B" get "$c/ck" c00001
 output_is "checkpoint value" "v1"
 expect 0 "checkpoint checks clean" -- "$B" check "$c/ck"
-expect 3 "checkpoint into an existing directory" -- "$B" checkpoint "$c/db" "$c/ck"
+expect 2 "checkpoint into an existing directory" -- "$B" checkpoint "$c/db" "$c/ck"
 stderr_has "exists named" "exists"
 expect 0 "compact a range" -- "$B" compact "$c/db" --from c00100 --to c00200
 expect 0 "value after range compaction" -- "$B" get "$c/db" c00150
@@ -304,7 +304,56 @@ output_is "range compaction kept values" "v150"
 expect 2 "compact --limit refused" -- "$B" compact "$c/db" --limit 3
 expect 0 "destroy" -- "$B" destroy "$c/ck"
 [ ! -e "$c/ck" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: destroy left the directory"; }
-expect 0 "destroy a missing database" -- "$B" destroy "$c/ck"
+expect 2 "destroy a missing database" -- "$B" destroy "$c/ck"
+expect 2 "checkpoint to an empty path" -- "$B" checkpoint "$c/db" ""
+
+# Commands take only what is theirs: destroy refuses a directory that is not
+# a database and a link to one; an open that creates nothing leaves nothing.
+u="$D/foreign"
+mkdir -p "$u"
+touch "$u/notes.tmp" "$u/1.log" "$u/2024.sst" "$u/CURRENT" "$u/keep.txt"
+expect 2 "destroy of a directory that is not a database" -- "$B" destroy "$u"
+[ "$(ls "$u" | wc -l)" -eq 5 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: destroy removed foreign files"; }
+ln -s "$c/db" "$D/dblink"
+expect 2 "destroy through a symbolic link" -- "$B" destroy "$D/dblink"
+expect 0 "the linked database is whole" -- "$B" get "$c/db" c00150
+touch "$c/db/notes.tmp"
+expect 0 "an open keeps a user's .tmp file" -- "$B" get "$c/db" c00150
+[ -e "$c/db/notes.tmp" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: open removed notes.tmp"; }
+mkdir -p "$D/plain"
+expect 3 "scan where there is no database" -- "$B" scan "$D/plain" --limit 1
+[ -z "$(ls "$D/plain")" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: scan left files in a plain directory"; }
+expect 3 "get of a missing database" -- "$B" get "$D/notdb" k
+[ ! -e "$D/notdb" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: get created a directory"; }
+expect 2 "load of input with no record" -- "$B" load "$D/db5" "$D/bad.tsv"
+[ ! -e "$D/db5" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: load created a database for bad input"; }
+
+# A lost CURRENT: no write command creates a database over the tables;
+# repair points CURRENT at the newest intact manifest, every row back.
+cp -r "$c/db" "$D/lost"
+rm "$D/lost/CURRENT"
+expect 3 "put over a database that lost CURRENT" -- "$B" put "$D/lost" k v
+stderr_has "refusal names repair" "bloomkv repair"
+expect 3 "load over a database that lost CURRENT" -- "$B" load "$D/lost" "$c/in.tsv"
+expect 0 "repair" -- "$B" repair "$D/lost"
+expect 0 "rows after repair" -- "$B" scan "$D/lost" --from c02999
+output_is "last rows after repair" "$(printf 'c02999\tv2999\nc03000\tv3000')"
+expect 0 "repair of an intact database" -- "$B" repair "$D/lost"
+rm "$D/lost"/MANIFEST-*
+expect 3 "repair without a manifest" -- "$B" repair "$D/lost"
+expect 2 "repair of a directory that is not there" -- "$B" repair "$D/nothere"
+
+# Usage errors are usage errors; results are never silently clamped.
+expect 2 "compact with --from after --to" -- "$B" compact "$c/db" --from z --to a
+expect 2 "--limit past a long" -- "$B" scan "$c/db" --limit 99999999999999999999
+expect 2 "find-value --limit 0 without an index" -- "$B" find-value "$c/db" v1 --limit 0
+expect 2 "find-value --all with --any" -- "$B" find-value "$c/db" v1 --all --any
+expect 1 "value-index drop without an index" -- "$B" value-index drop "$c/db"
+stderr_has "nothing dropped" "no value index"
+{ printf 'a\t1\n'; head -c 1048577 /dev/zero | tr '\0' k; printf '\tv\n'; } >"$D/bigkey.tsv"
+expect 2 "load of a key over the maximum" -- "$B" load "$D/big" "$D/bigkey.tsv"
+stderr_has "the limit is named" "at most 1048576"
+[ ! -e "$D/big" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: an oversized load created a database"; }
 
 # make-table and ingest: a sorted input becomes a table added at once.
 i="$D/ingest"

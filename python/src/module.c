@@ -217,6 +217,23 @@ static PyObject *py_destroy_db(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_repair_db(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *path_bytes;
+    if (!PyArg_ParseTuple(args, "O&:repair_db", PyUnicode_FSConverter, &path_bytes))
+        return NULL;
+    int rc;
+    char done[256];
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_repair(PyBytes_AS_STRING(path_bytes), done, sizeof done);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_bytes);
+    if (rc != BKV_OK)
+        return bkvpy_raise(rc, NULL);
+    return PyUnicode_FromString(done);
+}
+
 static PyObject *py_library_version(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -253,7 +270,11 @@ static PyMethodDef module_methods[] = {
      "check(path) -> list of str\n\nVerifies every file of the closed database at path; returns the problems "
      "found (an empty list when it is sound). Raises when the check cannot run (no such database, in use)."},
     {"destroy_db", py_destroy_db, METH_VARARGS,
-     "destroy_db(path)\n\nDeletes the (closed) database at path: every file the engine made."},
+     "destroy_db(path)\n\nDeletes the (closed) database at path: every file named as the engine names its "
+     "files. A path that is not a database, or a symbolic link, raises InvalidArgumentError, nothing removed."},
+    {"repair_db", py_repair_db, METH_VARARGS,
+     "repair_db(path) -> str\n\nPoints a lost or damaged CURRENT at the newest intact manifest and says what it "
+     "did; CorruptionError when no manifest is intact."},
     {"library_version", py_library_version, METH_NOARGS,
      "library_version() -> (major, minor, patch) of the linked C library"},
     {"_close_all", py_close_all, METH_NOARGS, NULL},
@@ -347,7 +368,10 @@ PyMODINIT_FUNC PyInit_bloomkv(void)
     if (add_exceptions(m) < 0 || add_type(m, &bkvpy_db_type, "DB") < 0 ||
         add_type(m, &bkvpy_batch_type, "WriteBatch") < 0 || add_type(m, &bkvpy_snapshot_type, "Snapshot") < 0 ||
         add_type(m, &bkvpy_iterator_type, "Iterator") < 0 || add_type(m, &bkvpy_filter_type, "Filter") < 0 ||
-        PyModule_AddStringConstant(m, "__version__", BKVPY_VERSION) < 0 || register_close_all(m) < 0) {
+        PyModule_AddStringConstant(m, "__version__", BKVPY_VERSION) < 0 ||
+        PyModule_AddObject(m, "MAX_KEY_SIZE", PyLong_FromSize_t(BKV_MAX_KEY_SIZE)) < 0 ||
+        PyModule_AddObject(m, "MAX_VALUE_SIZE", PyLong_FromSize_t(BKV_MAX_VALUE_SIZE)) < 0 ||
+        register_close_all(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -225,7 +225,7 @@ void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_
 }
 
 int bkv_compact(bkv_db *db) {
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_arg_error(db, "bkv_compact");
     int rc = bkv_flush(db);
     if (rc) return rc;
     bkv_db_lock(db);
@@ -337,7 +337,7 @@ static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number
 
 int bkv_value_index_build(bkv_db *db, uint64_t *rewritten) {
     if (rewritten) *rewritten = 0;
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_arg_error(db, "bkv_value_index_build");
     bkv_err e = {{0}};
     if (!db->vindex)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: no value index to build (open it with value_index)",

@@ -211,7 +211,7 @@ static int checkpoint_table(bkv_db *db, const char *dir, uint64_t number, bkv_er
  * from being deleted by a compaction meanwhile. */
 int bkv_checkpoint(bkv_db *db, const char *dir) {
     bkv_err e = {{0}};
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_arg_error(db, "bkv_checkpoint");
     if (!dir || !*dir) return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: no directory given"), &e);
     if (strlen(dir) > BKV_PATH_MAX - 64)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: path too long"), &e);
@@ -264,7 +264,7 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
 
 int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void *limit, size_t llen,
                          uint64_t *bytes) {
-    if (!db || !bytes || (!start && slen) || (!limit && llen)) return BKV_INVALID;
+    if (!db || !bytes || (!start && slen) || (!limit && llen)) return bkv_db_arg_error(db, "bkv_approximate_size");
     *bytes = 0;
     bkv_err e = {{0}};
     bkv_buf lo, hi;

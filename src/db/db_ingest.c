@@ -131,7 +131,7 @@ int bkv_table_writer_delete(bkv_table_writer *w, const void *key, size_t klen) {
 
 int bkv_table_writer_finish(bkv_table_writer *w) {
     bkv_err e = {{0}};
-    if (!w) return BKV_INVALID;
+    if (!w) return bkv_db_arg_error(NULL, "bkv_table_writer_finish");
     if (!w->file)
         return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_table_writer: the table was finished or failed"});
     if (!w->entries) {
@@ -405,7 +405,7 @@ static void remove_placed(bkv_db *db, ingest_file *files, size_t n) {
 
 int bkv_ingest(bkv_db *db, const char *const *paths, size_t n, unsigned flags) {
     bkv_err e = {{0}};
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_arg_error(db, "bkv_ingest");
     if ((n && !paths) || (flags & ~(unsigned)BKV_INGEST_MOVE))
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_ingest: no paths given, or unknown flags"), &e);
     if (n == 0) return BKV_OK;

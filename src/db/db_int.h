@@ -360,6 +360,9 @@ int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
 /* Records err as this thread's last error on db (NULL: a call without a
  * handle); returns rc. */
 int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
+/* BKV_INVALID for public call `call` given a NULL handle or pointer where
+ * it needs one, with a message saying so (never an earlier call's). */
+int bkv_db_arg_error(bkv_db *db, const char *call);
 
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
 /* Without value_terms of the caller's, o gets the built-in extractor its

@@ -154,7 +154,7 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
     bkv_iter *it = calloc(1, sizeof *it);
     if (!it) {
         bkv_read_state_release(rs);
-        return BKV_NOMEM;
+        return bkv_db_error(db, BKV_NOMEM, NULL);
     }
     it->db = db;
     atomic_fetch_add_explicit(&db->live_iters, 1, memory_order_relaxed);
@@ -177,7 +177,7 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
 }
 
 int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
-    if (!db || !out) return BKV_INVALID;
+    if (!db || !out) return bkv_db_arg_error(db, "bkv_iter_create");
     *out = NULL;
     bkv_err e = {{0}};
     bkv_read_options local;

@@ -54,6 +54,12 @@ int bkv_db_error(bkv_db *db, int rc, const bkv_err *err) {
     return rc;
 }
 
+int bkv_db_arg_error(bkv_db *db, const char *call) {
+    bkv_err e;
+    return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: a NULL handle or pointer argument (or a NULL key or value "
+                                                     "with a length)", call), &e);
+}
+
 const char *bkv_errmsg(bkv_db *db) {
     if (db && last_error.owner != db) return "";
     return last_error.msg;

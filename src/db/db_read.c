@@ -154,7 +154,7 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
 }
 
 int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen, void **val, size_t *vlen) {
-    if (!db || (!key && klen) || !val || !vlen) return BKV_INVALID;
+    if (!db || (!key && klen) || !val || !vlen) return bkv_db_arg_error(db, "bkv_get");
     *val = NULL;
     *vlen = 0;
     bkv_err e = {{0}};
@@ -291,7 +291,7 @@ static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
 
 int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *const *keys, const size_t *klens,
                   void **vals, size_t *vlens, int *statuses) {
-    if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return BKV_INVALID;
+    if (!db || (n && (!keys || !klens || !vals || !vlens || !statuses))) return bkv_db_arg_error(db, "bkv_multi_get");
     bkv_err ro_err = {{0}};
     bkv_read_options local;
     if (bkv_db_read_options(db, &ro, &local, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
@@ -305,7 +305,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
     mg_key *sorted = malloc(cap * sizeof *sorted);
     if (!g.hashes || !g.pending || !g.maybe || !g.batch || !g.idx || !sorted) {
         free(g.hashes), free(g.pending), free(g.maybe), free(g.batch), free(g.idx), free(sorted);
-        return BKV_NOMEM;
+        return bkv_db_error(db, BKV_NOMEM, NULL);
     }
     BKV_COUNT(db, gets, n);
     bkv_read_state rs;

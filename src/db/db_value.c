@@ -963,9 +963,9 @@ static int set_result(bkv_find_iter *it, const void *k, size_t kl, const void *v
 
 int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens,
                          size_t n, const bkv_find_options *fo, bkv_find_iter **out) {
-    if (!out) return BKV_INVALID;
+    if (!out) return bkv_db_arg_error(db, "bkv_find_iter_create");
     *out = NULL;
-    if (!db || !terms || !tlens) return BKV_INVALID;
+    if (!db || !terms || !tlens) return bkv_db_arg_error(db, "bkv_find_iter_create");
     bkv_err e = {{0}};
     bkv_find_options fo_local;
     bkv_find_options_init(&fo_local);
@@ -978,12 +978,12 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
                             &e);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!terms[i] && tlens[i]) return BKV_INVALID;
+        if (!terms[i] && tlens[i]) return bkv_db_arg_error(db, "bkv_find_iter_create");
         total += tlens[i];
     }
     if ((fo_local.after == NULL && fo_local.after_len) || (fo_local.continue_on_error & ~1) ||
         fo_local.plan > BKV_FIND_PLAN_SCAN)
-        return BKV_INVALID;
+        return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_find_iter_create: bkv_find_options.after is NULL with a length, or continue_on_error or plan is out of range"});
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     if (!db->vindex)
@@ -991,7 +991,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     bkv_find_iter *it = calloc(1, sizeof *it);
     if (!it || !(it->term_bytes = malloc(total ? total : 1))) {
         free(it);
-        return BKV_NOMEM;
+        return bkv_db_error(db, BKV_NOMEM, NULL);
     }
     it->db = db;
     atomic_fetch_add_explicit(&db->live_iters, 1, memory_order_relaxed);
@@ -1022,7 +1022,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
         it->have_last = 1;
         if (bkv_buf_set(&it->last, fo_local.after, fo_local.after_len)) {
             bkv_find_iter_destroy(it);
-            return BKV_NOMEM;
+            return bkv_db_error(db, BKV_NOMEM, NULL);
         }
     }
     BKV_COUNT(db, value_searches, 1);
@@ -1122,7 +1122,7 @@ static int next_candidate(bkv_find_iter *it) {
 }
 
 int bkv_find_iter_next(bkv_find_iter *it) {
-    if (!it) return BKV_INVALID;
+    if (!it) return bkv_db_arg_error(NULL, "bkv_find_iter_next");
     if (it->rc) return it->rc;
     it->valid = 0;
     int rc = BKV_NOTFOUND;
@@ -1177,7 +1177,7 @@ void bkv_find_iter_destroy(bkv_find_iter *it) {
 int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *terms, const size_t *tlens, size_t n,
                     unsigned mode, int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen),
                     void *arg, bkv_find_stats *stats) {
-    if (!fn) return BKV_INVALID;
+    if (!fn) return bkv_db_arg_error(db, "bkv_find_values");
     bkv_find_options fo;
     bkv_find_options_init(&fo);
     fo.mode = mode;
@@ -1200,7 +1200,7 @@ int bkv_find_values(bkv_db *db, const bkv_read_options *ro, const void *const *t
 int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size_t vlen,
                    int (*fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen), void *arg,
                    bkv_find_stats *stats) {
-    if (!val && vlen) return BKV_INVALID;
+    if (!val && vlen) return bkv_db_arg_error(db, "bkv_find_value");
     const void *terms[1] = {val ? val : ""};
     return bkv_find_values(db, ro, terms, &vlen, 1, BKV_FIND_ALL, fn, arg, stats);
 }

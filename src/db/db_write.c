@@ -480,7 +480,7 @@ out:
 }
 
 int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch) {
-    if (!db || !batch) return BKV_INVALID;
+    if (!db || !batch) return bkv_db_arg_error(db, "bkv_write");
     if (bkv_batch_count(batch) == 0) return BKV_OK;
     return write_internal(db, wo, &batch->rep);
 }
@@ -509,7 +509,7 @@ int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t 
 }
 
 int bkv_flush(bkv_db *db) {
-    if (!db) return BKV_INVALID;
+    if (!db) return bkv_db_arg_error(db, "bkv_flush");
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);

@@ -142,10 +142,281 @@ static void block_size_is_bounded(void **state) {
     assert_false(exists(path));
 }
 
+static void put_rows(const char *path, int n) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    o.write_buffer_size = 16 << 10;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < n; i++) {
+        char k[16], v[32];
+        snprintf(k, sizeof k, "k%05d", i);
+        snprintf(v, sizeof v, "value-%05d-padding", i);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static int count_rows(const char *path) {
+    bkv_db *db;
+    if (bkv_open(path, NULL, &db) != BKV_OK) return -1;
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, NULL, &it), BKV_OK);
+    int n = 0;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) n++;
+    bkv_iter_destroy(it);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    return n;
+}
+
+/* A database whose CURRENT was lost is never taken for an empty directory:
+ * an open that may create refuses (naming repair), one that may not
+ * creates nothing; bkv_repair points CURRENT at the newest intact manifest
+ * and every row is back. */
+static void lost_current_is_refused_then_repaired(void **state) {
+    (void)state;
+    char path[300], current[320];
+    sub(path, sizeof path, "lost");
+    put_rows(path, 200);
+    snprintf(current, sizeof current, "%s/CURRENT", path);
+    assert_int_equal(unlink(current), 0);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_CORRUPTION);
+    assert_non_null(strstr(bkv_errmsg(NULL), "CURRENT is missing"));
+    assert_non_null(strstr(bkv_errmsg(NULL), "bloomkv repair"));
+    o.create_if_missing = 0;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_CORRUPTION);
+    assert_false(exists(current));
+    char done[200];
+    assert_int_equal(bkv_repair(path, done, sizeof done), BKV_OK);
+    assert_non_null(strstr(done, "CURRENT now names MANIFEST-"));
+    assert_int_equal(count_rows(path), 200);
+    assert_int_equal(bkv_repair(path, done, sizeof done), BKV_OK);
+    assert_non_null(strstr(done, "nothing to repair"));
+
+    /* A newer manifest that does not read whole was never named: the
+     * older intact one is taken. */
+    char junk[330];
+    snprintf(junk, sizeof junk, "%s/MANIFEST-999999", path);
+    FILE *f = fopen(junk, "w");
+    assert_non_null(f);
+    fputs("not a manifest", f);
+    fclose(f);
+    assert_int_equal(unlink(current), 0);
+    assert_int_equal(bkv_repair(path, done, sizeof done), BKV_OK);
+    assert_non_null(strstr(done, "newer manifests are not intact"));
+    assert_int_equal(count_rows(path), 200);
+
+    /* No intact manifest at all: refused, nothing written. */
+    char empty[300];
+    sub(empty, sizeof empty, "nomanifest");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(bkv_repair(empty, done, sizeof done), BKV_CORRUPTION);
+    snprintf(current, sizeof current, "%s/CURRENT", empty);
+    assert_false(exists(current));
+}
+
+/* An open that may not create leaves nothing where there is no database:
+ * no LOCK file in a plain directory, no directory where there was none. */
+static void opens_that_create_nothing_leave_nothing(void **state) {
+    (void)state;
+    char plain[300], lock[320], missing[300];
+    sub(plain, sizeof plain, "plain");
+    sub(missing, sizeof missing, "missing");
+    assert_int_equal(mkdir(plain, 0755), 0);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 0;
+    bkv_db *db;
+    assert_int_equal(bkv_open(plain, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "no database here"));
+    snprintf(lock, sizeof lock, "%s/LOCK", plain);
+    assert_false(exists(lock));
+    assert_int_equal(bkv_open(missing, &o, &db), BKV_INVALID);
+    assert_false(exists(missing));
+    /* A user's *.tmp file in a database is the user's. */
+    char path[300], notes[320];
+    sub(path, sizeof path, "withtmp");
+    put_rows(path, 10);
+    snprintf(notes, sizeof notes, "%s/notes.tmp", path);
+    FILE *f = fopen(notes, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(count_rows(path), 10);
+    assert_true(exists(notes));
+}
+
+/* Destroy takes only a database, by its own name: a directory of the
+ * user's files (even named like the engine's), a link to a database, a
+ * database that lost its CURRENT are refused with nothing removed. */
+static void destroy_takes_only_a_database(void **state) {
+    (void)state;
+    char u[300], f[330];
+    sub(u, sizeof u, "foreign");
+    assert_int_equal(mkdir(u, 0755), 0);
+    const char *names[] = {"notes.tmp", "1.log", "2024.sst", "CURRENT", "keep.txt"};
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(f, sizeof f, "%s/%s", u, names[i]);
+        FILE *fp = fopen(f, "w");
+        assert_non_null(fp);
+        fclose(fp);
+    }
+    assert_int_equal(bkv_destroy(u), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "not a bloomkv database"));
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(f, sizeof f, "%s/%s", u, names[i]);
+        assert_true(exists(f));
+    }
+    snprintf(f, sizeof f, "%s/LOCK", u);
+    assert_false(exists(f));
+
+    char path[300], link[300];
+    sub(path, sizeof path, "real");
+    sub(link, sizeof link, "link");
+    put_rows(path, 10);
+    assert_int_equal(symlink(path, link), 0);
+    assert_int_equal(bkv_destroy(link), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "symbolic link"));
+    assert_int_equal(count_rows(path), 10);
+    snprintf(f, sizeof f, "%s/keep.txt", path);
+    FILE *fp = fopen(f, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(bkv_destroy(path), BKV_OK);
+    assert_true(exists(f)); /* the user's file, and so its directory, stay */
+    assert_int_equal(unlink(f), 0);
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(bkv_destroy(path), BKV_OK); /* missing: nothing to do */
+}
+
+static void *close_from_thread(void *arg) { return (void *)(intptr_t)bkv_close(arg); }
+
+/* Misuse of handles fails instead of freeing what is in use: a close with
+ * a live iterator, value search or snapshot is refused and closes nothing;
+ * a second close (or two threads closing at once) is refused; an options
+ * size no release could define is refused. Each failure has its own
+ * message, never an earlier call's. */
+static void handle_misuse_fails_cleanly(void **state) {
+    (void)state;
+    char path[300];
+    sub(path, sizeof path, "misuse");
+    put_rows(path, 10);
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, NULL, &it), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_BUSY);
+    assert_non_null(strstr(bkv_errmsg(NULL), "1 iterator"));
+    bkv_iter_seek_to_first(it); /* the database is still open */
+    assert_true(bkv_iter_valid(it));
+    bkv_iter_destroy(it);
+    const bkv_snapshot *snap = bkv_snapshot_create(db);
+    assert_non_null(snap);
+    assert_int_equal(bkv_close(db), BKV_BUSY);
+    assert_non_null(strstr(bkv_errmsg(NULL), "snapshots"));
+    bkv_snapshot_release(db, snap);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "not an open database"));
+
+    /* Two threads closing one handle: one closes it, the other is told. */
+    for (int round = 0; round < 20; round++) {
+        assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+        pthread_t t1, t2;
+        void *r1, *r2;
+        assert_int_equal(pthread_create(&t1, NULL, close_from_thread, db), 0);
+        assert_int_equal(pthread_create(&t2, NULL, close_from_thread, db), 0);
+        pthread_join(t1, &r1);
+        pthread_join(t2, &r2);
+        int a = (int)(intptr_t)r1, b = (int)(intptr_t)r2;
+        assert_true((a == BKV_OK && b == BKV_INVALID) || (a == BKV_INVALID && b == BKV_OK));
+    }
+
+    /* An options struct that claims to be larger than any release's. */
+    struct {
+        bkv_options o;
+        char tail[1 << 13];
+    } big;
+    memset(&big, 0, sizeof big);
+    bkv_options_init(&big.o);
+    big.o.size = sizeof big;
+    assert_int_equal(bkv_open(path, &big.o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "bkv_options.size"));
+    bkv_write_options wo;
+    bkv_write_options_init(&wo);
+    wo.size = (size_t)1 << 40;
+    assert_int_equal(bkv_open(path, NULL, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, &wo, "k", 1, "v", 1), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "bkv_write_options.size"));
+
+    /* Every failure leaves its own message. */
+    void *v;
+    size_t vl;
+    assert_int_equal(bkv_get(db, NULL, NULL, 3, &v, &vl), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "bkv_get"));
+    assert_int_equal(bkv_compact_range(db, "z", 1, "a", 1), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "begin is after end"));
+    assert_int_equal(bkv_write(db, NULL, NULL), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "bkv_write"));
+    assert_int_equal(bkv_iter_create(db, NULL, NULL), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "bkv_iter_create"));
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static int count_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ++*(int *)arg;
+    return 0;
+}
+
+/* The JSON extractor's number rule: an integer is found by its value
+ * (zero as 0 or -0), a number with a fraction or exponent by its text as
+ * written, an integer past 64 bits by nothing (never by a clamped value). */
+static void json_numbers_follow_the_stated_rule(void **state) {
+    (void)state;
+    char path[300];
+    sub(path, sizeof path, "json");
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    o.value_index = BKV_VALUE_INDEX_FLAT;
+    o.value_terms_name = "json:user";
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    const char *rows[][2] = {{"a", "{\"user\":-0}"}, {"b", "{\"user\":0}"}, {"c", "{\"user\":1.50}"},
+                             {"d", "{\"user\":99999999999999999999}"}, {"e", "{\"user\":-5}"}};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(bkv_put(db, NULL, rows[i][0], 1, rows[i][1], strlen(rows[i][1])), BKV_OK);
+    for (int flushed = 0; flushed < 2; flushed++) {
+        static const struct {
+            const char *term;
+            int found;
+        } q[] = {{"-0", 2}, {"0", 2}, {"1.50", 1}, {"1.5", 0}, {"-5", 1}, {"18446744073709551615", 0},
+                 {"99999999999999999999", 0}};
+        for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
+            int n = 0;
+            assert_int_equal(bkv_find_value(db, NULL, q[i].term, strlen(q[i].term), count_found, &n, NULL), BKV_OK);
+            if (n != q[i].found) fail_msg("term %s: found %d, want %d (flushed %d)", q[i].term, n, q[i].found, flushed);
+        }
+        assert_int_equal(bkv_flush(db), BKV_OK);
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(largest_key_and_value_at_every_path),
         cmocka_unit_test(block_size_is_bounded),
+        cmocka_unit_test(lost_current_is_refused_then_repaired),
+        cmocka_unit_test(opens_that_create_nothing_leave_nothing),
+        cmocka_unit_test(destroy_takes_only_a_database),
+        cmocka_unit_test(handle_misuse_fails_cleanly),
+        cmocka_unit_test(json_numbers_follow_the_stated_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -550,6 +550,71 @@ def test_check_and_destroy(path):
     assert not os.path.exists(os.path.join(path, "CURRENT"))
 
 
+def test_largest_key_and_value(path):
+    """The maximum key and value are stored and read back after a flush;
+    one byte more is refused by every writing call, nothing stored."""
+    K, V = bloomkv.MAX_KEY_SIZE, bloomkv.MAX_VALUE_SIZE
+    assert (K, V) == (1 << 20, 256 << 20)
+    big_value = b"v" * V
+    with bloomkv.DB(path, create_if_missing=True) as d:
+        d.put(b"a", b"1")
+        with pytest.raises(bloomkv.InvalidArgumentError, match="longer than the maximum"):
+            d.put(b"k" * (K + 1), b"x")
+        with pytest.raises(bloomkv.InvalidArgumentError, match="value of 268435457 bytes"):
+            d.put(b"k", big_value + b"v")
+        with pytest.raises(bloomkv.InvalidArgumentError):
+            d.delete(b"k" * (K + 1))
+        wb = d.write_batch()
+        with pytest.raises(bloomkv.InvalidArgumentError, match="longer than the maximum"):
+            wb.put(b"k" * (K + 1), b"x")
+        d.put(b"k" * K, b"small")
+        d.put(b"big", big_value)
+        d.flush()
+        assert d.get(b"a") == b"1"
+        assert d.get(b"k" * K) == b"small"
+        assert d.get(b"big") == big_value
+        assert d.get(b"k" * (K + 1)) is None
+
+
+def test_lost_current_repair_and_destroy(path):
+    with bloomkv.DB(path, create_if_missing=True) as d:
+        model = fill(d, 2000)
+        d.compact()
+    os.unlink(os.path.join(path, "CURRENT"))
+    with pytest.raises(bloomkv.CorruptionError, match="bloomkv repair"):
+        bloomkv.DB(path, create_if_missing=True)
+    assert "CURRENT now names" in bloomkv.repair_db(path)
+    with bloomkv.DB(path) as d:
+        assert dict(d.iterator()) == model
+    os.symlink(path, path + "-link")
+    with pytest.raises(bloomkv.InvalidArgumentError, match="symbolic link"):
+        bloomkv.destroy_db(path + "-link")
+    foreign = path + "-foreign"
+    os.mkdir(foreign)
+    for name in ("CURRENT", "1.log", "2024.sst", "notes.tmp"):
+        open(os.path.join(foreign, name), "w").close()
+    with pytest.raises(bloomkv.InvalidArgumentError, match="not a bloomkv database"):
+        bloomkv.destroy_db(foreign)
+    assert sorted(os.listdir(foreign)) == ["1.log", "2024.sst", "CURRENT", "notes.tmp"]
+    bloomkv.destroy_db(path)
+    assert not os.path.exists(path)
+
+
+def test_skip_damaged_recovery_ends_on_a_long_record(path):
+    """A damaged first fragment of a record over 32 KiB leaves orphaned
+    fragments: skip_damaged still ends, keeping the other records."""
+    with bloomkv.DB(path, create_if_missing=True) as d:
+        d.put(b"big", b"v" * 40000)
+        d.put(b"after", b"1")
+    log = [f for f in os.listdir(path) if f.endswith(".log")][0]
+    with open(os.path.join(path, log), "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff")
+    with bloomkv.DB(path, wal_recovery="skip_damaged") as d:
+        assert d.get(b"big") is None
+        assert d.get(b"after") == b"1"
+
+
 def test_damaged_table_raises_corruption(path):
     with bloomkv.DB(path, create_if_missing=True, block_cache_size=0) as d:
         model = fill(d, 3000)

@@ -261,6 +261,16 @@ static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t 
         fprintf(stderr, "bloomkv: %s: bad hex\n", cmd);
         return -1;
     }
+    /* A range whose start is after its end is a mistake (the two swapped),
+     * not an empty result. */
+    size_t common = *fl < *tl ? *fl : *tl;
+    int c = common ? memcmp(*from, *to, common) : 0;
+    if (o->from && o->to && (c > 0 || (c == 0 && *fl > *tl))) {
+        free(*from);
+        free(*to);
+        fprintf(stderr, "bloomkv: %s: --from is after --to\n", cmd);
+        return -1;
+    }
     return 0;
 }
 

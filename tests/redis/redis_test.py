@@ -172,6 +172,21 @@ def single_node():
     expect_error(lambda: r.execute_command("BKV.SCAN", 0, "COUNT", "x"), "integer", "COUNT not a number")
     expect_error(lambda: r.execute_command("BKV.FINDVALUE", "v", "LIMIT", "-1"), "integer", "negative LIMIT")
     expect_error(lambda: r.execute_command("BKV.SET", "x" * (1 << 20 + 1), "v"), "too large", "huge key")
+    # The largest key and value the engine stores, and one byte over each.
+    max_key, max_value = "k" * ((1 << 20) - 2), b"v" * (256 << 20)
+    check(r.execute_command("BKV.SET", max_key, "small") == b"OK", "BKV.SET of the longest key")
+    expect_error(lambda: r.execute_command("BKV.SET", max_key + "k", "v"), "at most 1048574 bytes", "key one byte over")
+    check(r.execute_command("BKV.SET", "bigvalue", max_value) == b"OK", "BKV.SET of the longest value")
+    expect_error(lambda: r.execute_command("BKV.SET", "bigvalue2", max_value + b"v"), "longer than the maximum",
+                 "value one byte over")
+    expect_error(lambda: r.execute_command("BKV.MSET", "m9", "x", "bigvalue2", max_value + b"v"),
+                 "longer than the maximum", "MSET value one byte over")
+    check(r.execute_command("BKV.EXISTS", "m9") == 0, "a refused MSET stores nothing")
+    check(r.execute_command("BKV.GET", max_key) == b"small", "BKV.GET of the longest key")
+    check(r.execute_command("BKV.GET", "bigvalue") == max_value, "BKV.GET of the longest value")
+    check(r.execute_command("BKV.DEL", max_key) == 1 and r.execute_command("BKV.DEL", "bigvalue") == 1,
+          "longest key and value deleted")
+    del max_value
     r1 = redis.Redis(host="127.0.0.1", port=s.port, db=1)
     expect_error(lambda: r1.execute_command("BKV.SET", "k", "v"), "database 0", "rows only in database 0")
     r1.flushdb()  # another database's flush leaves the rows alone

@@ -345,6 +345,8 @@ expect 2 "repair of a directory that is not there" -- "$B" repair "$D/nothere"
 
 # Usage errors are usage errors; results are never silently clamped.
 expect 2 "compact with --from after --to" -- "$B" compact "$c/db" --from z --to a
+expect 2 "scan with --from after --to" -- "$B" scan "$c/db" --from z --to a
+expect 0 "scan of an empty range" -- "$B" scan "$c/db" --from c00010 --to c00010
 expect 2 "--limit past a long" -- "$B" scan "$c/db" --limit 99999999999999999999
 expect 2 "find-value --limit 0 without an index" -- "$B" find-value "$c/db" v1 --limit 0
 expect 2 "find-value --all with --any" -- "$B" find-value "$c/db" v1 --all --any

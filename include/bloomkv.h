@@ -596,6 +596,7 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
 
 /* A malloc'd text (free with bkv_free), or NULL for an unknown name:
  *   "bloomkv.stats"                  readable report
+ *   "bloomkv.last-sequence"          the sequence number of the last write reads see (decimal)
  *   "bloomkv.num-files-at-level<N>"  decimal
  *   "bloomkv.bytes-at-level<N>"      decimal
  *   "bloomkv.write-amplification"    table bytes written per user byte written

@@ -304,6 +304,8 @@ static char *stats_report(bkv_db *db) {
 char *bkv_property(bkv_db *db, const char *name) {
     if (!db || !name) return NULL;
     if (strcmp(name, "bloomkv.stats") == 0) return stats_report(db);
+    if (strcmp(name, "bloomkv.last-sequence") == 0)
+        return format("%llu", (unsigned long long)atomic_load(&db->visible_sequence));
     if (strncmp(name, "bloomkv.counter.", 16) == 0) {
         uint64_t v;
         return counter_value(db, name + 16, &v) ? format("%llu", (unsigned long long)v) : NULL;

@@ -137,10 +137,24 @@ int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, con
     return rc;
 }
 
+/* A write replayed from an AOF being loaded: 1 when the local rows
+ * already hold it (the contract kept them: the write is skipped, so an
+ * older replayed write never undoes a newer local one), 0 to apply it, -1
+ * after replying with an error. */
+static int replayed_write_skipped(RedisModuleCtx *ctx) {
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING)) return 0;
+    int take = bkv_redis_loading_rows(ctx);
+    if (take < 0) return reply_bkv_error(ctx, BKV_IOERROR), -1;
+    if (take) return 0;
+    RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return 1;
+}
+
 /* ---- BKV.* ---- */
 
 static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
+    if (replayed_write_skipped(ctx)) return REDISMODULE_OK;
     row_key rk;
     if (open_row(ctx, argv[1], 1, &rk)) return REDISMODULE_OK;
     size_t vl;
@@ -190,6 +204,7 @@ static int cmd_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2) return RedisModule_WrongArity(ctx);
+    if (replayed_write_skipped(ctx)) return REDISMODULE_OK;
     row_key rk;
     if (open_row(ctx, argv[1], 0, &rk)) return REDISMODULE_OK;
     int r = row_exists(&rk);
@@ -207,6 +222,7 @@ static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
  * (CROSSSLOT); a single server checks nothing. */
 static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
+    if (replayed_write_skipped(ctx)) return REDISMODULE_OK;
     /* All or nothing: after the commit the pending writes are this
      * command's alone, dropped whole if a key is refused. */
     bkv_redis_commit(ctx);
@@ -266,7 +282,11 @@ static int hex_digit(char c) {
 }
 
 /* BKV.SCAN cursor [MATCH prefix] [COUNT n]: the cursor is the next row
- * key in hex ("0": the start, and the end). */
+ * key in hex ("0": the start, and the end). COUNT is the work of one call,
+ * as for Redis's SCAN: the rows examined, matching MATCH or not, at most
+ * SCAN_MAX_WORK whatever the client asks, so no call walks the node on
+ * the event loop. */
+#define SCAN_MAX_WORK 100000
 static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc < 2 || argc % 2) return RedisModule_WrongArity(ctx);
@@ -297,9 +317,13 @@ static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         }
         sl = cl / 2;
     }
+    if (count > SCAN_MAX_WORK) count = SCAN_MAX_WORK;
     bkv_read_options ro;
     bkv_read_options_init(&ro);
     ro.fill_cache = 0;
+    static const char rows_end[BKV_SLOT_PREFIX] = {(char)(BKV_REDIS_SLOTS >> 8), 0}; /* past the last slot */
+    ro.upper_bound = rows_end;
+    ro.upper_bound_len = sizeof rows_end;
     bkv_iter *it;
     int rc = bkv_iter_create(bkv_redis_state->db, &ro, &it);
     if (rc) {
@@ -313,7 +337,7 @@ static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     /* The keys come first in the reply but the cursor is known last. */
     RedisModuleString **keys = RedisModule_Alloc((size_t)count * sizeof *keys);
     long long n = 0;
-    for (; bkv_iter_valid(it) && n < count; bkv_iter_next(it)) {
+    for (long long examined = 0; bkv_iter_valid(it) && examined < count; bkv_iter_next(it), examined++) {
         size_t kl;
         const char *k = bkv_iter_key(it, &kl);
         if (kl < BKV_SLOT_PREFIX) continue;
@@ -342,16 +366,40 @@ static int cmd_scan(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
 }
 
+/* The results of a search, gathered before any is sent: a search that
+ * fails midway then replies with its error, never with a partial array
+ * that reads as complete. Each result: u64 klen, key, u64 vlen, value. */
 typedef struct found_rows {
-    RedisModuleCtx *ctx;
     long long limit, n;
+    char *buf;
+    size_t len, cap;
+    int oom;
 } found_rows;
 
-static int reply_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+static int append_found(found_rows *f, const void *p, size_t n) {
+    if (f->len + n > f->cap) {
+        size_t cap = f->cap ? f->cap : 4096;
+        while (cap < f->len + n) cap *= 2;
+        char *g = RedisModule_Realloc(f->buf, cap);
+        if (!g) return -1;
+        f->buf = g;
+        f->cap = cap;
+    }
+    memcpy(f->buf + f->len, p, n);
+    f->len += n;
+    return 0;
+}
+
+static int gather_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
     found_rows *f = arg;
-    if (klen < BKV_SLOT_PREFIX) return 0;
-    RedisModule_ReplyWithStringBuffer(f->ctx, (const char *)key + BKV_SLOT_PREFIX, klen - BKV_SLOT_PREFIX);
-    RedisModule_ReplyWithStringBuffer(f->ctx, val, vlen);
+    /* Rows only: a key past the last slot is the module's own. */
+    if (klen < BKV_SLOT_PREFIX || (unsigned char)*(const char *)key >= (BKV_REDIS_SLOTS >> 8)) return 0;
+    uint64_t kl = klen - BKV_SLOT_PREFIX, vl = vlen;
+    if (append_found(f, &kl, sizeof kl) || append_found(f, (const char *)key + BKV_SLOT_PREFIX, kl) ||
+        append_found(f, &vl, sizeof vl) || append_found(f, val, vl)) {
+        f->oom = 1;
+        return 1;
+    }
     return ++f->n >= f->limit;
 }
 
@@ -368,12 +416,23 @@ static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     }
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[1], &vl);
-    found_rows f = {ctx, limit, 0};
-    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
-    int rc = limit ? bkv_find_value(bkv_redis_state->db, NULL, v, vl, reply_found, &f, NULL) : BKV_OK;
-    RedisModule_ReplySetArrayLength(ctx, 2 * f.n);
-    if (rc && rc != BKV_NOTFOUND)
-        RedisModule_Log(ctx, "warning", "bloomkv: BKV.FINDVALUE: %s", bkv_errmsg(bkv_redis_state->db));
+    found_rows f = {.limit = limit};
+    int rc = limit ? bkv_find_value(bkv_redis_state->db, NULL, v, vl, gather_found, &f, NULL) : BKV_OK;
+    if (rc == BKV_NOTFOUND) rc = BKV_OK;
+    if (!rc && f.oom) rc = BKV_NOMEM;
+    if (rc) {
+        RedisModule_Free(f.buf);
+        return rc == BKV_NOMEM ? RedisModule_ReplyWithError(ctx, "ERR bloomkv: out of memory gathering results")
+                               : reply_bkv_error(ctx, rc);
+    }
+    RedisModule_ReplyWithArray(ctx, 2 * f.n);
+    for (size_t at = 0; at < f.len;) {
+        uint64_t n;
+        memcpy(&n, f.buf + at, sizeof n);
+        RedisModule_ReplyWithStringBuffer(ctx, f.buf + at + sizeof n, (size_t)n);
+        at += sizeof n + (size_t)n;
+    }
+    RedisModule_Free(f.buf);
     return REDISMODULE_OK;
 }
 
@@ -410,21 +469,31 @@ static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void
  * acknowledge reach bloomkv's WAL first. */
 static void on_event_loop(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e, (void)data;
-    if (sub == REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP) bkv_redis_commit(ctx);
+    if (sub != REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP) return;
+    bkv_redis_commit(ctx);
+    /* A start with no RDB or AOF to load: the local rows still need their
+     * slot keys (a load makes them when it ends). */
+    if (!bkv_redis_state->keys_restored && !(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING)) {
+        bkv_redis_state->keys_restored = 1;
+        bkv_redis_slots_restore_keys(ctx);
+    }
 }
 
+/* Which rows a load keeps is the contract's to decide (persist.c) from
+ * the file's identity; the event only says a load begins, ends, and
+ * whether it is a full sync from a master (whose rows are always taken). */
 static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e, (void)data;
     bkv_redis *g = bkv_redis_state;
-    /* Our own RDB or AOF at startup is older than the rows bloomkv kept;
-     * a replica's full sync brings the master's rows, to be taken. */
-    if (sub == REDISMODULE_SUBEVENT_LOADING_RDB_START || sub == REDISMODULE_SUBEVENT_LOADING_AOF_START)
-        g->trust_local = 1;
-    else if (sub == REDISMODULE_SUBEVENT_LOADING_REPL_START)
-        g->trust_local = 0;
-    else if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED || sub == REDISMODULE_SUBEVENT_LOADING_FAILED) {
+    if (sub == REDISMODULE_SUBEVENT_LOADING_RDB_START || sub == REDISMODULE_SUBEVENT_LOADING_AOF_START ||
+        sub == REDISMODULE_SUBEVENT_LOADING_REPL_START) {
+        g->load_state = BKV_LOAD_PENDING;
+        g->load_from_master = sub == REDISMODULE_SUBEVENT_LOADING_REPL_START;
+    } else if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED || sub == REDISMODULE_SUBEVENT_LOADING_FAILED) {
         bkv_redis_commit(ctx); /* an AOF's writes: no event loop ran while it loaded */
-        g->trust_local = 0;
+        if (bkv_redis_load_ended())
+            RedisModule_Log(ctx, "warning", "bloomkv: cannot record the file the rows came from: %s", bkv_errmsg(NULL));
+        g->keys_restored = 1;
         bkv_redis_slots_restore_keys(ctx);
     }
 }
@@ -516,12 +585,21 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         return REDISMODULE_ERR;
     }
     bkv_redis_state = g;
-    if (bkv_redis_slots_init(ctx) == REDISMODULE_ERR || bkv_redis_filters_init(ctx) == REDISMODULE_ERR)
+    int ok = bkv_redis_branch_init() == BKV_OK;
+    if (!ok) RedisModule_Log(ctx, "warning", "bloomkv: cannot record the identity of %s: %s", g->dir, bkv_errmsg(NULL));
+    ok = ok && bkv_redis_slots_init(ctx) == REDISMODULE_OK && bkv_redis_filters_init(ctx) == REDISMODULE_OK;
+    for (size_t i = 0; ok && i < sizeof commands / sizeof commands[0]; i++)
+        ok = RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
+                                       commands[i].last, commands[i].step) == REDISMODULE_OK;
+    if (!ok) {
+        /* Nothing of a failed load stays: the database (and its lock) is
+         * released, so the server can retry the load or start without it. */
+        bkv_close(g->db);
+        bkv_batch_destroy(g->pending);
+        RedisModule_Free(g);
+        bkv_redis_state = NULL;
         return REDISMODULE_ERR;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
-                                      commands[i].last, commands[i].step) == REDISMODULE_ERR)
-            return REDISMODULE_ERR;
+    }
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_EventLoop, on_event_loop);

@@ -20,13 +20,30 @@
 
 #define BKV_REDIS_SLOTS 16384
 #define BKV_SLOT_PREFIX 2 /* a row's bloomkv key: slot (2 bytes, big-endian), then the user key */
+#define BKV_SLOT_ENCVER 1 /* of the slot type's values and of its aux field */
+#define BKV_BRANCH_LEN 32 /* the local database's branch: 16 random bytes in hex (persist.c) */
+
+/* What a load in progress does with the rows it brings (persist.c). */
+enum {
+    BKV_LOAD_IDLE,    /* no load: a RESTORE or MIGRATE brings a slot's rows, taken */
+    BKV_LOAD_PENDING, /* loading, the file's identity not read yet */
+    BKV_LOAD_TRUST,   /* the local rows are the file's state or newer: the file's rows are skipped */
+    BKV_LOAD_REBUILD  /* the local rows were emptied: the file's rows are taken */
+};
 
 typedef struct bkv_redis {
     bkv_db *db;
     char dir[4096];
     bkv_options opts;
     int sync;                       /* module option "sync yes": writes are synced */
-    int trust_local;                /* loading our own RDB/AOF at startup: the local rows are newer */
+    char branch[BKV_BRANCH_LEN + 1]; /* the local database's identity (persist.c) */
+    char base_branch[BKV_BRANCH_LEN + 1]; /* the file it was last rebuilt from ("" if none) */
+    uint64_t base_sequence;
+    char file_branch[BKV_BRANCH_LEN + 1]; /* the identity of the file loading now ("" if none read) */
+    uint64_t file_sequence;
+    int load_state;                 /* BKV_LOAD_* */
+    int load_from_master;           /* the load in progress is a replica's full sync */
+    int keys_restored;              /* slot keys made for the local rows since the module loaded */
     uint64_t incarnation[BKV_REDIS_SLOTS]; /* of each slot's key now in the keyspace (0: none) */
     uint64_t next_incarnation;
     RedisModuleType *slot_type;
@@ -64,6 +81,22 @@ int bkv_redis_slot_ready(RedisModuleCtx *ctx, unsigned slot, int create);
 void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx);
 /* Drops every row (the keyspace was flushed). */
 int bkv_redis_drop_all(RedisModuleCtx *ctx);
+
+/* ---- the persistence contract (persist.c) ---- */
+/* Reads the local database's branch, making one for a new database. */
+int bkv_redis_branch_init(void);
+/* A new branch for the local database (it was emptied). */
+int bkv_redis_new_branch(void);
+/* Empties the local rows because of why (logged): the load in progress
+ * takes the file's. */
+int bkv_redis_rebuild(RedisModuleCtx *ctx, const char *why);
+/* While loading, before rows of the file are applied: 1 to apply them, 0
+ * to skip them (the local rows are kept), -1 on failure. */
+int bkv_redis_loading_rows(RedisModuleCtx *ctx);
+/* A load ended (or failed): back to taking the rows RESTORE brings. */
+int bkv_redis_load_ended(void);
+/* The aux field callbacks of the slot type. */
+void bkv_redis_persist_methods(RedisModuleTypeMethods *tm);
 
 /* ---- filters (filters.c) ---- */
 int bkv_redis_filters_init(RedisModuleCtx *ctx);

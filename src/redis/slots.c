@@ -13,7 +13,6 @@
 
 #include "redis_int.h"
 
-#define SLOT_ENCVER 1
 #define SLOT_KEY_FMT "bkv:slot:{%s}"
 #define IMPORT_BATCH 1000
 
@@ -100,10 +99,8 @@ static int for_each_row(unsigned slot, row_fn fn, void *arg) {
     ro.fill_cache = 0;
     ro.lower_bound = lo;
     ro.lower_bound_len = 2;
-    if (next < BKV_REDIS_SLOTS) {
-        ro.upper_bound = hi;
-        ro.upper_bound_len = 2;
-    }
+    ro.upper_bound = hi; /* for the last slot, 0x4000: the module's own rows lie past it */
+    ro.upper_bound_len = 2;
     bkv_iter *it;
     int rc = bkv_iter_create(bkv_redis_state->db, &ro, &it);
     if (rc) return rc;
@@ -168,11 +165,15 @@ static slot_value *new_slot_value(unsigned slot) {
 }
 
 static void *slot_rdb_load(RedisModuleIO *io, int encver) {
-    if (encver != SLOT_ENCVER) return NULL;
+    if (encver != BKV_SLOT_ENCVER) return NULL;
     uint64_t slot = RedisModule_LoadUnsigned(io);
     if (RedisModule_IsIOError(io) || slot >= BKV_REDIS_SLOTS) return NULL;
     bkv_redis *g = bkv_redis_state;
     bkv_redis_commit(NULL); /* earlier commands' writes land before the rows that arrive now */
+    /* A whole file loading: the contract decides (persist.c). A RESTORE or
+     * MIGRATE brings a slot's rows to take. */
+    int take = g->load_state == BKV_LOAD_IDLE ? 1 : bkv_redis_loading_rows(NULL);
+    if (take < 0) return NULL;
     bkv_batch *b = bkv_batch_create();
     if (!b) return NULL;
     int rc = BKV_OK;
@@ -187,8 +188,7 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
             if (k) RedisModule_Free(k);
             goto bad;
         }
-        /* At startup the local rows are newer than our own RDB's. */
-        if (!g->trust_local) {
+        if (take) {
             char *row = RedisModule_Alloc(kl + BKV_SLOT_PREFIX);
             size_t n = bkv_redis_row_key((unsigned)slot, k, kl, row);
             if (!rc) rc = bkv_batch_put(b, row, n, v, vl);
@@ -351,6 +351,7 @@ int bkv_redis_drop_all(RedisModuleCtx *ctx) {
     g->db = NULL;
     int rc = bkv_destroy(g->dir);
     if (!rc) rc = bkv_open(g->dir, &g->opts, &g->db);
+    if (!rc) rc = bkv_redis_new_branch(); /* no file saved before this holds these rows */
     if (rc) RedisModule_Log(ctx, "warning", "bloomkv: could not empty %s: %s", g->dir, bkv_errmsg(NULL));
     memset(g->incarnation, 0, sizeof g->incarnation);
     return rc;
@@ -367,6 +368,7 @@ int bkv_redis_slots_init(RedisModuleCtx *ctx) {
                                  .digest = slot_digest,
                                  .free = slot_free,
                                  .unlink = slot_unlink};
-    bkv_redis_state->slot_type = RedisModule_CreateDataType(ctx, "bkv-slot0", SLOT_ENCVER, &tm);
+    bkv_redis_persist_methods(&tm);
+    bkv_redis_state->slot_type = RedisModule_CreateDataType(ctx, "bkv-slot0", BKV_SLOT_ENCVER, &tm);
     return bkv_redis_state->slot_type ? REDISMODULE_OK : REDISMODULE_ERR;
 }

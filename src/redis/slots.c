@@ -357,7 +357,136 @@ int bkv_redis_drop_all(RedisModuleCtx *ctx) {
     return rc;
 }
 
+/* ---- the slot keys cannot be used to lose rows ----
+ *
+ * A slot key leaves a node's keyspace, taking its rows, only by MIGRATE
+ * (resharding), a RESTORE ... REPLACE of a newer copy, or a flush. Every
+ * command that would delete, rename, move, copy over, overwrite or expire
+ * one is turned, before Redis looks it up, into BKV.REFUSED, which
+ * refuses it; the same command from a master (it did it: a MIGRATE's
+ * DEL) or an AOF is run as it was. Slot keys never carry a TTL, and the
+ * allkeys-* eviction policies, which would evict them, are refused. */
+
+#define SLOT_KEY_PREFIX "bkv:slot:{"
+
+static int is_slot_key(RedisModuleString *s) {
+    size_t n;
+    const char *p = RedisModule_StringPtrLen(s, &n);
+    return n >= sizeof SLOT_KEY_PREFIX - 1 && memcmp(p, SLOT_KEY_PREFIX, sizeof SLOT_KEY_PREFIX - 1) == 0;
+}
+
+static int arg_is(RedisModuleString *s, const char *text) {
+    size_t n;
+    const char *p = RedisModule_StringPtrLen(s, &n);
+    return n == strlen(text) && strncasecmp(p, text, n) == 0;
+}
+
+/* Where a command names a key it would remove, rename, expire or
+ * overwrite: args from..count-1 every step; 0 when it names none. */
+typedef struct key_rule {
+    const char *cmd;
+    int from, step; /* step 0: from alone; from -1: the argument after STORE or STOREDIST */
+} key_rule;
+
+static const key_rule key_rules[] = {
+    {"del", 1, 1},         {"unlink", 1, 1},      {"expire", 1, 0},      {"pexpire", 1, 0},
+    {"expireat", 1, 0},    {"pexpireat", 1, 0},   {"move", 1, 0},        {"set", 1, 0},
+    {"setex", 1, 0},       {"psetex", 1, 0},      {"getset", 1, 0},      {"getdel", 1, 0},
+    {"getex", 1, 0},       {"rename", 1, 1},      {"renamenx", 1, 1},    {"copy", 1, 1},
+    {"mset", 1, 2},        {"sinterstore", 1, 0}, {"sunionstore", 1, 0}, {"sdiffstore", 1, 0},
+    {"zunionstore", 1, 0}, {"zinterstore", 1, 0}, {"zdiffstore", 1, 0},  {"zrangestore", 1, 0},
+    {"geosearchstore", 1, 0}, {"bitop", 2, 0},    {"sort", -1, 0},       {"georadius", -1, 0},
+    {"georadiusbymember", -1, 0}, {"lmove", 2, 0}, {"rpoplpush", 2, 0},  {"smove", 2, 0},
+};
+
+/* Whether the command in fctx would take away or hide a slot key. */
+static int endangers_slot_key(RedisModuleCommandFilterCtx *fctx) {
+    int argc = RedisModule_CommandFilterArgsCount(fctx);
+    if (argc < 2) return 0;
+    RedisModuleString *cmd = RedisModule_CommandFilterArgGet(fctx, 0);
+    if (arg_is(cmd, "swapdb"))
+        return argc >= 3 && (arg_is(RedisModule_CommandFilterArgGet(fctx, 1), "0") ||
+                             arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0"));
+    if (arg_is(cmd, "restore")) /* with a TTL, the key would expire */
+        return argc >= 3 && is_slot_key(RedisModule_CommandFilterArgGet(fctx, 1)) &&
+               !arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0");
+    if (arg_is(cmd, "config") && argc >= 4 && arg_is(RedisModule_CommandFilterArgGet(fctx, 1), "set"))
+        for (int i = 2; i + 1 < argc; i += 2) {
+            size_t n;
+            const char *v = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, i + 1), &n);
+            if (arg_is(RedisModule_CommandFilterArgGet(fctx, i), "maxmemory-policy") && n >= 7 &&
+                strncasecmp(v, "allkeys", 7) == 0)
+                return 1;
+        }
+    for (size_t r = 0; r < sizeof key_rules / sizeof *key_rules; r++) {
+        if (!arg_is(cmd, key_rules[r].cmd)) continue;
+        const key_rule *k = &key_rules[r];
+        if (k->from < 0) {
+            for (int i = 1; i + 1 < argc; i++)
+                if ((arg_is(RedisModule_CommandFilterArgGet(fctx, i), "store") ||
+                     arg_is(RedisModule_CommandFilterArgGet(fctx, i), "storedist")) &&
+                    is_slot_key(RedisModule_CommandFilterArgGet(fctx, i + 1)))
+                    return 1;
+            return 0;
+        }
+        if (k->step == 0) return k->from < argc && is_slot_key(RedisModule_CommandFilterArgGet(fctx, k->from));
+        for (int i = k->from; i < argc; i += k->step)
+            if (is_slot_key(RedisModule_CommandFilterArgGet(fctx, i))) return 1;
+        return 0;
+    }
+    return 0;
+}
+
+static void slot_key_filter(RedisModuleCommandFilterCtx *fctx) {
+    if (!endangers_slot_key(fctx)) return;
+    /* BKV.REFUSED <command> <its arguments...> */
+    RedisModule_CommandFilterArgInsert(fctx, 0, RedisModule_CreateString(NULL, "BKV.REFUSED", 11));
+}
+
+static int cmd_refused(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    size_t n;
+    const char *name = RedisModule_StringPtrLen(argv[1], &n);
+    if (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) {
+        /* The master did it (a MIGRATE's DEL of a slot that left), or the
+         * AOF recorded it: this node follows. */
+        RedisModuleCallReply *r = RedisModule_Call(ctx, name, "v", argv + 2, (size_t)argc - 2);
+        if (!r) return RedisModule_ReplyWithError(ctx, "ERR bloomkv: cannot run a replicated command");
+        RedisModule_ReplyWithCallReply(ctx, r);
+        RedisModule_FreeCallReply(r);
+        return REDISMODULE_OK;
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "ERR bloomkv: %.*s would delete, move, expire or overwrite a bkv:slot key (or evict them all), and with "
+             "it its slot's rows; rows are removed by BKV.DEL, FLUSHDB/FLUSHALL and resharding only",
+             (int)(n < 40 ? n : 40), name);
+    return RedisModule_ReplyWithError(ctx, msg);
+}
+
+/* Refuses to load under an eviction policy that would evict slot keys. */
+static int eviction_policy_ok(RedisModuleCtx *ctx) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "CONFIG", "cc", "GET", "maxmemory-policy");
+    int ok = 1;
+    if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(r) == 2) {
+        size_t n;
+        const char *v = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 1), &n);
+        if (v && n >= 7 && strncasecmp(v, "allkeys", 7) == 0) {
+            RedisModule_Log(ctx, "warning",
+                            "bloomkv: maxmemory-policy %.*s would evict the bkv:slot keys that own the rows: use "
+                            "noeviction or a volatile-* policy", (int)n, v);
+            ok = 0;
+        }
+    }
+    if (r) RedisModule_FreeCallReply(r);
+    return ok;
+}
+
 int bkv_redis_slots_init(RedisModuleCtx *ctx) {
+    if (!eviction_policy_ok(ctx)) return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "bkv.refused", cmd_refused, "fast", 0, 0, 0) == REDISMODULE_ERR ||
+        !RedisModule_RegisterCommandFilter(ctx, slot_key_filter, REDISMODULE_CMDFILTER_NOSELF))
+        return REDISMODULE_ERR;
     make_crc_table();
     make_tags(bkv_redis_state);
     RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,

@@ -281,14 +281,27 @@ def single_node():
             check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after RESTORE of its slot" % k)
             n_checked += 1
     check(n_checked > 0, "some rows moved with their slots")
-    # Deleting a slot's key deletes its rows.
+    # No command an operator types takes a slot key, and its rows, away:
+    # each is refused, and every row is still there.
     victim = slotkey[0]
-    vtag = bytes(victim).split(b"{")[1].rstrip(b"}").decode()
-    gone = [k for k in model if keyslot(k) == keyslot(vtag)]
-    r.delete(victim)
-    for k in gone:
-        check(r.execute_command("BKV.GET", k) is None, "row %s after its slot key was deleted" % k)
-        model.pop(k)
+    other_key = slotkey[1]
+    refused = [("DEL", victim), ("UNLINK", "x", victim), ("EXPIRE", victim, 1), ("PEXPIREAT", victim, 1),
+               ("RENAME", victim, "elsewhere"), ("RENAME", "plain", victim), ("RENAMENX", victim, "z"),
+               ("MOVE", victim, 1), ("COPY", "plain", victim, "REPLACE"), ("SET", victim, "x"),
+               ("GETDEL", victim), ("MSET", "a", "1", victim, "2"), ("SUNIONSTORE", victim, "s1"),
+               ("SORT", "list", "STORE", victim), ("SWAPDB", 0, 1), ("RESTORE", other_key, 5000, r.dump(other_key),
+                                                                     "REPLACE"),
+               ("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")]
+    for cmd in refused:
+        expect_error(lambda: r.execute_command(*cmd), "bkv:slot key", "%s refused" % cmd[0])
+    check(r.exists(victim) == 1 and r.ttl(victim) == -1, "the slot key is still there, with no TTL")
+    check(r.config_get("maxmemory-policy")["maxmemory-policy"] != "allkeys-lru", "allkeys eviction refused")
+    same_rows(r, model, "after the refused commands")
+    p = r.pipeline(transaction=True)
+    p.execute_command("DEL", victim)
+    res = p.execute(raise_on_error=False)[0]
+    check(isinstance(res, Exception) and "bkv:slot key" in str(res), "DEL in MULTI refused: %r" % (res,))
+    expect_error(lambda: r.eval("return redis.call('DEL', KEYS[1])", 1, victim), "bkv:slot key", "DEL in a script")
 
     # Restarts: SIGTERM and kill -9 keep every row (bloomkv's own files);
     # the RDB keeps the filters.
@@ -669,6 +682,32 @@ def log_has(server, text):
         return text in f.read()
 
 
+def eviction():
+    """Slot keys are never evicted: an allkeys-* policy stops the module
+    loading (and CONFIG SET to one is refused), and under volatile-* slot
+    keys, which never carry a TTL, stay while other keys go."""
+    s = Server("evict-allkeys-probe")
+    s.kill(signal.SIGTERM)
+    s.extra = ["--maxmemory-policy", "allkeys-lru"]
+    try:
+        s.start()
+        check(False, "the module loaded under allkeys-lru")
+    except RuntimeError:
+        pass
+    check(log_has(s, "would evict the bkv:slot keys"), "the log says why the module did not load")
+    s.proc = None
+    v = Server("evict-volatile", extra=["--maxmemory", "8mb", "--maxmemory-policy", "volatile-lru"])
+    r = v.client()
+    model = {}
+    for i in range(3000):
+        r.execute_command("BKV.SET", "e%05d" % i, "x" * 100)
+        model["e%05d" % i] = "x" * 100
+        r.set("cache%05d" % i, "y" * 5000, ex=3600)
+    check(r.info("stats")["evicted_keys"] > 0, "volatile keys were evicted")
+    same_rows(r, model, "rows under volatile-lru eviction")
+    v.kill(signal.SIGTERM)
+
+
 def persistence():
     """Each path Redis takes ends with exactly the acknowledged rows
     (docs/redis.md, "Persistence"): the local rows when they are the
@@ -788,6 +827,7 @@ def main():
             single_node()
             aof_node()
             persistence()
+            eviction()
         if "cluster" in PARTS:
             cluster()
         print("redis_test: %d checks passed" % CHECKS)

@@ -33,6 +33,13 @@
 #define CF_DEFAULT_MAX_ITERATIONS 20
 #define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets */
 #define CF_TYPE BKV_FILTER_CUCKOO12
+/* A client's numbers become sizes only within these bounds: a sub-filter
+ * of 2^30 items is about 1.2 GB at 1%, and each growth step is checked
+ * against it before it is multiplied. */
+#define MAX_CAPACITY ((uint64_t)1 << 30)
+#define MAX_EXPANSION 32768
+#define MAX_BUCKET_SIZE 255
+#define MAX_ITERATIONS 65535
 
 enum { KIND_BF = 1, KIND_CF = 2, KIND_STATIC = 3 };
 
@@ -54,37 +61,82 @@ typedef struct fstack {
 
 static RedisModuleType *bf_type, *cf_type, *static_type;
 
+/* The filters' bytes: their payloads come from the filter library's own
+ * allocator, which Redis's used_memory does not see. Counted here for
+ * maxmemory, INFO bloomkv and MEMORY USAGE. */
+static uint64_t filter_bytes;
+
+/* Whether the server may grow by bytes more of filters: with maxmemory
+ * set, used_memory plus every filter's bytes must stay within it. */
+static int memory_allows(uint64_t bytes) {
+    RedisModuleServerInfoData *info = RedisModule_GetServerInfo(NULL, "memory");
+    if (!info) return 1;
+    int err = 0;
+    uint64_t max = RedisModule_ServerInfoGetFieldUnsigned(info, "maxmemory", &err);
+    uint64_t used = err ? 0 : RedisModule_ServerInfoGetFieldUnsigned(info, "used_memory", &err);
+    RedisModule_FreeServerInfo(NULL, info);
+    return err || max == 0 || (used + filter_bytes <= max && bytes <= max - used - filter_bytes);
+}
+
 static RedisModuleType *type_of(int kind) {
     return kind == KIND_BF ? bf_type : kind == KIND_CF ? cf_type : static_type;
 }
 
 static void fstack_free(fstack *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nsubs; i++) bkv_filter_destroy(s->subs[i].f);
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        filter_bytes -= bkv_filter_memory(s->subs[i].f);
+        bkv_filter_destroy(s->subs[i].f);
+    }
     RedisModule_Free(s);
 }
 
+/* BKV_FULL: no room for another sub-filter (or its capacity is past
+ * MAX_CAPACITY); BKV_NOMEM: it would take the server past maxmemory. */
 static int add_sub(fstack *s, uint64_t capacity, double error) {
-    if (s->nsubs == MAX_SUBS) return BKV_FULL;
+    if (s->nsubs == MAX_SUBS || capacity == 0 || capacity > MAX_CAPACITY) return BKV_FULL;
     bkv_filter_spec spec = {.type = s->kind == KIND_BF ? BKV_FILTER_BLOCKED_BLOOM : CF_TYPE, .fpr = error};
     bkv_filter *f;
     int rc = bkv_filter_create(&spec, capacity, &f);
     if (rc) return rc;
+    /* Made first (its pages untouched until used), then weighed. */
+    if (!memory_allows(bkv_filter_memory(f))) {
+        bkv_filter_destroy(f);
+        return BKV_NOMEM;
+    }
+    filter_bytes += bkv_filter_memory(f);
     s->subs[s->nsubs++] = (sub_filter){f, capacity, 0};
     return BKV_OK;
 }
 
-static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t expansion, int nonscaling) {
+/* The next sub-filter's capacity, or 0 past MAX_CAPACITY (no overflow). */
+static uint64_t grown(uint64_t capacity, uint64_t expansion) {
+    if (!expansion) expansion = 1;
+    return capacity > MAX_CAPACITY / expansion ? 0 : capacity * expansion;
+}
+
+uint64_t bkv_redis_filter_bytes(void) { return filter_bytes; }
+
+/* NULL with *rc (add_sub's) when the first sub-filter cannot be made. */
+static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t expansion, int nonscaling, int *rc) {
     fstack *s = RedisModule_Calloc(1, sizeof *s);
     s->kind = kind;
     s->error = error;
     s->expansion = expansion;
     s->nonscaling = nonscaling;
-    if (add_sub(s, capacity, error)) {
+    if ((*rc = add_sub(s, capacity, error))) {
         fstack_free(s);
         return NULL;
     }
     return s;
+}
+
+/* The reply for a filter that could not be made or grown. */
+static int reply_no_filter(RedisModuleCtx *ctx, int rc) {
+    if (rc == BKV_NOMEM)
+        return RedisModule_ReplyWithError(ctx, "OOM command not allowed when used memory > 'maxmemory' "
+                                               "(counting the bloomkv filters' own memory)");
+    return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
 }
 
 /* Newest first: it is the largest and holds most of the items. */
@@ -159,12 +211,17 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
     s->deletes = get64(b + 32);
     s->bucket_size = get64(b + 40);
     s->max_iterations = get64(b + 48);
-    if (s->kind < KIND_BF || s->kind > KIND_STATIC || nsubs == 0 || nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1)) {
+    /* As strict as the engine is with its own files: every number a reply
+     * or a size is made from is within what a command could have set. */
+    if (s->kind < KIND_BF || s->kind > KIND_STATIC || nsubs == 0 || nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1) ||
+        (s->kind == KIND_STATIC && nsubs != 1) || s->expansion > MAX_EXPANSION || s->items > INT64_MAX ||
+        s->deletes > INT64_MAX || s->bucket_size > MAX_BUCKET_SIZE || s->max_iterations > MAX_ITERATIONS || b[5] != 0) {
         snprintf(why, wl, "filter blob header out of range");
         RedisModule_Free(s);
         return NULL;
     }
     size_t off = BLOB_HEADER;
+    uint64_t counted = 0;
     for (uint64_t i = 0; i < nsubs; i++) {
         if (len - off < 24 || get64(b + off + 16) > len - off - 24) {
             snprintf(why, wl, "filter blob truncated at offset %zu", off);
@@ -179,8 +236,29 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
             fstack_free(s);
             return NULL;
         }
-        s->subs[s->nsubs++] = (sub_filter){f, get64(b + off), get64(b + off + 8)};
+        sub_filter sf = {f, get64(b + off), get64(b + off + 8)};
+        filter_bytes += bkv_filter_memory(f);
+        s->subs[s->nsubs++] = sf;
         off += 24 + fl;
+        bkv_filter_info fi;
+        bkv_filter_get_info(f, &fi);
+        int type_ok = s->kind == KIND_BF ? fi.type == BKV_FILTER_BLOCKED_BLOOM
+                      : s->kind == KIND_CF ? fi.type == CF_TYPE
+                                            : bkv_filter_is_static(fi.type);
+        if (!type_ok || (s->kind != KIND_STATIC && (sf.capacity == 0 || sf.capacity > MAX_CAPACITY ||
+                                                     sf.count > 4 * MAX_CAPACITY))) {
+            snprintf(why, wl, "sub-filter %llu: its type or counts do not fit a %s filter", (unsigned long long)i,
+                     s->kind == KIND_BF ? "BF" : s->kind == KIND_CF ? "CF" : "static");
+            fstack_free(s);
+            return NULL;
+        }
+        counted += sf.count;
+    }
+    if (s->kind != KIND_STATIC && counted != s->items) {
+        snprintf(why, wl, "filter blob counts %llu items, its sub-filters %llu", (unsigned long long)s->items,
+                 (unsigned long long)counted);
+        fstack_free(s);
+        return NULL;
     }
     if (off != len) {
         snprintf(why, wl, "filter blob has %zu bytes after its last sub-filter", len - off);
@@ -277,15 +355,16 @@ static int arg_is(RedisModuleString *arg, const char *word) {
 
 /* ---- BF ---- */
 
-/* 1 added, 0 (may have) existed, -1 a full non-scaling filter, -2 no room for another sub-filter. */
+/* 1 added, 0 (may have) existed, -1 a full non-scaling filter, -2 no room
+ * for another sub-filter, -3 not past maxmemory. */
 static int bf_add(fstack *s, bkv_hash h) {
     if (stack_contains(s, h)) return 0;
     sub_filter *last = &s->subs[s->nsubs - 1];
     if (last->count >= last->capacity) {
         if (s->nonscaling) return -1;
         double err = s->error * pow(BF_TIGHTENING, s->nsubs);
-        uint64_t cap = last->capacity * (s->expansion ? s->expansion : 1);
-        if (add_sub(s, cap, err > 1e-12 ? err : 1e-12)) return -2;
+        int rc = add_sub(s, grown(last->capacity, s->expansion), err > 1e-12 ? err : 1e-12);
+        if (rc) return rc == BKV_NOMEM ? -3 : -2;
         last = &s->subs[s->nsubs - 1];
     }
     bkv_filter_add(last->f, h);
@@ -309,8 +388,9 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) {
         if (!c->create) return RedisModule_ReplyWithError(ctx, "ERR not found");
-        if (!(s = fstack_new(KIND_BF, c->capacity, c->error, c->expansion, c->nonscaling)))
-            return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+        int rc;
+        if (!(s = fstack_new(KIND_BF, c->capacity, c->error, c->expansion, c->nonscaling, &rc)))
+            return reply_no_filter(ctx, rc);
         RedisModule_ModuleTypeSetValue(key, bf_type, s);
     }
     if (multi) RedisModule_ReplyWithArray(ctx, n);
@@ -318,6 +398,7 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
         int r = bf_add(s, item_hash(items[i]));
         if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
         else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR maximum expansions reached");
+        else if (r == -3) reply_no_filter(ctx, BKV_NOMEM);
         else RedisModule_ReplyWithLongLong(ctx, r);
     }
     RedisModule_ReplicateVerbatim(ctx);
@@ -330,11 +411,12 @@ static int parse_error_rate(RedisModuleCtx *ctx, RedisModuleString *arg, double 
     return 0;
 }
 
-static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v, long long min, const char *what) {
+static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v, long long min, uint64_t max,
+                       const char *what) {
     long long x;
-    if (RedisModule_StringToLongLong(arg, &x) != REDISMODULE_OK || x < min || x > (1LL << 40)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "ERR bad %s", what);
+    if (RedisModule_StringToLongLong(arg, &x) != REDISMODULE_OK || x < min || (uint64_t)x > max) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "ERR bad %s (%lld to %llu)", what, min, (unsigned long long)max);
         RedisModule_ReplyWithError(ctx, msg);
         return -1;
     }
@@ -345,13 +427,13 @@ static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v,
 static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4 || argc > 7) return RedisModule_WrongArity(ctx);
     bf_create c = {1, 0, BF_DEFAULT_EXPANSION, 0, 0};
-    if (parse_error_rate(ctx, argv[2], &c.error) || parse_count(ctx, argv[3], &c.capacity, 1, "capacity"))
+    if (parse_error_rate(ctx, argv[2], &c.error) || parse_count(ctx, argv[3], &c.capacity, 1, MAX_CAPACITY, "capacity"))
         return REDISMODULE_OK;
     int has_expansion = 0;
     for (int i = 4; i < argc; i++) {
         if (arg_is(argv[i], "NONSCALING")) c.nonscaling = 1;
         else if (arg_is(argv[i], "EXPANSION") && i + 1 < argc) {
-            if (parse_count(ctx, argv[++i], &c.expansion, 1, "expansion")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[++i], &c.expansion, 1, MAX_EXPANSION, "expansion")) return REDISMODULE_OK;
             has_expansion = 1;
         } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
     }
@@ -361,8 +443,8 @@ static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int st = open_filter(ctx, argv[1], KIND_BF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
-    if (!(s = fstack_new(KIND_BF, c.capacity, c.error, c.expansion, c.nonscaling)))
-        return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+    int rc;
+    if (!(s = fstack_new(KIND_BF, c.capacity, c.error, c.expansion, c.nonscaling, &rc))) return reply_no_filter(ctx, rc);
     RedisModule_ModuleTypeSetValue(key, bf_type, s);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -389,11 +471,11 @@ static int cmd_bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         else if (arg_is(argv[i], "NONSCALING")) c.nonscaling = 1;
         else if (i + 1 >= argc) return RedisModule_WrongArity(ctx);
         else if (arg_is(argv[i], "CAPACITY")) {
-            if (parse_count(ctx, argv[++i], &c.capacity, 1, "capacity")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[++i], &c.capacity, 1, MAX_CAPACITY, "capacity")) return REDISMODULE_OK;
         } else if (arg_is(argv[i], "ERROR")) {
             if (parse_error_rate(ctx, argv[++i], &c.error)) return REDISMODULE_OK;
         } else if (arg_is(argv[i], "EXPANSION")) {
-            if (parse_count(ctx, argv[++i], &c.expansion, 1, "expansion")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[++i], &c.expansion, 1, MAX_EXPANSION, "expansion")) return REDISMODULE_OK;
         } else return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
     }
     if (i >= argc - 1) return RedisModule_WrongArity(ctx);
@@ -479,13 +561,14 @@ static int cmd_bf_card(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
 /* ---- CF ---- */
 
-/* 1 added, 0 existed (nx), -1 full. */
+/* 1 added, 0 existed (nx), -1 full, -3 not past maxmemory. */
 static int cf_add(fstack *s, bkv_hash h, int nx) {
     if (nx && stack_contains(s, h)) return 0;
     sub_filter *last = &s->subs[s->nsubs - 1];
     if (bkv_filter_add(last->f, h) != BKV_OK) {
         if (!s->expansion) return -1;
-        if (add_sub(s, last->capacity * s->expansion, 0.01) != BKV_OK) return -1;
+        int rc = add_sub(s, grown(last->capacity, s->expansion), 0.01);
+        if (rc) return rc == BKV_NOMEM ? -3 : -1;
         last = &s->subs[s->nsubs - 1];
         if (bkv_filter_add(last->f, h) != BKV_OK) return -1;
     }
@@ -494,8 +577,8 @@ static int cf_add(fstack *s, bkv_hash h, int nx) {
     return 1;
 }
 
-static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iterations, uint64_t expansion) {
-    fstack *s = fstack_new(KIND_CF, capacity, 0.01, expansion, 0);
+static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iterations, uint64_t expansion, int *rc) {
+    fstack *s = fstack_new(KIND_CF, capacity, 0.01, expansion, 0, rc);
     if (s) {
         s->bucket_size = bucket_size;
         s->max_iterations = max_iterations;
@@ -511,13 +594,19 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) {
         if (!create) return RedisModule_ReplyWithError(ctx, "ERR not found");
-        if (!(s = cf_new(capacity, 2, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION)))
-            return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+        int rc;
+        if (!(s = cf_new(capacity, 2, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION, &rc)))
+            return reply_no_filter(ctx, rc);
         RedisModule_ModuleTypeSetValue(key, cf_type, s);
     }
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     for (int i = 0; i < n; i++) {
         int r = cf_add(s, item_hash(items[i]), nx);
+        if (r == -3) {
+            if (multi) reply_no_filter(ctx, BKV_NOMEM);
+            else return reply_no_filter(ctx, BKV_NOMEM);
+            continue;
+        }
         if (r < 0 && !multi) return RedisModule_ReplyWithError(ctx, "ERR Filter is full");
         RedisModule_ReplyWithLongLong(ctx, r);
     }
@@ -528,14 +617,14 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
 static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
     uint64_t capacity, bucket = 2, iters = CF_DEFAULT_MAX_ITERATIONS, expansion = CF_DEFAULT_EXPANSION;
-    if (parse_count(ctx, argv[2], &capacity, 1, "capacity")) return REDISMODULE_OK;
+    if (parse_count(ctx, argv[2], &capacity, 1, MAX_CAPACITY, "capacity")) return REDISMODULE_OK;
     for (int i = 3; i < argc; i += 2) {
         if (arg_is(argv[i], "BUCKETSIZE")) {
-            if (parse_count(ctx, argv[i + 1], &bucket, 1, "bucket size")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[i + 1], &bucket, 1, MAX_BUCKET_SIZE, "bucket size")) return REDISMODULE_OK;
         } else if (arg_is(argv[i], "MAXITERATIONS")) {
-            if (parse_count(ctx, argv[i + 1], &iters, 1, "max iterations")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[i + 1], &iters, 1, MAX_ITERATIONS, "max iterations")) return REDISMODULE_OK;
         } else if (arg_is(argv[i], "EXPANSION")) {
-            if (parse_count(ctx, argv[i + 1], &expansion, 0, "expansion")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[i + 1], &expansion, 0, MAX_EXPANSION, "expansion")) return REDISMODULE_OK;
         } else return RedisModule_ReplyWithError(ctx, "ERR syntax error");
     }
     if (bucket * 2 > capacity) return RedisModule_ReplyWithError(ctx, "ERR Capacity must be at least (BucketSize * 2)");
@@ -544,7 +633,8 @@ static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_OK) return RedisModule_ReplyWithError(ctx, "ERR item exists");
-    if (!(s = cf_new(capacity, bucket, iters, expansion))) return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+    int rc;
+    if (!(s = cf_new(capacity, bucket, iters, expansion, &rc))) return reply_no_filter(ctx, rc);
     RedisModule_ModuleTypeSetValue(key, cf_type, s);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -567,7 +657,7 @@ static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     for (; i < argc && !arg_is(argv[i], "ITEMS"); i++) {
         if (arg_is(argv[i], "NOCREATE")) create = 0;
         else if (arg_is(argv[i], "CAPACITY") && i + 1 < argc) {
-            if (parse_count(ctx, argv[++i], &capacity, 4, "capacity")) return REDISMODULE_OK;
+            if (parse_count(ctx, argv[++i], &capacity, 4, MAX_CAPACITY, "capacity")) return REDISMODULE_OK;
         } else return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
     }
     if (i >= argc - 1) return RedisModule_WrongArity(ctx);
@@ -663,6 +753,11 @@ static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     int rc = bkv_filter_build(&spec, h, n, &f);
     RedisModule_Free(h);
     if (rc) return RedisModule_ReplyWithError(ctx, "ERR could not build the filter");
+    if (!memory_allows(bkv_filter_memory(f))) {
+        bkv_filter_destroy(f);
+        return reply_no_filter(ctx, BKV_NOMEM);
+    }
+    filter_bytes += bkv_filter_memory(f);
     fstack *s = RedisModule_Calloc(1, sizeof *s);
     s->kind = KIND_STATIC;
     s->error = fpr;
@@ -698,6 +793,13 @@ static int cmd_filter_loadblob(RedisModuleCtx *ctx, RedisModuleString **argv, in
     if (!s) {
         snprintf(msg, sizeof msg, "ERR %s", why);
         return RedisModule_ReplyWithError(ctx, msg);
+    }
+    /* A client's blob is held to maxmemory; an AOF's or a master's is
+     * data this node must hold. */
+    if (!(RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_LOADING | REDISMODULE_CTX_FLAGS_REPLICATED)) &&
+        !memory_allows(0)) {
+        fstack_free(s);
+        return reply_no_filter(ctx, BKV_NOMEM);
     }
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     RedisModule_ModuleTypeSetValue(key, type_of(s->kind), s);

@@ -508,6 +508,20 @@ static void on_fork_prepare(void) {
 static void on_fork_parent(void) { bkv_fork_parent(bkv_redis_state ? bkv_redis_state->db : NULL); }
 static void on_fork_child(void) { bkv_fork_child(bkv_redis_state ? bkv_redis_state->db : NULL); }
 
+/* INFO bloomkv: what Redis's own sections cannot show. */
+static void info_func(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    (void)for_crash_report;
+    bkv_redis *g = bkv_redis_state;
+    if (!g) return;
+    RedisModule_InfoAddSection(ctx, "");
+    RedisModule_InfoAddFieldULongLong(ctx, "filter_bytes", bkv_redis_filter_bytes());
+    RedisModule_InfoAddFieldCString(ctx, "branch", g->branch);
+    char *seq = bkv_property(g->db, "bloomkv.last-sequence");
+    RedisModule_InfoAddFieldCString(ctx, "last_sequence", seq ? seq : "");
+    bkv_free(seq);
+    RedisModule_InfoAddFieldCString(ctx, "dir", g->dir);
+}
+
 /* ---- loading ---- */
 
 static int parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, bkv_redis *g) {
@@ -600,6 +614,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         bkv_redis_state = NULL;
         return REDISMODULE_ERR;
     }
+    RedisModule_RegisterInfoFunc(ctx, info_func);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_EventLoop, on_event_loop);

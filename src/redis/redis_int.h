@@ -100,5 +100,7 @@ void bkv_redis_persist_methods(RedisModuleTypeMethods *tm);
 
 /* ---- filters (filters.c) ---- */
 int bkv_redis_filters_init(RedisModuleCtx *ctx);
+/* The bytes every filter of the node holds (outside Redis's allocator). */
+uint64_t bkv_redis_filter_bytes(void);
 
 #endif

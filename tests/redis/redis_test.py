@@ -343,6 +343,25 @@ def aof_node():
     check(r.execute_command("BKV.GET", "after") == b"rewrite", "a write after the rewrite, from the AOF")
     check(all(r.execute_command("BF.MEXISTS", "abf", *["i%d" % i for i in range(300)])), "BF from the AOF")
     check(r.execute_command("CF.EXISTS", "acf", "x") == 1, "CF from the AOF")
+    # The blob an AOF holds, forged: LOADBLOB refuses counts that do not
+    # add up, a number past any bound, a sub-filter of another type.
+    aof_dir = os.path.join(s.dir, "appendonlydir")
+    base = [f for f in os.listdir(aof_dir) if ".base." in f][0]
+    blob = next(c[2] for c in resp_commands(open(os.path.join(aof_dir, base), "rb").read())
+                if c[0].upper() == b"BKV.FILTER.LOADBLOB" and c[1] == b"abf")
+    check(r.execute_command("BKV.FILTER.LOADBLOB", "copy", blob) == b"OK", "the blob as written loads")
+    forged = bytearray(blob)
+    forged[24:32] = (2 ** 63 + 5).to_bytes(8, "little")  # items
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f1", bytes(forged)), "filter blob",
+                 "a forged item count")
+    forged = bytearray(blob)
+    forged[8:16] = (2 ** 40).to_bytes(8, "little")  # expansion
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f2", bytes(forged)), "filter blob",
+                 "a forged expansion")
+    forged = bytearray(blob)
+    forged[6] = 2  # a BF's sub-filters as a CF's
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f3", bytes(forged)), "type", "a forged kind")
+    check(r.exists("f1", "f2", "f3") == 0, "no forged filter was stored")
     s.kill(signal.SIGTERM)
 
 
@@ -708,6 +727,62 @@ def eviction():
     v.kill(signal.SIGTERM)
 
 
+def hostile_clients():
+    """Numbers from a client are bounded before they become sizes; filters
+    count against maxmemory; a forged blob is refused; SCAN does bounded
+    work whatever it is asked."""
+    s = Server("hostile")
+    r = s.client()
+    for i in range(300):
+        r.execute_command("BKV.SET", "h%04d" % i, "v")
+    cursor, keys = r.execute_command("BKV.SCAN", 0, "COUNT", 2305843009213693952)
+    check(len(keys) == 300 and cursor in (b"0", 0), "SCAN with a huge COUNT: %d keys" % len(keys))
+    cursor, keys = r.execute_command("BKV.SCAN", 0, "MATCH", "nothing-matches", "COUNT", 50)
+    check(keys == [] and cursor not in (b"0", 0), "SCAN with MATCH examines COUNT rows and returns a cursor")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "big", 0.01, 4294967296), "bad capacity", "BF capacity")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "big", 0.01, 100, "EXPANSION", 4294967296), "bad expansion",
+                 "BF expansion")
+    expect_error(lambda: r.execute_command("CF.RESERVE", "big", 4294967296), "bad capacity", "CF capacity")
+    expect_error(lambda: r.execute_command("CF.RESERVE", "big", 100, "BUCKETSIZE", 100000), "bad bucket size",
+                 "CF bucket size")
+    check(r.ping(), "the server is up")
+    # maxmemory counts the filters' own bytes.
+    r.config_set("maxmemory", "20mb")
+    expect_error(lambda: r.execute_command("BF.RESERVE", "huge", 0.01, 150000000), "OOM", "a filter past maxmemory")
+    r.execute_command("BF.RESERVE", "small", 0.01, 1000000)  # about 1.2 MB
+    made = 1
+    try:
+        for i in range(40):
+            r.execute_command("BF.RESERVE", "more%d" % i, 0.01, 1000000)
+            made += 1
+    except redis.exceptions.ResponseError as e:
+        check("OOM" in str(e), "filters stop at maxmemory: %s" % e)
+    fb = int(r.info("bloomkv")["bloomkv_filter_bytes"])
+    used = r.info("memory")["used_memory"]
+    check(made < 40 and used + fb <= 22 * 1024 * 1024, "filters held to maxmemory: %d made, %d + %d bytes" %
+          (made, used, fb))
+    check(r.memory_usage("small") >= 1000000, "MEMORY USAGE sees a filter's bytes")
+    r.config_set("maxmemory", "0")
+    s.kill(signal.SIGTERM)
+
+
+def resp_commands(data):
+    """The commands of an AOF (RESP arrays of bulk strings)."""
+    at, out = 0, []
+    while at < len(data):
+        end = data.index(b"\r\n", at)
+        n = int(data[at + 1:end])
+        at = end + 2
+        args = []
+        for _ in range(n):
+            end = data.index(b"\r\n", at)
+            ln = int(data[at + 1:end])
+            args.append(data[end + 2:end + 2 + ln])
+            at = end + 2 + ln + 2
+        out.append(args)
+    return out
+
+
 def persistence():
     """Each path Redis takes ends with exactly the acknowledged rows
     (docs/redis.md, "Persistence"): the local rows when they are the
@@ -828,6 +903,7 @@ def main():
             aof_node()
             persistence()
             eviction()
+            hostile_clients()
         if "cluster" in PARTS:
             cluster()
         print("redis_test: %d checks passed" % CHECKS)

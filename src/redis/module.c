@@ -86,11 +86,41 @@ static bkv_write_options write_options(void) {
 
 /* ---- pending writes ---- */
 
-#define PENDING_LIMIT (512u << 10) /* bytes held before a commit mid-iteration */
+#define PENDING_LIMIT (512u << 10) /* bytes of keys and values held before a commit mid-iteration */
+
+/* Hands the committed writes' commands to replication and the AOF, in
+ * the order they ran. Only a ctx can: a commit without one (before a fork)
+ * leaves them for the next commit that has one. */
+static void replicate_committed(RedisModuleCtx *ctx) {
+    bkv_redis *g = bkv_redis_state;
+    if (!ctx || !g->ncommitted) return;
+    for (size_t i = 0; i < g->ncommitted; i++) {
+        bkv_pending_cmd *c = &g->repl[i];
+        RedisModule_Replicate(ctx, RedisModule_StringPtrLen(c->argv[0], NULL), "v", c->argv + 1, (size_t)c->argc - 1);
+        for (int j = 0; j < c->argc; j++) RedisModule_FreeString(NULL, c->argv[j]);
+        RedisModule_Free(c->argv);
+    }
+    memmove(g->repl, g->repl + g->ncommitted, (g->nrepl - g->ncommitted) * sizeof *g->repl);
+    g->nrepl -= g->ncommitted;
+    g->ncommitted = 0;
+}
+
+/* Drops the commands of writes that were never committed. */
+static void drop_uncommitted(void) {
+    bkv_redis *g = bkv_redis_state;
+    for (size_t i = g->ncommitted; i < g->nrepl; i++) {
+        for (int j = 0; j < g->repl[i].argc; j++) RedisModule_FreeString(NULL, g->repl[i].argv[j]);
+        RedisModule_Free(g->repl[i].argv);
+    }
+    g->nrepl = g->ncommitted;
+}
 
 void bkv_redis_commit(RedisModuleCtx *ctx) {
     bkv_redis *g = bkv_redis_state;
-    if (!g->pending || bkv_batch_count(g->pending) == 0) return;
+    if (!g->pending || bkv_batch_count(g->pending) == 0) {
+        replicate_committed(ctx);
+        return;
+    }
     bkv_write_options wo = write_options();
     int rc = bkv_write(g->db, &wo, g->pending);
     if (rc && ctx) {
@@ -105,14 +135,37 @@ void bkv_redis_commit(RedisModuleCtx *ctx) {
             if (r) RedisModule_FreeCallReply(r);
         }
     }
+    /* A write reaches replicas and the AOF only once it is committed: a
+     * replica never holds a row its master refused. */
+    if (rc) drop_uncommitted();
+    else g->ncommitted = g->nrepl;
+    replicate_committed(ctx);
     bkv_batch_clear(g->pending);
+    g->pending_bytes = 0;
     g->npending_clients = 0;
+}
+
+/* Keeps a write command to replicate once its batch commits (not for an
+ * AOF being replayed: what it replays is already in the AOF). */
+static void pending_replicate(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    bkv_redis *g = bkv_redis_state;
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) return;
+    if (g->nrepl == g->cap_repl) {
+        g->cap_repl = g->cap_repl ? 2 * g->cap_repl : 64;
+        g->repl = RedisModule_Realloc(g->repl, g->cap_repl * sizeof *g->repl);
+    }
+    bkv_pending_cmd *c = &g->repl[g->nrepl++];
+    c->argc = argc;
+    c->argv = RedisModule_Alloc((size_t)argc * sizeof *c->argv);
+    for (int i = 0; i < argc; i++) c->argv[i] = RedisModule_CreateStringFromString(NULL, argv[i]);
 }
 
 static int pending_add(const char *key, size_t klen, const char *val, size_t vlen, int del) {
     bkv_redis *g = bkv_redis_state;
     if (!g->pending && !(g->pending = bkv_batch_create())) return BKV_NOMEM;
-    return del ? bkv_batch_delete(g->pending, key, klen) : bkv_batch_put(g->pending, key, klen, val, vlen);
+    int rc = del ? bkv_batch_delete(g->pending, key, klen) : bkv_batch_put(g->pending, key, klen, val, vlen);
+    if (!rc) g->pending_bytes += klen + vlen;
+    return rc;
 }
 
 /* Remembers the client whose reply now depends on the pending writes, and
@@ -128,13 +181,7 @@ static void pending_done(RedisModuleCtx *ctx) {
         }
         g->pending_clients[g->npending_clients++] = id;
     }
-    if (bkv_batch_count(g->pending) * 32 > PENDING_LIMIT) bkv_redis_commit(ctx);
-}
-
-int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, const char *val, size_t vlen, int del) {
-    int rc = pending_add(key, klen, val, vlen, del);
-    if (!rc) pending_done(ctx);
-    return rc;
+    if (g->pending_bytes > PENDING_LIMIT) bkv_redis_commit(ctx);
 }
 
 /* A write replayed from an AOF being loaded: 1 when the local rows
@@ -159,10 +206,11 @@ static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (open_row(ctx, argv[1], 1, &rk)) return REDISMODULE_OK;
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[2], &vl);
-    int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, v, vl, 0);
+    int rc = pending_add(rk.p, rk.len, v, vl, 0);
     free_row_key(&rk);
     if (rc) return reply_bkv_error(ctx, rc);
-    RedisModule_ReplicateVerbatim(ctx);
+    pending_replicate(ctx, argv, argc);
+    pending_done(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -209,12 +257,15 @@ static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (open_row(ctx, argv[1], 0, &rk)) return REDISMODULE_OK;
     int r = row_exists(&rk);
     if (r == 1) {
-        int rc = bkv_redis_pending_put(ctx, rk.p, rk.len, NULL, 0, 1);
+        int rc = pending_add(rk.p, rk.len, NULL, 0, 1);
         if (rc) r = rc;
     }
     free_row_key(&rk);
     if (r < 0) return reply_bkv_error(ctx, r);
-    if (r) RedisModule_ReplicateVerbatim(ctx);
+    if (r) {
+        pending_replicate(ctx, argv, argc);
+        pending_done(ctx);
+    }
     return RedisModule_ReplyWithLongLong(ctx, r);
 }
 
@@ -235,8 +286,8 @@ static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         free_row_key(&rk);
         if (rc) return bkv_batch_clear(bkv_redis_state->pending), reply_bkv_error(ctx, rc);
     }
+    pending_replicate(ctx, argv, argc);
     pending_done(ctx);
-    RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 

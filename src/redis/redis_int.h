@@ -31,6 +31,12 @@ enum {
     BKV_LOAD_REBUILD  /* the local rows were emptied: the file's rows are taken */
 };
 
+/* A write command kept until its batch commits, then replicated. */
+typedef struct bkv_pending_cmd {
+    RedisModuleString **argv;
+    int argc;
+} bkv_pending_cmd;
+
 typedef struct bkv_redis {
     bkv_db *db;
     char dir[4096];
@@ -52,6 +58,9 @@ typedef struct bkv_redis {
      * pipeline of sets instead of one each. The clients they came from, to
      * disconnect them unanswered should the commit fail. */
     bkv_batch *pending;
+    size_t pending_bytes;           /* of keys and values in pending */
+    bkv_pending_cmd *repl;          /* the commands of the writes in order: [0, ncommitted) committed */
+    size_t nrepl, ncommitted, cap_repl;
     unsigned long long *pending_clients;
     size_t npending_clients, cap_pending_clients;
     char slot_tags[BKV_REDIS_SLOTS][8]; /* a hash tag per slot: "{tag}" hashes to the slot */
@@ -62,10 +71,9 @@ extern bkv_redis *bkv_redis_state;
 /* Redis calls this when it loads the module (module.c). */
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
-/* The pending writes (module.c): add one for ctx's client, or commit them
- * all (before a read, a fork, or Redis's replies; ctx may be NULL where no
- * client can be told). put returns 0 or a bloomkv status. */
-int bkv_redis_pending_put(RedisModuleCtx *ctx, const char *key, size_t klen, const char *val, size_t vlen, int del);
+/* Commits the pending writes (module.c): before a read, a fork, or
+ * Redis's replies; ctx may be NULL where no client can be told and nothing
+ * replicated (the commands then wait for the next commit with a ctx). */
 void bkv_redis_commit(RedisModuleCtx *ctx);
 
 /* ---- slots (slots.c) ---- */

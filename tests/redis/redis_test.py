@@ -53,10 +53,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, name, cluster=False, save=False, extra=(), module_args=()):
+    def __init__(self, name, cluster=False, save=False, extra=(), module_args=(), bkv_dir=None):
         """extra: more server options, e.g. ["--appendonly", "yes"];
-        module_args: more module options, e.g. ["sync", "yes"]."""
+        module_args: more module options, e.g. ["sync", "yes"];
+        bkv_dir: the module's directory (default: bkv in the server's)."""
         self.module_args = list(module_args)
+        self.bkv_dir = bkv_dir
         self.dir = os.path.join(ROOT, name)
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
@@ -70,7 +72,7 @@ class Server:
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                 "--save", "3600 1" if self.save else "", "--logfile", "server.log",
                 "--enable-debug-command", "local",
-                "--loadmodule", MODULE, "dir", os.path.join(self.dir, "bkv")] + self.module_args
+                "--loadmodule", MODULE, "dir", self.bkv_dir or os.path.join(self.dir, "bkv")] + self.module_args
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                      "--cluster-node-timeout", "1500", "--cluster-replica-validity-factor", "0"]
@@ -783,6 +785,52 @@ def resp_commands(data):
     return out
 
 
+def failed_commit_with_a_replica():
+    """A commit that fails (the master's bloomkv directory on a full
+    file system) is never replicated: the replica holds no row the master
+    did not acknowledge. Needs a tmpfs mount (root); skipped without."""
+    tfs = os.path.join(ROOT, "tfs")
+    os.makedirs(tfs)
+    if subprocess.call(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", tfs], stderr=subprocess.DEVNULL) != 0:
+        print("failed_commit_with_a_replica: skipped (cannot mount a tmpfs)")
+        return
+    try:
+        m = Server("full-master", bkv_dir=os.path.join(tfs, "bkv"))
+        rep = Server("full-replica", extra=["--replicaof", "127.0.0.1", str(m.port)])
+        rr = rep.client()
+        deadline = time.time() + 20
+        while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
+            time.sleep(0.1)
+        r = m.client()
+        acked, failed = set(), None
+        for i in range(20000):
+            k = "full%05d" % i
+            try:
+                r.execute_command("BKV.SET", k, "x" * 4000)
+                acked.add(k)
+            except redis.exceptions.ConnectionError:
+                failed = k
+                break
+        check(failed is not None, "the master's file system filled up")
+        r = m.client()
+        for i in range(5):  # later writes fail too (the engine's error state)
+            try:
+                r.execute_command("BKV.SET", "after%d" % i, "x")
+                check(False, "a write after the failure was acknowledged")
+            except redis.exceptions.ConnectionError:
+                r = m.client()
+        time.sleep(1)
+        rows = all_rows(rr)
+        check(failed not in rows and not any(k.startswith("after") for k in rows),
+              "the replica holds a row its master refused")
+        check(set(rows) <= acked, "the replica holds only acknowledged rows")
+        check(len(rows) >= len(acked) * 0.9, "the replica has the acknowledged rows (%d of %d)" % (len(rows), len(acked)))
+        m.kill(signal.SIGKILL)
+        rep.kill(signal.SIGTERM)
+    finally:
+        subprocess.call(["umount", "-l", tfs])
+
+
 def persistence():
     """Each path Redis takes ends with exactly the acknowledged rows
     (docs/redis.md, "Persistence"): the local rows when they are the
@@ -904,6 +952,7 @@ def main():
             persistence()
             eviction()
             hostile_clients()
+            failed_commit_with_a_replica()
         if "cluster" in PARTS:
             cluster()
         print("redis_test: %d checks passed" % CHECKS)

@@ -454,6 +454,111 @@ static int gather_found(void *arg, const void *key, size_t klen, const void *val
     return ++f->n >= f->limit;
 }
 
+/* ---- work off the event loop ----
+ *
+ * A search over the node and a compaction run on a thread of their own,
+ * the client blocked meanwhile (RedisModule_BlockClient) and every other
+ * client served. Where a client cannot block (MULTI, a script) the work
+ * runs inline. The database is not emptied (FLUSHALL) while a job runs:
+ * bkv_redis_drop_all waits for them. */
+enum { JOB_COMPACT, JOB_FINDVALUE };
+
+typedef struct job {
+    RedisModuleBlockedClient *bc;
+    bkv_db *db;
+    int kind, rc;
+    char msg[BKV_ERRMSG_COPY];
+    found_rows found;
+    char *value;
+    size_t vlen;
+} job;
+
+static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_done = PTHREAD_COND_INITIALIZER;
+static int jobs_running;
+
+void bkv_redis_wait_for_jobs(void) {
+    pthread_mutex_lock(&jobs_mu);
+    while (jobs_running) pthread_cond_wait(&jobs_done, &jobs_mu);
+    pthread_mutex_unlock(&jobs_mu);
+}
+
+static void run_job(job *j) {
+    if (j->kind == JOB_COMPACT) j->rc = bkv_compact(j->db);
+    else j->rc = j->found.limit ? bkv_find_value(j->db, NULL, j->value, j->vlen, gather_found, &j->found, NULL) : BKV_OK;
+    if (j->rc == BKV_NOTFOUND) j->rc = BKV_OK;
+    if (!j->rc && j->found.oom) j->rc = BKV_NOMEM;
+    /* The message is this thread's: copied for the reply on the main one. */
+    if (j->rc) snprintf(j->msg, sizeof j->msg, "%s", bkv_errmsg(NULL));
+}
+
+static int reply_job(RedisModuleCtx *ctx, job *j) {
+    if (j->rc) {
+        char msg[BKV_ERRMSG_COPY + 64];
+        snprintf(msg, sizeof msg, "ERR bloomkv: %s%s%s", bkv_strerror(j->rc), *j->msg ? ": " : "", j->msg);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    if (j->kind == JOB_COMPACT) return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    RedisModule_ReplyWithArray(ctx, 2 * j->found.n);
+    for (size_t at = 0; at < j->found.len;) {
+        uint64_t n;
+        memcpy(&n, j->found.buf + at, sizeof n);
+        RedisModule_ReplyWithStringBuffer(ctx, j->found.buf + at + sizeof n, (size_t)n);
+        at += sizeof n + (size_t)n;
+    }
+    return REDISMODULE_OK;
+}
+
+static void job_free(RedisModuleCtx *ctx, void *p) {
+    (void)ctx;
+    job *j = p;
+    RedisModule_Free(j->found.buf);
+    RedisModule_Free(j->value);
+    RedisModule_Free(j);
+}
+
+static int job_unblocked(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv, (void)argc;
+    return reply_job(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+}
+
+static void *job_thread(void *arg) {
+    job *j = arg;
+    run_job(j);
+    pthread_mutex_lock(&jobs_mu);
+    jobs_running--;
+    pthread_cond_broadcast(&jobs_done);
+    pthread_mutex_unlock(&jobs_mu);
+    RedisModule_UnblockClient(j->bc, j);
+    return NULL;
+}
+
+static int start_job(RedisModuleCtx *ctx, job *j) {
+    j->db = bkv_redis_state->db;
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (!(flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA | REDISMODULE_CTX_FLAGS_DENY_BLOCKING))) {
+        j->bc = RedisModule_BlockClient(ctx, job_unblocked, NULL, job_free, 0);
+        pthread_mutex_lock(&jobs_mu);
+        jobs_running++;
+        pthread_mutex_unlock(&jobs_mu);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        int started = pthread_create(&t, &attr, job_thread, j) == 0;
+        pthread_attr_destroy(&attr);
+        if (started) return REDISMODULE_OK;
+        pthread_mutex_lock(&jobs_mu);
+        jobs_running--;
+        pthread_mutex_unlock(&jobs_mu);
+        RedisModule_AbortBlock(j->bc);
+    }
+    run_job(j);
+    int r = reply_job(ctx, j);
+    job_free(ctx, j);
+    return r;
+}
+
 static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     if (argc != 2 && argc != 4) return RedisModule_WrongArity(ctx);
@@ -467,24 +572,13 @@ static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     }
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[1], &vl);
-    found_rows f = {.limit = limit};
-    int rc = limit ? bkv_find_value(bkv_redis_state->db, NULL, v, vl, gather_found, &f, NULL) : BKV_OK;
-    if (rc == BKV_NOTFOUND) rc = BKV_OK;
-    if (!rc && f.oom) rc = BKV_NOMEM;
-    if (rc) {
-        RedisModule_Free(f.buf);
-        return rc == BKV_NOMEM ? RedisModule_ReplyWithError(ctx, "ERR bloomkv: out of memory gathering results")
-                               : reply_bkv_error(ctx, rc);
-    }
-    RedisModule_ReplyWithArray(ctx, 2 * f.n);
-    for (size_t at = 0; at < f.len;) {
-        uint64_t n;
-        memcpy(&n, f.buf + at, sizeof n);
-        RedisModule_ReplyWithStringBuffer(ctx, f.buf + at + sizeof n, (size_t)n);
-        at += sizeof n + (size_t)n;
-    }
-    RedisModule_Free(f.buf);
-    return REDISMODULE_OK;
+    job *j = RedisModule_Calloc(1, sizeof *j);
+    j->kind = JOB_FINDVALUE;
+    j->found.limit = limit;
+    j->value = RedisModule_Alloc(vl ? vl : 1);
+    memcpy(j->value, v, vl);
+    j->vlen = vl;
+    return start_job(ctx, j);
 }
 
 static int cmd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -502,8 +596,9 @@ static int cmd_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
     (void)argv;
     if (argc != 1) return RedisModule_WrongArity(ctx);
-    int rc = bkv_compact(bkv_redis_state->db);
-    return rc ? reply_bkv_error(ctx, rc) : RedisModule_ReplyWithSimpleString(ctx, "OK");
+    job *j = RedisModule_Calloc(1, sizeof *j);
+    j->kind = JOB_COMPACT;
+    return start_job(ctx, j);
 }
 
 /* ---- server events ---- */
@@ -634,7 +729,7 @@ static const command commands[] = {
     {"bkv.scan", cmd_scan, "readonly", 0, 0, 0},
     {"bkv.findvalue", cmd_findvalue, "readonly", 0, 0, 0},
     {"bkv.info", cmd_info, "readonly", 0, 0, 0},
-    {"bkv.compact", cmd_compact, "readonly", 0, 0, 0},
+    {"bkv.compact", cmd_compact, "write", 0, 0, 0},
 };
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {

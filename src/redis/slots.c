@@ -346,7 +346,9 @@ void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx) {
 
 int bkv_redis_drop_all(RedisModuleCtx *ctx) {
     bkv_redis *g = bkv_redis_state;
-    /* Faster than a tombstone per row: the database is made anew. */
+    /* Faster than a tombstone per row: the database is made anew, once no
+     * search or compaction on a worker uses it. */
+    bkv_redis_wait_for_jobs();
     bkv_close(g->db);
     g->db = NULL;
     int rc = bkv_destroy(g->dir);

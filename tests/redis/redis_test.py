@@ -167,6 +167,18 @@ def single_node():
         want = {k.encode(): v.encode() for k, mv in model.items() if mv == v}
         check(got == want, "BKV.FINDVALUE %s: %d results, wanted %d" % (v, len(got), len(want)))
     check(len(r.execute_command("BKV.FINDVALUE", "v3", "LIMIT", 2)) == 4, "BKV.FINDVALUE LIMIT")
+    # Where a client cannot block (MULTI, a script) the search runs inline,
+    # with the same answer as on a worker.
+    p = r.pipeline(transaction=True)
+    p.execute_command("BKV.FINDVALUE", "v17")
+    p.execute_command("BKV.COMPACT")
+    in_multi = p.execute()
+    check(sorted(in_multi[0]) == sorted(r.execute_command("BKV.FINDVALUE", "v17")) and in_multi[1] == b"OK",
+          "FINDVALUE and COMPACT in MULTI")
+    check(sorted(r.eval("return redis.call('BKV.FINDVALUE', ARGV[1])", 0, "v17")) ==
+          sorted(r.execute_command("BKV.FINDVALUE", "v17")), "FINDVALUE in a script")
+    info = r.command().get("bkv.compact", {})
+    check("write" in str(info.get("flags")), "BKV.COMPACT is a write command: %r" % (info,))
     check(b"level" in r.execute_command("BKV.INFO") or "level" in str(r.execute_command("BKV.INFO")), "BKV.INFO")
     check(r.execute_command("BKV.COMPACT") == b"OK", "BKV.COMPACT")
 

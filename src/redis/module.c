@@ -652,7 +652,10 @@ static void on_fork_prepare(void) {
     bkv_fork_prepare(bkv_redis_state->db);
 }
 static void on_fork_parent(void) { bkv_fork_parent(bkv_redis_state ? bkv_redis_state->db : NULL); }
-static void on_fork_child(void) { bkv_fork_child(bkv_redis_state ? bkv_redis_state->db : NULL); }
+static void on_fork_child(void) {
+    bkv_fork_child(bkv_redis_state ? bkv_redis_state->db : NULL);
+    if (bkv_redis_state) bkv_redis_state->in_fork_child = 1;
+}
 
 /* INFO bloomkv: what Redis's own sections cannot show. */
 static void info_func(RedisModuleInfoCtx *ctx, int for_crash_report) {

@@ -50,6 +50,7 @@ typedef struct bkv_redis {
     int load_state;                 /* BKV_LOAD_* */
     int load_from_master;           /* the load in progress is a replica's full sync */
     int keys_restored;              /* slot keys made for the local rows since the module loaded */
+    int in_fork_child;              /* this process is a child Redis forked (to save, to sync a replica) */
     uint64_t incarnation[BKV_REDIS_SLOTS]; /* of each slot's key now in the keyspace (0: none) */
     uint64_t next_incarnation;
     RedisModuleType *slot_type;

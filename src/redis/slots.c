@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "redis_int.h"
 
@@ -146,13 +147,27 @@ static int save_row(void *arg, const char *k, size_t kl, const char *v, size_t v
     return 0;
 }
 
+/* The rows of a slot end with 0; ROWS_INCOMPLETE instead marks a slot
+ * whose rows could not all be read: a load refuses the file. */
+#define ROWS_INCOMPLETE 2
+
+/* A save that cannot read every row fails rather than write a file that
+ * looks whole: in a child Redis forked (BGSAVE, a replica's sync, an AOF
+ * rewrite) by ending it with an error, which Redis reports as the save's
+ * failure; in the server itself (SAVE, SHUTDOWN, DEBUG RELOAD), which
+ * cannot be stopped from here, by marking the slot so that no load takes
+ * the file. */
 static void slot_rdb_save(RedisModuleIO *io, void *value) {
     slot_value *sv = value;
     RedisModule_SaveUnsigned(io, sv->slot);
     save_ctx sc = {io};
-    if (for_each_row(sv->slot, save_row, &sc) != BKV_OK)
-        RedisModule_LogIOError(io, "warning", "bloomkv: reading slot %u: %s", sv->slot,
-                               bkv_errmsg(bkv_redis_state->db));
+    if (for_each_row(sv->slot, save_row, &sc) != BKV_OK) {
+        RedisModule_LogIOError(io, "warning", "bloomkv: reading slot %u: %s; this save fails", sv->slot,
+                               bkv_errmsg(NULL));
+        if (bkv_redis_state->in_fork_child) _exit(1);
+        RedisModule_SaveUnsigned(io, ROWS_INCOMPLETE);
+        return;
+    }
     RedisModule_SaveUnsigned(io, 0);
 }
 
@@ -181,6 +196,11 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
         uint64_t more = RedisModule_LoadUnsigned(io);
         if (RedisModule_IsIOError(io)) goto bad;
         if (!more) break;
+        if (more != 1) {
+            RedisModule_LogIOError(io, "warning", "bloomkv: slot %u was saved incomplete (its rows could not be read): "
+                                                  "this file is refused", (unsigned)slot);
+            goto bad;
+        }
         size_t kl, vl;
         char *k = RedisModule_LoadStringBuffer(io, &kl);
         char *v = k ? RedisModule_LoadStringBuffer(io, &vl) : NULL;

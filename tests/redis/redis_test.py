@@ -843,6 +843,39 @@ def failed_commit_with_a_replica():
         subprocess.call(["umount", "-l", tfs])
 
 
+def failed_save():
+    """A save that cannot read every row fails: BGSAVE reports an error,
+    and a file SAVE wrote in the server is refused at load, never taken
+    as whole."""
+    s = Server("badsave", save=True)
+    r = s.client()
+    for i in range(3000):
+        r.execute_command("BKV.SET", "bs%05d" % i, "value-%05d" % i * 10)
+    r.execute_command("BKV.COMPACT")
+    bkv = os.path.join(s.dir, "bkv")
+    for name in os.listdir(bkv):
+        if name.endswith(".sst"):
+            with open(os.path.join(bkv, name), "r+b") as f:
+                f.seek(2000)
+                b = f.read(1)
+                f.seek(2000)
+                f.write(bytes([b[0] ^ 0xFF]))
+    r.bgsave()
+    deadline = time.time() + 20
+    while r.info("persistence")["rdb_bgsave_in_progress"] and time.time() < deadline:
+        time.sleep(0.05)
+    check(r.info("persistence")["rdb_last_bgsave_status"] == "err", "BGSAVE over unreadable rows fails")
+    r.save()
+    s.kill(signal.SIGKILL)
+    try:
+        s.start()
+        check(False, "a file saved over unreadable rows was loaded")
+    except RuntimeError:
+        pass
+    check(log_has(s, "was saved incomplete"), "the load says why the file is refused")
+    s.proc = None
+
+
 def persistence():
     """Each path Redis takes ends with exactly the acknowledged rows
     (docs/redis.md, "Persistence"): the local rows when they are the
@@ -965,6 +998,7 @@ def main():
             eviction()
             hostile_clients()
             failed_commit_with_a_replica()
+            failed_save()
         if "cluster" in PARTS:
             cluster()
         print("redis_test: %d checks passed" % CHECKS)

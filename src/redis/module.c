@@ -754,6 +754,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     for (size_t i = 0; ok && i < sizeof commands / sizeof commands[0]; i++)
         ok = RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
                                        commands[i].last, commands[i].step) == REDISMODULE_OK;
+    ok = ok && bkv_redis_describe_commands(ctx) == REDISMODULE_OK;
     if (!ok) {
         /* Nothing of a failed load stays: the database (and its lock) is
          * released, so the server can retry the load or start without it. */

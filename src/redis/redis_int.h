@@ -111,6 +111,9 @@ int bkv_redis_load_ended(void);
 /* The aux field callbacks of the slot type. */
 void bkv_redis_persist_methods(RedisModuleTypeMethods *tm);
 
+/* Sets what COMMAND DOCS and COMMAND INFO say of every command (cmdinfo.c). */
+int bkv_redis_describe_commands(RedisModuleCtx *ctx);
+
 /* ---- filters (filters.c) ---- */
 int bkv_redis_filters_init(RedisModuleCtx *ctx);
 /* The bytes every filter of the node holds (outside Redis's allocator). */

@@ -177,6 +177,22 @@ def single_node():
           "FINDVALUE and COMPACT in MULTI")
     check(sorted(r.eval("return redis.call('BKV.FINDVALUE', ARGV[1])", 0, "v17")) ==
           sorted(r.execute_command("BKV.FINDVALUE", "v17")), "FINDVALUE in a script")
+    # Every command describes itself: COMMAND DOCS has a summary, and the
+    # arguments of every command that takes any.
+    names = ["bkv.set", "bkv.get", "bkv.exists", "bkv.del", "bkv.mset", "bkv.mget", "bkv.scan", "bkv.findvalue",
+             "bkv.info", "bkv.compact", "bf.reserve", "bf.add", "bf.madd", "bf.insert", "bf.exists", "bf.mexists",
+             "bf.info", "bf.card", "cf.reserve", "cf.add", "cf.addnx", "cf.insert", "cf.insertnx", "cf.exists",
+             "cf.mexists", "cf.del", "cf.count", "cf.info", "bkv.filter.build", "bkv.filter.exists",
+             "bkv.filter.mexists", "bkv.filter.loadblob"]
+    for name in names:
+        # redis-py parses every COMMAND reply as COMMAND's own: asked raw.
+        doc = subprocess.run(["redis-cli", "-p", str(s.port), "COMMAND", "DOCS", name], capture_output=True,
+                             text=True).stdout
+        check("summary" in doc and (name in ("bkv.info", "bkv.compact") or "arguments" in doc),
+              "COMMAND DOCS %s: %s" % (name, doc[:200]))
+    keys = subprocess.run(["redis-cli", "-p", str(s.port), "COMMAND", "GETKEYS", "BKV.MSET", "a", "1", "b", "2"],
+                          capture_output=True, text=True).stdout.split()
+    check(keys == ["a", "b"], "key specs: BKV.MSET's keys are %r" % keys)
     info = r.command().get("bkv.compact", {})
     check("write" in str(info.get("flags")), "BKV.COMPACT is a write command: %r" % (info,))
     check(b"level" in r.execute_command("BKV.INFO") or "level" in str(r.execute_command("BKV.INFO")), "BKV.INFO")

@@ -424,13 +424,14 @@ static int take_for_close(bkv_db *db, bkv_err *e) {
     return rc;
 }
 
-/* A directory without CURRENT: BKV_NOTFOUND when it holds no tables
- * either (a database may be created there), else BKV_CORRUPTION: a
- * database that lost its CURRENT (bkv_count_tables). */
-static int no_current(const bkv_env *env, const char *path, bkv_err *e) {
+/* A directory without CURRENT: BKV_CORRUPTION when it holds tables (a
+ * database that lost its CURRENT: bkv_count_tables), else BKV_NOTFOUND
+ * when a database may be created there, or BKV_INVALID. */
+static int no_current(const bkv_env *env, const char *path, int may_create, bkv_err *e) {
     char first[64];
     size_t n = bkv_count_tables(env, path, first, sizeof first);
-    if (!n) return BKV_NOTFOUND;
+    if (!n && may_create) return BKV_NOTFOUND;
+    if (!n) return bkv_fail(e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
     return bkv_fail(e, BKV_CORRUPTION,
                     "%s: CURRENT is missing, but the directory holds %zu table%s (%s%s): not creating a new "
                     "database over them; `bloomkv repair %s` points CURRENT at the newest intact manifest",
@@ -483,19 +484,17 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     } else if (!env->file_exists(env, p)) {
         /* Refused before the lock, so that an open that creates nothing
          * leaves nothing behind (not even a LOCK file). */
-        if ((rc = no_current(env, path, &e)) == BKV_NOTFOUND)
-            rc = bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
+        rc = no_current(env, path, 0, &e);
     }
     if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
     /* Existence is decided under the lock: another process may be creating it. */
     int exists = !rc && env->file_exists(env, p);
     if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists (error_if_exists)", path);
     if (!rc && !exists) {
-        rc = no_current(env, path, &e);
+        rc = no_current(env, path, opts->create_if_missing, &e);
         /* A new database: its directory's own name is made durable too, or
          * a power loss could take the whole database, synced writes and all. */
-        if (rc == BKV_NOTFOUND) rc = opts->create_if_missing ? bkv_env_sync_parent(env, path, &e)
-                                                            : bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT file; use create_if_missing)", path);
+        if (rc == BKV_NOTFOUND) rc = bkv_env_sync_parent(env, path, &e);
     }
     if (!rc) {
         /* No pool (out of memory) only means arena blocks are not reused. */

@@ -600,6 +600,12 @@ def test_lost_current_repair_and_destroy(path):
     assert not os.path.exists(path)
 
 
+def test_misuse_is_refused_with_its_own_message(db):
+    with pytest.raises(bloomkv.InvalidArgumentError, match="begin is after end"):
+        db.compact(b"z", b"a")
+    db.compact(b"a", b"z")
+
+
 def test_skip_damaged_recovery_ends_on_a_long_record(path):
     """A damaged first fragment of a record over 32 KiB leaves orphaned
     fragments: skip_damaged still ends, keeping the other records."""

@@ -731,6 +731,17 @@ def log_has(server, text):
         return text in f.read()
 
 
+def fails_to_start(server, log_text, what):
+    """server must refuse to start, its log saying why."""
+    try:
+        server.start()
+        check(False, "%s: the server started" % what)
+    except RuntimeError:
+        pass
+    check(log_has(server, log_text), "%s: the log lacks %r" % (what, log_text))
+    server.proc = None
+
+
 def eviction():
     """Slot keys are never evicted: an allkeys-* policy stops the module
     loading (and CONFIG SET to one is refused), and under volatile-* slot
@@ -738,13 +749,7 @@ def eviction():
     s = Server("evict-allkeys-probe")
     s.kill(signal.SIGTERM)
     s.extra = ["--maxmemory-policy", "allkeys-lru"]
-    try:
-        s.start()
-        check(False, "the module loaded under allkeys-lru")
-    except RuntimeError:
-        pass
-    check(log_has(s, "would evict the bkv:slot keys"), "the log says why the module did not load")
-    s.proc = None
+    fails_to_start(s, "would evict the bkv:slot keys", "the module under allkeys-lru")
     v = Server("evict-volatile", extra=["--maxmemory", "8mb", "--maxmemory-policy", "volatile-lru"])
     r = v.client()
     model = {}
@@ -883,13 +888,7 @@ def failed_save():
     check(r.info("persistence")["rdb_last_bgsave_status"] == "err", "BGSAVE over unreadable rows fails")
     r.save()
     s.kill(signal.SIGKILL)
-    try:
-        s.start()
-        check(False, "a file saved over unreadable rows was loaded")
-    except RuntimeError:
-        pass
-    check(log_has(s, "was saved incomplete"), "the load says why the file is refused")
-    s.proc = None
+    fails_to_start(s, "was saved incomplete", "a file saved over unreadable rows")
 
 
 def persistence():

@@ -157,7 +157,8 @@ static void pending_replicate(RedisModuleCtx *ctx, RedisModuleString **argv, int
     bkv_pending_cmd *c = &g->repl[g->nrepl++];
     c->argc = argc;
     c->argv = RedisModule_Alloc((size_t)argc * sizeof *c->argv);
-    for (int i = 0; i < argc; i++) c->argv[i] = RedisModule_CreateStringFromString(NULL, argv[i]);
+    /* Retained, not copied: the client's own strings outlive the command. */
+    for (int i = 0; i < argc; i++) RedisModule_RetainString(NULL, c->argv[i] = argv[i]);
 }
 
 static int pending_add(const char *key, size_t klen, const char *val, size_t vlen, int del) {

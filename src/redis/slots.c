@@ -404,59 +404,71 @@ static int arg_is(RedisModuleString *s, const char *text) {
 }
 
 /* Where a command names a key it would remove, rename, expire or
- * overwrite: args from..count-1 every step; 0 when it names none. */
+ * overwrite. Every command Redis runs passes the filter: a rule is found
+ * by the name's length first, so most commands cost a few integer
+ * compares. */
+enum { KEYS_FROM, KEY_AFTER_STORE, SWAPDB_ZERO, RESTORE_TTL, CONFIG_ALLKEYS };
 typedef struct key_rule {
     const char *cmd;
-    int from, step; /* step 0: from alone; from -1: the argument after STORE or STOREDIST */
+    size_t len;
+    int kind, from, step; /* KEYS_FROM: args from, from + step, ... (step 0: from alone) */
 } key_rule;
 
+#define RULE(name, kind, from, step) {name, sizeof name - 1, kind, from, step}
 static const key_rule key_rules[] = {
-    {"del", 1, 1},         {"unlink", 1, 1},      {"expire", 1, 0},      {"pexpire", 1, 0},
-    {"expireat", 1, 0},    {"pexpireat", 1, 0},   {"move", 1, 0},        {"set", 1, 0},
-    {"setex", 1, 0},       {"psetex", 1, 0},      {"getset", 1, 0},      {"getdel", 1, 0},
-    {"getex", 1, 0},       {"rename", 1, 1},      {"renamenx", 1, 1},    {"copy", 1, 1},
-    {"mset", 1, 2},        {"sinterstore", 1, 0}, {"sunionstore", 1, 0}, {"sdiffstore", 1, 0},
-    {"zunionstore", 1, 0}, {"zinterstore", 1, 0}, {"zdiffstore", 1, 0},  {"zrangestore", 1, 0},
-    {"geosearchstore", 1, 0}, {"bitop", 2, 0},    {"sort", -1, 0},       {"georadius", -1, 0},
-    {"georadiusbymember", -1, 0}, {"lmove", 2, 0}, {"rpoplpush", 2, 0},  {"smove", 2, 0},
+    RULE("del", KEYS_FROM, 1, 1),          RULE("unlink", KEYS_FROM, 1, 1),      RULE("expire", KEYS_FROM, 1, 0),
+    RULE("pexpire", KEYS_FROM, 1, 0),      RULE("expireat", KEYS_FROM, 1, 0),    RULE("pexpireat", KEYS_FROM, 1, 0),
+    RULE("move", KEYS_FROM, 1, 0),         RULE("set", KEYS_FROM, 1, 0),         RULE("setex", KEYS_FROM, 1, 0),
+    RULE("psetex", KEYS_FROM, 1, 0),       RULE("getset", KEYS_FROM, 1, 0),      RULE("getdel", KEYS_FROM, 1, 0),
+    RULE("getex", KEYS_FROM, 1, 0),        RULE("rename", KEYS_FROM, 1, 1),      RULE("renamenx", KEYS_FROM, 1, 1),
+    RULE("copy", KEYS_FROM, 1, 1),         RULE("mset", KEYS_FROM, 1, 2),        RULE("sinterstore", KEYS_FROM, 1, 0),
+    RULE("sunionstore", KEYS_FROM, 1, 0),  RULE("sdiffstore", KEYS_FROM, 1, 0),  RULE("zunionstore", KEYS_FROM, 1, 0),
+    RULE("zinterstore", KEYS_FROM, 1, 0),  RULE("zdiffstore", KEYS_FROM, 1, 0),  RULE("zrangestore", KEYS_FROM, 1, 0),
+    RULE("geosearchstore", KEYS_FROM, 1, 0), RULE("bitop", KEYS_FROM, 2, 0),     RULE("lmove", KEYS_FROM, 2, 0),
+    RULE("rpoplpush", KEYS_FROM, 2, 0),    RULE("smove", KEYS_FROM, 2, 0),       RULE("sort", KEY_AFTER_STORE, 0, 0),
+    RULE("georadius", KEY_AFTER_STORE, 0, 0), RULE("georadiusbymember", KEY_AFTER_STORE, 0, 0),
+    RULE("swapdb", SWAPDB_ZERO, 0, 0),     RULE("restore", RESTORE_TTL, 0, 0),   RULE("config", CONFIG_ALLKEYS, 0, 0),
 };
 
 /* Whether the command in fctx would take away or hide a slot key. */
 static int endangers_slot_key(RedisModuleCommandFilterCtx *fctx) {
     int argc = RedisModule_CommandFilterArgsCount(fctx);
     if (argc < 2) return 0;
-    RedisModuleString *cmd = RedisModule_CommandFilterArgGet(fctx, 0);
-    if (arg_is(cmd, "swapdb"))
-        return argc >= 3 && (arg_is(RedisModule_CommandFilterArgGet(fctx, 1), "0") ||
-                             arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0"));
-    if (arg_is(cmd, "restore")) /* with a TTL, the key would expire */
-        return argc >= 3 && is_slot_key(RedisModule_CommandFilterArgGet(fctx, 1)) &&
-               !arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0");
-    if (arg_is(cmd, "config") && argc >= 4 && arg_is(RedisModule_CommandFilterArgGet(fctx, 1), "set"))
+    size_t n;
+    const char *name = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, 0), &n);
+    const key_rule *k = NULL;
+    for (size_t r = 0; r < sizeof key_rules / sizeof *key_rules && !k; r++)
+        if (key_rules[r].len == n && strncasecmp(name, key_rules[r].cmd, n) == 0) k = &key_rules[r];
+    if (!k) return 0;
+    RedisModuleString *a1 = RedisModule_CommandFilterArgGet(fctx, 1);
+    switch (k->kind) {
+    case SWAPDB_ZERO:
+        return argc >= 3 && (arg_is(a1, "0") || arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0"));
+    case RESTORE_TTL: /* with a TTL, the key would expire */
+        return argc >= 3 && is_slot_key(a1) && !arg_is(RedisModule_CommandFilterArgGet(fctx, 2), "0");
+    case CONFIG_ALLKEYS:
+        if (!arg_is(a1, "set")) return 0;
         for (int i = 2; i + 1 < argc; i += 2) {
-            size_t n;
-            const char *v = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, i + 1), &n);
-            if (arg_is(RedisModule_CommandFilterArgGet(fctx, i), "maxmemory-policy") && n >= 7 &&
+            size_t vn;
+            const char *v = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, i + 1), &vn);
+            if (arg_is(RedisModule_CommandFilterArgGet(fctx, i), "maxmemory-policy") && vn >= 7 &&
                 strncasecmp(v, "allkeys", 7) == 0)
                 return 1;
         }
-    for (size_t r = 0; r < sizeof key_rules / sizeof *key_rules; r++) {
-        if (!arg_is(cmd, key_rules[r].cmd)) continue;
-        const key_rule *k = &key_rules[r];
-        if (k->from < 0) {
-            for (int i = 1; i + 1 < argc; i++)
-                if ((arg_is(RedisModule_CommandFilterArgGet(fctx, i), "store") ||
-                     arg_is(RedisModule_CommandFilterArgGet(fctx, i), "storedist")) &&
-                    is_slot_key(RedisModule_CommandFilterArgGet(fctx, i + 1)))
-                    return 1;
-            return 0;
-        }
+        return 0;
+    case KEY_AFTER_STORE:
+        for (int i = 1; i + 1 < argc; i++)
+            if ((arg_is(RedisModule_CommandFilterArgGet(fctx, i), "store") ||
+                 arg_is(RedisModule_CommandFilterArgGet(fctx, i), "storedist")) &&
+                is_slot_key(RedisModule_CommandFilterArgGet(fctx, i + 1)))
+                return 1;
+        return 0;
+    default:
         if (k->step == 0) return k->from < argc && is_slot_key(RedisModule_CommandFilterArgGet(fctx, k->from));
         for (int i = k->from; i < argc; i += k->step)
             if (is_slot_key(RedisModule_CommandFilterArgGet(fctx, i))) return 1;
         return 0;
     }
-    return 0;
 }
 
 static void slot_key_filter(RedisModuleCommandFilterCtx *fctx) {

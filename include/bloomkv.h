@@ -652,7 +652,8 @@ BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);
  * problem is reported to fn as one line naming the file and offset.
  * Returns BKV_OK when nothing was found, BKV_CORRUPTION when a problem was
  * reported, or another error when the check itself could not run
- * (BKV_INVALID: no such directory; BKV_BUSY: the database is open; the
+ * (BKV_INVALID: no such directory, or one with neither a CURRENT nor a
+ * table; BKV_BUSY: the database is open; the
  * reason in bkv_errmsg(NULL)). Takes a shared lock, so checks may run side
  * by side but never beside a writer. WAL damage that an open would refuse
  * or drop is reported whatever the wal_recovery mode. */

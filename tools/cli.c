@@ -862,7 +862,7 @@ int bkv_cli_check(int argc, char **argv) {
     }
     if (rc == BKV_CORRUPTION) fprintf(stderr, "bloomkv: check: %s has problems\n", pos[0]);
     else fprintf(stderr, "bloomkv: check: cannot check: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
-    return EXIT_ERROR;
+    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR; /* a wrong path is not damage */
 }
 
 int bkv_cli_dump_sst(int argc, char **argv) {

@@ -354,6 +354,12 @@ int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void
         return bkv_db_error(NULL, BKV_INVALID, &e);
     }
     if (!S_ISDIR(st.st_mode)) return bkv_db_error(NULL, bkv_fail(&e, BKV_INVALID, "%s: not a directory", path), &e);
+    char current[BKV_PATH_MAX];
+    bkv_current_name(current, path);
+    /* Nothing of a database: a wrong path, not damage. (Tables without a
+     * CURRENT are a database that lost it: checked, and reported.) */
+    if (!env->file_exists(env, current) && !bkv_count_tables(env, path, NULL, 0))
+        return bkv_db_error(NULL, bkv_fail(&e, BKV_INVALID, "%s: no database here (no CURRENT, no table)", path), &e);
     void *lock;
     int rc = env->lock_dir(env, path, 0644, 1, &lock, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);

@@ -369,10 +369,22 @@ int bkv_redis_drop_all(RedisModuleCtx *ctx) {
     /* Faster than a tombstone per row: the database is made anew, once no
      * search or compaction on a worker uses it. */
     bkv_redis_wait_for_jobs();
-    bkv_close(g->db);
-    g->db = NULL;
-    int rc = bkv_destroy(g->dir);
-    if (!rc) rc = bkv_open(g->dir, &g->opts, &g->db);
+    int rc = bkv_close(g->db);
+    if (!rc) {
+        g->db = NULL;
+        rc = bkv_destroy(g->dir);
+        /* Made anew, or, if it could not be removed, opened again as it is
+         * (its rows then deleted one by one below): never left without a
+         * database while the directory can be opened at all. */
+        int orc = bkv_open(g->dir, &g->opts, &g->db);
+        if (!rc) rc = orc;
+    }
+    if (rc && g->db) {
+        RedisModule_Log(ctx, "warning", "bloomkv: could not remake %s (%s): deleting its rows one by one", g->dir,
+                        bkv_errmsg(NULL));
+        rc = BKV_OK;
+        for (unsigned slot = 0; !rc && slot < BKV_REDIS_SLOTS; slot++) rc = for_each_row(slot, delete_row, &slot);
+    }
     if (!rc) rc = bkv_redis_new_branch(); /* no file saved before this holds these rows */
     if (rc) RedisModule_Log(ctx, "warning", "bloomkv: could not empty %s: %s", g->dir, bkv_errmsg(NULL));
     memset(g->incarnation, 0, sizeof g->incarnation);

@@ -116,21 +116,31 @@ static int for_each_row(unsigned slot, row_fn fn, void *arg) {
     return rc ? rc : st;
 }
 
-static int delete_row(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
+/* Deletes of every row of a slot, into a batch (a slot_batch). */
+typedef struct slot_batch {
+    bkv_batch *b;
+    unsigned slot;
+} slot_batch;
+
+static int add_row_delete(void *arg, const char *k, size_t kl, const char *v, size_t vl) {
     (void)v, (void)vl;
-    unsigned slot = *(unsigned *)arg;
+    slot_batch *sb = arg;
     char buf[BKV_SLOT_PREFIX + 512], *key = kl + BKV_SLOT_PREFIX <= sizeof buf ? buf : malloc(kl + BKV_SLOT_PREFIX);
     if (!key) return BKV_NOMEM;
-    size_t n = bkv_redis_row_key(slot, k, kl, key);
-    int rc = bkv_delete(bkv_redis_state->db, NULL, key, n);
+    int rc = bkv_batch_delete(sb->b, key, bkv_redis_row_key(sb->slot, k, kl, key));
     if (key != buf) free(key);
     return rc;
 }
 
-static void drop_slot_rows(unsigned slot) {
-    if (for_each_row(slot, delete_row, &slot) != BKV_OK)
-        RedisModule_Log(NULL, "warning", "bloomkv: could not remove every row of slot %u: %s", slot,
-                        bkv_errmsg(bkv_redis_state->db));
+/* Every row of slot deleted, in one batch. */
+static int drop_slot_rows(unsigned slot) {
+    slot_batch sb = {bkv_batch_create(), slot};
+    int rc = sb.b ? for_each_row(slot, add_row_delete, &sb) : BKV_NOMEM;
+    if (!rc && bkv_batch_count(sb.b)) rc = bkv_write(bkv_redis_state->db, NULL, sb.b);
+    bkv_batch_destroy(sb.b);
+    if (rc)
+        RedisModule_Log(NULL, "warning", "bloomkv: could not remove every row of slot %u: %s", slot, bkv_errmsg(NULL));
+    return rc;
 }
 
 /* ---- the bkv-slot type ---- */
@@ -187,11 +197,16 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
     bkv_redis_commit(NULL); /* earlier commands' writes land before the rows that arrive now */
     /* A whole file loading: the contract decides (persist.c). A RESTORE or
      * MIGRATE brings a slot's rows to take. */
-    int take = g->load_state == BKV_LOAD_IDLE ? 1 : bkv_redis_loading_rows(NULL);
+    int restoring = g->load_state == BKV_LOAD_IDLE;
+    int take = restoring ? 1 : bkv_redis_loading_rows(NULL);
     if (take < 0) return NULL;
     bkv_batch *b = bkv_batch_create();
     if (!b) return NULL;
-    int rc = BKV_OK;
+    /* A RESTORE replaces the slot's rows: the rows the node holds for it
+     * are deleted in the same batch that writes the payload's, one write
+     * once the whole payload has read well (a bad one changes nothing). */
+    slot_batch sb = {b, (unsigned)slot};
+    int rc = restoring ? for_each_row((unsigned)slot, add_row_delete, &sb) : BKV_OK;
     for (;;) {
         uint64_t more = RedisModule_LoadUnsigned(io);
         if (RedisModule_IsIOError(io)) goto bad;
@@ -213,7 +228,7 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
             size_t n = bkv_redis_row_key((unsigned)slot, k, kl, row);
             if (!rc) rc = bkv_batch_put(b, row, n, v, vl);
             RedisModule_Free(row);
-            if (!rc && bkv_batch_count(b) >= IMPORT_BATCH) {
+            if (!rc && !restoring && bkv_batch_count(b) >= IMPORT_BATCH) {
                 rc = bkv_write(g->db, NULL, b);
                 bkv_batch_clear(b);
             }
@@ -383,7 +398,7 @@ int bkv_redis_drop_all(RedisModuleCtx *ctx) {
         RedisModule_Log(ctx, "warning", "bloomkv: could not remake %s (%s): deleting its rows one by one", g->dir,
                         bkv_errmsg(NULL));
         rc = BKV_OK;
-        for (unsigned slot = 0; !rc && slot < BKV_REDIS_SLOTS; slot++) rc = for_each_row(slot, delete_row, &slot);
+        for (unsigned slot = 0; !rc && slot < BKV_REDIS_SLOTS; slot++) rc = drop_slot_rows(slot);
     }
     if (!rc) rc = bkv_redis_new_branch(); /* no file saved before this holds these rows */
     if (rc) RedisModule_Log(ctx, "warning", "bloomkv: could not empty %s: %s", g->dir, bkv_errmsg(NULL));

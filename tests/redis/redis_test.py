@@ -311,6 +311,22 @@ def single_node():
             check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after RESTORE of its slot" % k)
             n_checked += 1
     check(n_checked > 0, "some rows moved with their slots")
+    # RESTORE ... REPLACE replaces the slot's rows: a row only the second
+    # server had in that slot is gone, the payload's are there.
+    k0 = slotkey[0]
+    slot0 = keyslot(bytes(k0).split(b"{")[1].rstrip(b"}"))
+    extra = next("extra:%d" % i for i in range(100000) if keyslot("extra:%d" % i) == slot0)
+    r2.execute_command("BKV.SET", extra, "only-here")
+    r2.restore(k0, 0, r.dump(k0), replace=True)
+    check(r2.execute_command("BKV.GET", extra) is None, "RESTORE REPLACE left a row the payload lacks")
+    for k, v in model.items():
+        if keyslot(k) == slot0:
+            check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after RESTORE REPLACE" % k)
+    expect_error(lambda: r2.restore(k0, 0, b"\x07garbage" + r.dump(k0)[8:], replace=True), "payload",
+                 "a bad payload")
+    for k, v in model.items():
+        if keyslot(k) == slot0:
+            check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after a refused RESTORE" % k)
     # No command an operator types takes a slot key, and its rows, away:
     # each is refused, and every row is still there.
     victim = slotkey[0]

@@ -472,6 +472,8 @@ typedef struct job {
     found_rows found;
     char *value;
     size_t vlen;
+    char *after; /* FINDVALUE ... AFTER key: the row key results come after (NULL: from the first) */
+    size_t after_len;
 } job;
 
 static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -484,9 +486,28 @@ void bkv_redis_wait_for_jobs(void) {
     pthread_mutex_unlock(&jobs_mu);
 }
 
+/* The search, in row-key order from after, up to the limit. */
+static int find_rows(job *j) {
+    if (!j->found.limit) return BKV_OK;
+    bkv_find_options fo;
+    bkv_find_options_init(&fo);
+    fo.after = j->after;
+    fo.after_len = j->after_len;
+    /* The module's own rows lie past the last slot: searched no further. */
+    bkv_find_iter *it;
+    const void *term = j->value;
+    int rc = bkv_find_iter_create(j->db, NULL, &term, &j->vlen, 1, &fo, &it);
+    while (!rc && (rc = bkv_find_iter_next(it)) == BKV_OK) {
+        size_t kl, vl;
+        const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
+        if (gather_found(&j->found, k, kl, v, vl)) break;
+    }
+    bkv_find_iter_destroy(it);
+    return rc;
+}
+
 static void run_job(job *j) {
-    if (j->kind == JOB_COMPACT) j->rc = bkv_compact(j->db);
-    else j->rc = j->found.limit ? bkv_find_value(j->db, NULL, j->value, j->vlen, gather_found, &j->found, NULL) : BKV_OK;
+    j->rc = j->kind == JOB_COMPACT ? bkv_compact(j->db) : find_rows(j);
     if (j->rc == BKV_NOTFOUND) j->rc = BKV_OK;
     if (!j->rc && j->found.oom) j->rc = BKV_NOMEM;
     /* The message is this thread's: copied for the reply on the main one. */
@@ -515,6 +536,7 @@ static void job_free(RedisModuleCtx *ctx, void *p) {
     job *j = p;
     RedisModule_Free(j->found.buf);
     RedisModule_Free(j->value);
+    RedisModule_Free(j->after);
     RedisModule_Free(j);
 }
 
@@ -560,20 +582,36 @@ static int start_job(RedisModuleCtx *ctx, job *j) {
     return r;
 }
 
+/* BKV.FINDVALUE value [LIMIT n] [AFTER key]: results in row order (by
+ * slot, then key); AFTER the last key of a page gives the next page. */
 static int cmd_findvalue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     bkv_redis_commit(ctx); /* what this reads includes the writes before it */
-    if (argc != 2 && argc != 4) return RedisModule_WrongArity(ctx);
+    if (argc < 2 || argc % 2) return RedisModule_WrongArity(ctx);
     if (refuse_other_db(ctx)) return REDISMODULE_OK;
     long long limit = (long long)1 << 62;
-    if (argc == 4) {
-        if (strcasecmp(RedisModule_StringPtrLen(argv[2], NULL), "LIMIT") != 0)
+    RedisModuleString *after = NULL;
+    for (int i = 2; i < argc; i += 2) {
+        const char *opt = RedisModule_StringPtrLen(argv[i], NULL);
+        if (!strcasecmp(opt, "LIMIT")) {
+            if (RedisModule_StringToLongLong(argv[i + 1], &limit) != REDISMODULE_OK || limit < 0)
+                return RedisModule_ReplyWithError(ctx, "ERR value is not an integer or out of range");
+        } else if (!strcasecmp(opt, "AFTER")) {
+            after = argv[i + 1];
+        } else {
             return RedisModule_ReplyWithError(ctx, "ERR syntax error");
-        if (RedisModule_StringToLongLong(argv[3], &limit) != REDISMODULE_OK || limit < 0)
-            return RedisModule_ReplyWithError(ctx, "ERR value is not an integer or out of range");
+        }
     }
+    row_key rk = {0};
+    if (after && make_row_key(ctx, after, &rk)) return REDISMODULE_OK;
     size_t vl;
     const char *v = RedisModule_StringPtrLen(argv[1], &vl);
     job *j = RedisModule_Calloc(1, sizeof *j);
+    if (after) {
+        j->after = RedisModule_Alloc(rk.len);
+        memcpy(j->after, rk.p, rk.len);
+        j->after_len = rk.len;
+        free_row_key(&rk);
+    }
     j->kind = JOB_FINDVALUE;
     j->found.limit = limit;
     j->value = RedisModule_Alloc(vl ? vl : 1);

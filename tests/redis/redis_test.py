@@ -167,6 +167,16 @@ def single_node():
         want = {k.encode(): v.encode() for k, mv in model.items() if mv == v}
         check(got == want, "BKV.FINDVALUE %s: %d results, wanted %d" % (v, len(got), len(want)))
     check(len(r.execute_command("BKV.FINDVALUE", "v3", "LIMIT", 2)) == 4, "BKV.FINDVALUE LIMIT")
+    # Pages: LIMIT and AFTER the last key walk the whole result, in order.
+    whole = r.execute_command("BKV.FINDVALUE", "v3")
+    pages, after = [], None
+    while True:
+        page = r.execute_command("BKV.FINDVALUE", "v3", "LIMIT", 3, *(["AFTER", after] if after else []))
+        if not page:
+            break
+        pages += page
+        after = page[-2]
+    check(pages == whole and len(whole) > 6, "FINDVALUE pages: %d of %d" % (len(pages), len(whole)))
     # Where a client cannot block (MULTI, a script) the search runs inline,
     # with the same answer as on a worker.
     p = r.pipeline(transaction=True)

@@ -979,6 +979,21 @@ def persistence():
     s.start()
     r = s.client()
     same_rows(r, model, "another node's bloomkv directory")
+    # FLUSHALL among writes of the same event-loop pass (one pipeline):
+    # the writes before it are gone, the writes after it kept.
+    p = r.pipeline(transaction=False)
+    for i in range(200):
+        p.execute_command("BKV.SET", "before%03d" % i, "x")
+    p.flushall()
+    for i in range(200):
+        p.execute_command("BKV.SET", "after%03d" % i, "y")
+    p.execute()
+    model.clear()
+    model.update({"after%03d" % i: "y" for i in range(200)})
+    same_rows(r, model, "FLUSHALL between writes of one pipeline")
+    s.restart(signal.SIGKILL)
+    r = s.client()
+    same_rows(r, model, "FLUSHALL between writes, then kill -9")
     # FLUSHALL then DEBUG RELOAD: nothing comes back.
     r.flushall()
     model.clear()

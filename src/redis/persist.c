@@ -37,7 +37,11 @@ static int write_branch(bkv_redis *g) {
                      (unsigned long long)g->base_sequence);
     bkv_write_options wo;
     bkv_write_options_init(&wo);
-    wo.sync = 1; /* the branch names the rows that follow it: it must outlast them */
+    /* Synced as the node's writes are: the WAL keeps a prefix, so any row
+     * written after the branch outlasting a crash keeps the branch too, and
+     * a branch lost with no row after it only makes the next load take its
+     * file's rows (a new branch is made at open). */
+    wo.sync = g->sync;
     return bkv_put(g->db, &wo, BRANCH_KEY, sizeof BRANCH_KEY - 1, row, (size_t)n);
 }
 

@@ -11,7 +11,9 @@
  * and bkv_alloc_pages (the memtable's arena blocks) are redirected here at
  * link time (-Wl,--wrap): the static library's objects are linked into
  * this program, so no hook is compiled into the shipped library. */
+#include <execinfo.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "bloomkv.h"
@@ -311,8 +314,24 @@ static int run_once(unsigned long n, int persist) {
     return reached;
 }
 
+/* A crash in any thread prints that thread's stack before the process
+ * ends: cmocka's own handler would report the signal alone (and, from a
+ * background thread, jump into the main thread's frame). */
+static void on_fatal_signal(int sig) {
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    static const char msg[] = "alloc_fail_test: fatal signal; the stack of the thread that took it:\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    backtrace_symbols_fd(frames, n, STDERR_FILENO);
+    _exit(128 + sig);
+}
+
 static void every_allocation_may_fail(void **state) {
     (void)state;
+    signal(SIGSEGV, on_fatal_signal);
+    signal(SIGBUS, on_fatal_signal);
+    void *warm[1];
+    backtrace(warm, 1); /* loads what backtrace needs now, not in the handler */
     /* Step through the allocation numbers: every one at first, then (at
      * the quick and CI scales) a growing stride over the long tail. */
     unsigned long stride_div = (unsigned long)test_scale_pick(40, 200, 1000000);

@@ -322,11 +322,13 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
 
 /* A refused argument (BKV_INVALID) is a usage error (exit 2); anything
  * else that failed is the database's or the system's (exit 3). */
+static int exit_status(int rc) { return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR; }
+
 static int fail_db(bkv_db *db, const char *what, int rc) {
     const char *detail = bkv_errmsg(NULL); /* this thread's last error: the call that returned rc */
     fprintf(stderr, "bloomkv: %s: %s%s%s\n", what, bkv_strerror(rc), *detail ? ": " : "", detail);
     bkv_close(db);
-    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
+    return exit_status(rc);
 }
 
 /* Refuses, before anything is opened or created, a key or value the
@@ -833,7 +835,7 @@ int bkv_cli_destroy(int argc, char **argv) {
     int rc = bkv_destroy(pos[0]);
     if (rc == BKV_OK) return 0;
     fprintf(stderr, "bloomkv: destroy: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
-    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
+    return exit_status(rc);
 }
 
 int bkv_cli_repair(int argc, char **argv) {
@@ -845,7 +847,7 @@ int bkv_cli_repair(int argc, char **argv) {
         return 0;
     }
     fprintf(stderr, "bloomkv: repair: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
-    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR;
+    return exit_status(rc);
 }
 
 static void print_problem(void *arg, const char *problem) {
@@ -862,7 +864,7 @@ int bkv_cli_check(int argc, char **argv) {
     }
     if (rc == BKV_CORRUPTION) fprintf(stderr, "bloomkv: check: %s has problems\n", pos[0]);
     else fprintf(stderr, "bloomkv: check: cannot check: %s\n", *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
-    return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR; /* a wrong path is not damage */
+    return exit_status(rc); /* a wrong path is not damage */
 }
 
 int bkv_cli_dump_sst(int argc, char **argv) {

@@ -140,8 +140,7 @@ int bkv_repair(const char *path, char *done, size_t done_len) {
     uint64_t named = 0;
     char current[BKV_PATH_MAX];
     bkv_current_name(current, path);
-    if (env->file_exists(env, current) && bkv_read_current(env, path, &named, NULL) == BKV_OK &&
-        manifest_intact(env, path, named, 1, NULL) == BKV_OK) {
+    if (bkv_read_current(env, path, &named, NULL) == BKV_OK && manifest_intact(env, path, named, 1, NULL) == BKV_OK) {
         env->unlock_dir(env, lock);
         if (done) snprintf(done, done_len, "nothing to repair: CURRENT names MANIFEST-%06llu, which is intact",
                            (unsigned long long)named);

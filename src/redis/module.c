@@ -88,6 +88,11 @@ static bkv_write_options write_options(void) {
 
 #define PENDING_LIMIT (512u << 10) /* bytes of keys and values held before a commit mid-iteration */
 
+static void free_pending_cmd(bkv_pending_cmd *c) {
+    for (int j = 0; j < c->argc; j++) RedisModule_FreeString(NULL, c->argv[j]);
+    RedisModule_Free(c->argv);
+}
+
 /* Hands the committed writes' commands to replication and the AOF, in
  * the order they ran. Only a ctx can: a commit without one (before a fork)
  * leaves them for the next commit that has one. */
@@ -97,8 +102,7 @@ static void replicate_committed(RedisModuleCtx *ctx) {
     for (size_t i = 0; i < g->ncommitted; i++) {
         bkv_pending_cmd *c = &g->repl[i];
         RedisModule_Replicate(ctx, RedisModule_StringPtrLen(c->argv[0], NULL), "v", c->argv + 1, (size_t)c->argc - 1);
-        for (int j = 0; j < c->argc; j++) RedisModule_FreeString(NULL, c->argv[j]);
-        RedisModule_Free(c->argv);
+        free_pending_cmd(c);
     }
     memmove(g->repl, g->repl + g->ncommitted, (g->nrepl - g->ncommitted) * sizeof *g->repl);
     g->nrepl -= g->ncommitted;
@@ -108,10 +112,7 @@ static void replicate_committed(RedisModuleCtx *ctx) {
 /* Drops the commands of writes that were never committed. */
 static void drop_uncommitted(void) {
     bkv_redis *g = bkv_redis_state;
-    for (size_t i = g->ncommitted; i < g->nrepl; i++) {
-        for (int j = 0; j < g->repl[i].argc; j++) RedisModule_FreeString(NULL, g->repl[i].argv[j]);
-        RedisModule_Free(g->repl[i].argv);
-    }
+    for (size_t i = g->ncommitted; i < g->nrepl; i++) free_pending_cmd(&g->repl[i]);
     g->nrepl = g->ncommitted;
 }
 
@@ -493,7 +494,6 @@ static int find_rows(job *j) {
     bkv_find_options_init(&fo);
     fo.after = j->after;
     fo.after_len = j->after_len;
-    /* The module's own rows lie past the last slot: searched no further. */
     bkv_find_iter *it;
     const void *term = j->value;
     int rc = bkv_find_iter_create(j->db, NULL, &term, &j->vlen, 1, &fo, &it);

@@ -123,12 +123,12 @@ int bkv_env_copy_file(const bkv_env *env, const char *from, const char *to, unsi
 
 /* Reads a whole file into a malloc'd buffer. */
 int bkv_env_read_all(const bkv_env *env, const char *path, uint8_t **data, size_t *len, bkv_err *e);
-/* Writes data to path via a temporary file, fsync, rename and directory
- * fsync, so that path holds either its old content or data, never a mix.
- * A leftover temporary (or a link planted in its name) is removed first. */
 /* Syncs the directory that holds path (its last component's parent), so
  * that a directory just created at path survives a power loss. */
 int bkv_env_sync_parent(const bkv_env *env, const char *path, bkv_err *e);
+/* Writes data to path via a temporary file, fsync, rename and directory
+ * fsync, so that path holds either its old content or data, never a mix.
+ * A leftover temporary (or a link planted in its name) is removed first. */
 int bkv_env_write_atomic(const bkv_env *env, const char *dir, const char *path, unsigned mode,
                          const void *data, size_t len, bkv_err *e);
 

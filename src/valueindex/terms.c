@@ -39,6 +39,12 @@ static void words(const unsigned char *v, size_t n, bkv_term_emit_fn emit, void 
     }
 }
 
+static void emit_text(json_object *o, bkv_term_emit_fn emit, void *ctx) {
+    size_t len;
+    const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
+    if (text) emit(ctx, text, len);
+}
+
 /* A scalar's term: a string's bytes (not its JSON form, so "ann" finds
  * {"user":"ann"}); true and false as written; a number with a fraction or
  * an exponent as written (json-c keeps its source text: 1.50 is "1.50");
@@ -46,12 +52,6 @@ static void words(const unsigned char *v, size_t n, bkv_term_emit_fn emit, void 
  * integer, however it was written). An integer at or past the 64-bit
  * limits gives no term: json-c holds it clamped, and the clamped text
  * would match another number. null, objects and arrays give none. */
-static void emit_text(json_object *o, bkv_term_emit_fn emit, void *ctx) {
-    size_t len;
-    const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
-    if (text) emit(ctx, text, len);
-}
-
 static void emit_scalar(json_object *o, bkv_term_emit_fn emit, void *ctx) {
     switch (json_object_get_type(o)) {
     case json_type_string:

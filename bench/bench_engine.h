@@ -38,9 +38,9 @@ typedef struct bench_cfg {
     int wal_mmap;                 /* bloomkv: write the WAL through a map (default) */
     int compact_for_reads;        /* bloomkv: reads may make compactions due (default) */
     int release_free_memory;      /* bloomkv: trim the C library's heaps after flushes and compactions */
-    int max_background_jobs;      /* bloomkv: background threads; 0: the library's default */
+    int max_background_jobs;      /* bloomkv, RocksDB: background threads; 0: the default (2) */
     int compaction_nice;          /* bloomkv: nice steps below the caller for the compaction thread */
-    int max_subcompactions;       /* bloomkv: threads a large compaction is split across; 0: the default */
+    int max_subcompactions;       /* bloomkv, RocksDB: threads a large compaction is split across; 0: 2 */
     unsigned find_plan;           /* findvalue: BKV_FIND_PLAN_* */
     int secondary_index;          /* 1: rows carry a composite-key index (--secondary_index composite) */
     size_t filter_partition_size;         /* 0: engine default */

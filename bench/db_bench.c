@@ -424,7 +424,8 @@ static void usage(FILE *out) {
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
             "                     [--compaction_style leveled|tiered] [--level0_file_num_compaction_trigger N]\n"
             "                     [--level0_slowdown_writes_trigger N] [--level0_stop_writes_trigger N]\n"
-            "                     [--engine bloomkv|leveldb|rocksdb] [--compare [--plot DIR]] [--threads N]\n"
+            "                     [--engine bloomkv|leveldb|rocksdb] [--compare] [--threads N[,N...]]\n"
+            "                     [--rounds N] [--raw FILE] [--plot DIR]\n"
             "                     [--value_index none|flat|hierarchy|bitsliced|paged] [--value_filter_bits M]\n"
             "                     [--value_filter_hashes K] [--value_partition_entries P] [--value_index_order D]\n"
             "                     [--value_distinct PERCENT] [--searches N] [--scan_searches N]\n"
@@ -448,85 +449,13 @@ static void usage(FILE *out) {
             "            again (open times reported, not counted)\n"
             "--filter_stats: RocksDB keeps statistics (off by default: they cost it time), so that its\n"
             "            key filters' false positives are reported beside bloomkv's for each read benchmark.\n"
-            "--compare runs the benchmarks on every engine built in and prints a table of ratios.\n"
+            "--compare runs the benchmarks on every engine built in (each under --db DIR/ENGINE when --db is\n"
+            "            given); --threads 1,2,4,8,16 runs them at every count; --rounds N repeats it all N times,\n"
+            "            the engines taking turns inside each round and a different one going first each round.\n"
+            "            With any of these, a table per benchmark gives the median ops/s [range], the gain over\n"
+            "            the first thread count and bloomkv's ratio to each peer; --raw FILE keeps every run's\n"
+            "            figure (tab-separated), --plot DIR draws the medians (gnuplot).\n"
             "defaults: --benchmarks fillrandom,readrandom,readmissing --num 1000000 --reads = num\n");
-}
-
-#define MAX_BENCHMARKS 32
-
-/* Opens dir/name for writing, replacing a file but never following a link
- * planted in its name. */
-static FILE *create_in(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
-    if (!f) {
-        fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
-        if (fd >= 0) close(fd);
-    }
-    return f;
-}
-
-/* --plot DIR is made (one level) before any benchmark runs, so a bad DIR
- * fails at once instead of after the whole comparison. */
-static int prepare_plot_dir(const char *dir) {
-    struct stat st;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "bench: --plot: cannot create %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "bench: --plot: %s is not a directory\n", dir);
-        return -1;
-    }
-    return 0;
-}
-
-/* --plot DIR: the comparison as a bar chart (log scale), DIR/compare.png,
- * with its data and gnuplot script beside it. gnuplot runs in DIR with
- * relative names: no path is ever pasted into a shell or gnuplot command. */
-static int plot(const char *dir, const bench_cfg *c, const bench_engine *const *engines, double ops[][MAX_BENCHMARKS],
-                size_t nb) {
-    FILE *f = create_in(dir, "compare.dat");
-    if (!f) return 3;
-    fprintf(f, "benchmark");
-    for (int e = 0; e < 3; e++)
-        if (engines[e]->name) fprintf(f, " %s", engines[e]->name);
-    fprintf(f, "\n");
-    char *list = strdup(c->benchmarks), *save = NULL;
-    size_t b = 0;
-    for (char *name = strtok_r(list, ",", &save); name && b < nb; name = strtok_r(NULL, ",", &save), b++) {
-        fprintf(f, "%s", name);
-        for (int e = 0; e < 3; e++)
-            if (engines[e]->name) fprintf(f, " %.1f", ops[e][b]);
-        fprintf(f, "\n");
-    }
-    free(list);
-    int werr = fclose(f);
-    if (werr || !(f = create_in(dir, "compare.gp"))) return 3;
-    fprintf(f, "set terminal png size 1000,500\nset output 'compare.png'\n"
-               "set title 'ops/sec, %llu keys x %d B values (higher is better)'\nset logscale y\n"
-               "set style data histograms\nset style histogram clustered\nset style fill solid border -1\n"
-               "set key top right\nset xtics rotate by -30\nset grid ytics\n"
-               "plot for [i=2:*] 'compare.dat' using i:xtic(1) title columnheader\n",
-            (unsigned long long)c->num, c->value_size);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "bench: cannot write %s/compare.gp\n", dir);
-        return 3;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(dir) == 0) execlp("gnuplot", "gnuplot", "compare.gp", (char *)NULL);
-        _exit(127);
-    }
-    int wst = 0;
-    if (pid < 0 || waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
-        fprintf(stderr, "bench: gnuplot failed (is it installed?); data in %s/compare.dat\n", dir);
-        return 3;
-    }
-    printf("chart: %s/compare.png\n", dir);
-    return 0;
 }
 
 /* Anonymous memory now (RssAnon): tables are mapped, so the peak RSS
@@ -568,9 +497,7 @@ static int remove_db_dir(const char *dir) {
     return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Runs the configured benchmarks on one engine in a fresh (or the given)
- * directory; fills ops_per_sec per benchmark. Returns an exit status. */
-static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec, size_t *nbench) {
+int bench_run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec, size_t *nbench) {
     char tmpdir[256] = "";
     if (!c.db) {
         const char *t = getenv("TMPDIR");
@@ -606,7 +533,7 @@ static int run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec,
     int status = 0;
     *nbench = 0;
     char *save = NULL;
-    for (char *name = strtok_r(list, ",", &save); name && *nbench < MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
+    for (char *name = strtok_r(list, ",", &save); name && *nbench < BENCH_MAX_BENCHMARKS; name = strtok_r(NULL, ",", &save)) {
         uint64_t found = 0, blocks0 = 0, blocks1 = 0, filter_bytes = 0, probes0 = 0, probes1 = 0, fp0 = 0, fp1 = 0;
         int have_blocks = s.eng->counter && s.eng->counter(s.h, "blocks-read", &blocks0) == 0;
         int have_fp = s.eng->counter && s.eng->counter(s.h, "filter-probes", &probes0) == 0 &&
@@ -775,9 +702,24 @@ static double parse_double(const char *s, const char **bad) {
     return v;
 }
 
+/* "1,2,4,8,16": ascending or not, as given; each 1..64. */
+static int parse_thread_counts(const char *list, bench_sweep *sw) {
+    sw->nthreads = 0;
+    for (const char *p = list;;) {
+        char *end;
+        errno = 0;
+        long n = strtol(p, &end, 10);
+        if (end == p || errno || n < 1 || n > 64 || sw->nthreads == BENCH_MAX_THREAD_COUNTS) return -1;
+        sw->threads[sw->nthreads++] = (int)n;
+        if (*end == '\0') return 0;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+}
+
 int bkv_db_bench_main(int argc, char **argv) {
-    const char *engine_name = "bloomkv", *plot_dir = NULL;
-    int compare = 0;
+    const char *engine_name = "bloomkv", *plot_dir = NULL, *raw_path = NULL, *thread_list = "1";
+    int compare = 0, rounds = 1;
     bench_cfg c = {.threads = 1, .benchmarks = "fillrandom,readrandom,readmissing", .num = 1000000, .key_size = 16,
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100, .value_partition_entries = -1,
@@ -798,6 +740,8 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"threads", required_argument, 0, 'T'},
         {"plot", required_argument, 0, 'P'},
         {"compare", no_argument, 0, 'X'},
+        {"rounds", required_argument, 0, '+'},
+        {"raw", required_argument, 0, '&'},
         {"level0_file_num_compaction_trigger", required_argument, 0, '0'},
         {"level0_slowdown_writes_trigger", required_argument, 0, '1'},
         {"level0_stop_writes_trigger", required_argument, 0, '2'},
@@ -861,10 +805,12 @@ int bkv_db_bench_main(int argc, char **argv) {
             else goto bad_value;
             break;
         case 'E': engine_name = optarg; break;
-        case 'T':
-            c.threads = parse_int(optarg, &bad_number);
-            if (c.threads < 1 || c.threads > 64) goto bad_value;
+        case 'T': thread_list = optarg; break;
+        case '+':
+            rounds = parse_int(optarg, &bad_number);
+            if (rounds < 1 || rounds > BENCH_MAX_ROUNDS) goto bad_value;
             break;
+        case '&': raw_path = optarg; break;
         case 'X': compare = 1; break;
         case 'P': plot_dir = optarg; break;
         case '0': c.l0_trigger = parse_int(optarg, &bad_number); break;
@@ -938,61 +884,38 @@ int bkv_db_bench_main(int argc, char **argv) {
         fprintf(stderr, "bench: --%s takes a number, not '%s'\n", bad_flag, bad_number);
         return 2;
     }
-    if (plot_dir && prepare_plot_dir(plot_dir) != 0) return 3;
     if (optind != argc || c.num == 0 || c.key_size < 8 || c.key_size > 60 || c.value_size < 1 ||
         c.value_size > (1 << 20) || c.bloom_bits <= 0 || c.value_distinct <= 0 || c.value_distinct > 100)
         goto bad;
     if (!have_reads) c.reads = c.num;
-    if (c.cold && (c.threads > 1 || strstr(c.benchmarks, WHILE_WRITING))) {
-        fprintf(stderr, "bench: --cold reopens the database before each search: one thread, no writer beside\n");
-        return 2;
-    }
 
     static const bench_engine *const engines[] = {&bkv_bench_engine_bloomkv, &bkv_bench_engine_leveldb,
                                                   &bkv_bench_engine_rocksdb};
-    if (!compare) {
-        const bench_engine *eng = NULL;
-        for (size_t i = 0; i < 3; i++)
-            if (engines[i]->name && strcmp(engines[i]->name, engine_name) == 0) eng = engines[i];
-        if (!eng) {
-            fprintf(stderr, "bench: engine '%s' is not available in this build\n", engine_name);
-            return 2;
-        }
-        double ops[MAX_BENCHMARKS];
-        size_t nb;
-        return run_engine(c, eng, ops, &nb);
-    }
-    /* --compare: the same suite on every engine built in, then one table. */
-    double ops[3][MAX_BENCHMARKS] = {{0}};
-    size_t nb[3] = {0};
-    c.quiet = 1;
-    for (size_t i = 0; i < 3; i++) {
-        if (!engines[i]->name) continue;
-        if (!c.json) printf("--- %s\n", engines[i]->name);
-        bench_cfg one = c;
-        if (one.db) one.use_existing_db = 0;
-        int rc = run_engine(one, engines[i], ops[i], &nb[i]);
-        if (rc) return rc;
-    }
-    printf("\n%-16s", "ops/sec");
+    bench_sweep sw = {.cfg = &c, .rounds = rounds, .plot_dir = plot_dir, .raw_path = raw_path};
     for (size_t i = 0; i < 3; i++)
-        if (engines[i]->name) printf(" %14s", engines[i]->name);
-    for (size_t i = 1; i < 3; i++)
-        if (engines[i]->name) printf(" %16s", i == 1 ? "bloomkv/leveldb" : "bloomkv/rocksdb");
-    printf("\n");
-    char *list = strdup(c.benchmarks), *save = NULL;
-    size_t b = 0;
-    for (char *name = strtok_r(list, ",", &save); name && b < nb[0]; name = strtok_r(NULL, ",", &save), b++) {
-        printf("%-16s", name);
-        for (size_t i = 0; i < 3; i++)
-            if (engines[i]->name) printf(" %14.0f", ops[i][b]);
-        for (size_t i = 1; i < 3; i++)
-            if (engines[i]->name) printf(" %15.2fx", ops[i][b] > 0 ? ops[0][b] / ops[i][b] : 0);
-        printf("\n");
+        if (engines[i]->name && (compare || strcmp(engines[i]->name, engine_name) == 0))
+            sw.engines[sw.nengines++] = engines[i];
+    if (!sw.nengines) {
+        fprintf(stderr, "bench: engine '%s' is not available in this build\n", engine_name);
+        return 2;
     }
-    free(list);
-    if (plot_dir) return plot(plot_dir, &c, engines, ops, nb[0]);  /* DIR checked before the runs */
-    return 0;
+    if (parse_thread_counts(thread_list, &sw) != 0) {
+        fprintf(stderr, "bench: --threads takes counts from 1 to 64, at most %d, comma-separated, not '%s'\n",
+                BENCH_MAX_THREAD_COUNTS, thread_list);
+        return 2;
+    }
+    if (c.cold && (sw.threads[sw.nthreads - 1] > 1 || strstr(c.benchmarks, WHILE_WRITING))) {
+        fprintf(stderr, "bench: --cold reopens the database before each search: one thread, no writer beside\n");
+        return 2;
+    }
+    if (plot_dir && bench_prepare_dir(plot_dir, "--plot") != 0) return 3; /* before the runs, not after */
+    if (sw.nengines == 1 && sw.nthreads == 1 && rounds == 1 && !plot_dir && !raw_path) {
+        c.threads = sw.threads[0];
+        double ops[BENCH_MAX_BENCHMARKS];
+        size_t nb;
+        return bench_run_engine(c, sw.engines[0], ops, &nb);
+    }
+    return bench_sweep_run(&sw);
 bad_value:
     fprintf(stderr, "bench: --%s does not take '%s'\n", bad_flag, optarg);
 bad:

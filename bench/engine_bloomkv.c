@@ -93,7 +93,8 @@ static void bkv_bench_report(void *h, FILE *out) {
                                   "blocks-read", "cache-hits", "cache-misses", "tables-consulted", "flushes",
                                   "compactions", "compaction-bytes-read", "compaction-bytes-written",
                                   "value-index-updates", "value-index-nodes-recomputed",
-                                  "value-index-update-micros", "value-index-locked-micros"};
+                                  "value-index-update-micros", "value-index-locked-micros", "write-stalls",
+                                  "write-slowdowns"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char prop[64];
         snprintf(prop, sizeof prop, "bloomkv.counter.%s", names[i]);

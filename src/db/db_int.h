@@ -14,6 +14,7 @@
 #include "table/cache.h"
 #include "table/table.h"
 #include "util/env.h"
+#include "util/event.h"
 #include "valueindex/vindex.h"
 #include "log/log.h"
 
@@ -30,12 +31,11 @@ typedef struct bkv_writer bkv_writer;
 struct bkv_writer {
     const bkv_buf *rep;        /* NULL: a flush request, or a caller holding writes back */
     int sync;
-    int done;
+    int done;                      /* rc and err hold its outcome (written before ev is set) */
     int rc;
     bkv_err err;
-    pthread_cond_t cv;
-    int sleeping;                  /* waiting on cv (under db->mu) */
-    atomic_int signalled;          /* done, leading, told to insert, or (a leader) its group inserted */
+    bkv_event ev;                  /* done, leading, told to insert, or (a leader) its group inserted */
+    bkv_writer *wake[2];           /* once done: the writers of its group it wakes next (finish_group) */
     bkv_writer *next;
     /* Every writer of a group gets its first sequence (seq) from the
      * leader; a follower told to insert its own batch, after the WAL
@@ -80,7 +80,7 @@ _Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
  * each thread writing its own: two threads reading never write the same
  * line, which with one shared set cost more than the reads themselves.
  * A counter's value is the sum of its stripes. */
-#define BKV_STRIPES 16
+#define BKV_STRIPES 64
 typedef struct bkv_counter_stripe {
     _Alignas(64) bkv_db_counters c;
     bkv_table_stats t;
@@ -91,10 +91,16 @@ typedef struct bkv_view_stripe {
     _Alignas(64) atomic_long n[2];
 } bkv_view_stripe;
 
-/* The calling thread's stripe: a hash of the address of a thread-local. */
+/* The calling thread's stripe. Threads are numbered in the order they
+ * first ask, so up to BKV_STRIPES threads started together (a server's
+ * pool) each get a stripe of their own; a hash of a thread-local's
+ * address, used before, put two of 16 threads on one stripe about as
+ * often as not. */
+extern _Thread_local unsigned bkv_stripe_plus_one; /* db_stats.c; 0: none yet */
+unsigned bkv_stripe_assign(void);
 static inline unsigned bkv_stripe_index(void) {
-    static _Thread_local char token;
-    return (unsigned)(((uintptr_t)&token * UINT64_C(0x9E3779B97F4A7C15)) >> 60) % BKV_STRIPES;
+    unsigned s = bkv_stripe_plus_one;
+    return __builtin_expect(s != 0, 1) ? s - 1 : bkv_stripe_assign();
 }
 
 struct bkv_db {
@@ -146,6 +152,7 @@ struct bkv_db {
     uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
     bkv_writer *writers_head, *writers_tail;
     atomic_int queued_writers;     /* in that queue (changed under mu, read without it) */
+    int cpus;                      /* processors online at open: whether a waiting writer may yield */
     atomic_uint_fast64_t contended_until; /* groups pass the lead early up to this sequence */
     bkv_buf group;                 /* the leader's group batch */
     /* Groups past the WAL whose inserts run while the next group writes

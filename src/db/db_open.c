@@ -16,6 +16,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "db/table_file.h"
@@ -462,6 +463,8 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     }
     db->env = env;
     db->opts = *opts;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    db->cpus = cpus > 0 ? (int)cpus : 1;
     bkv_mutex_init_adaptive(&db->mu);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);

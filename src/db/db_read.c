@@ -86,8 +86,27 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     return BKV_OK;
 }
 
+/* What a read counts, added to the thread's counter stripe once at its
+ * end: an atomic add costs about as much as a filter probe that hits the
+ * cache, and a miss through every level would otherwise make a dozen. */
+typedef struct read_tally {
+    uint64_t memtable_filter_negatives, tables_consulted, filter_probes, filter_negatives, filter_false_positives;
+} read_tally;
+
+static void tally_add(bkv_db *db, const read_tally *t) {
+    bkv_db_counters *c = &db->stripes[bkv_stripe_index()].c;
+#define ADD(name) \
+    if (t->name) atomic_fetch_add_explicit(&c->name, t->name, memory_order_relaxed)
+    ADD(memtable_filter_negatives);
+    ADD(tables_consulted);
+    ADD(filter_probes);
+    ADD(filter_negatives);
+    ADD(filter_false_positives);
+#undef ADD
+}
+
 /* Looks a key up in the memtables. 1 if they decide (found or deleted). */
-static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
+static int memtables_get(read_tally *tally, const bkv_read_state *rs, const void *key, size_t klen, bkv_hash h, int *rc,
                          void **val, size_t *vlen) {
     for (int i = -1; i < rs->nimm; i++) {
         const bkv_memtable *m = i < 0 ? rs->mem : rs->imm[rs->nimm - 1 - i];
@@ -96,7 +115,7 @@ static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, 
         size_t n;
         int neg;
         int hit = bkv_memtable_get(m, key, klen, h, rs->snapshot, &type, &v, &n, &neg);
-        if (neg) BKV_COUNT(db, memtable_filter_negatives, 1);
+        tally->memtable_filter_negatives += (unsigned)neg;
         if (!hit) continue;
         if (type == BKV_TYPE_DELETION) {
             *rc = BKV_NOTFOUND;
@@ -115,14 +134,14 @@ static int memtables_get(bkv_db *db, const bkv_read_state *rs, const void *key, 
 }
 
 /* Asks one table; 1 if it decides. */
-static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
+static int table_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
                      bkv_hash h, int filter_checked, uint64_t snapshot, int *rc, void **val, size_t *vlen, bkv_err *e) {
-    BKV_COUNT(db, tables_consulted, 1);
+    tally->tables_consulted++;
     const bkv_filter *kf = filter_checked ? NULL : atomic_load_explicit(&f->key_filter, memory_order_acquire);
     if (kf) {
-        BKV_COUNT(db, filter_probes, 1);
+        tally->filter_probes++;
         if (!bkv_filter_may_contain(kf, h)) {
-            BKV_COUNT(db, filter_negatives, 1);
+            tally->filter_negatives++;
             return 0;
         }
         filter_checked = 1;
@@ -131,9 +150,9 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     if ((*rc = bkv_db_get_table(db, f, &entry, e))) return 1;
     bkv_table *t = bkv_cache_value(entry);
     if (!filter_checked) {
-        BKV_COUNT(db, filter_probes, 1);
+        tally->filter_probes++;
         if (!bkv_table_may_contain(t, h)) {
-            BKV_COUNT(db, filter_negatives, 1);
+            tally->filter_negatives++;
             bkv_cache_release(db->table_cache, entry);
             return 0;
         }
@@ -146,7 +165,7 @@ static int table_get(bkv_db *db, const bkv_read_options *ro, const bkv_file_meta
     bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
     if (*rc) return 1;
     if (!found) {
-        if (has_filter) BKV_COUNT(db, filter_false_positives, 1);
+        tally->filter_false_positives += (unsigned)has_filter;
         return 0;
     }
     *rc = type == BKV_TYPE_VALUE ? BKV_OK : BKV_NOTFOUND;
@@ -176,7 +195,7 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
  * probe, a cache miss: a tree that stays deep costs every read. */
 #define GET_SAMPLING 64
 
-static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
+static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                       bkv_hash h, uint64_t stop_file, int *asked, void **val, size_t *vlen, bkv_err *e) {
     int rc = BKV_NOTFOUND;
     const bkv_tree_version *v = rs->version;
@@ -195,14 +214,14 @@ static int tables_get(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
         if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (!bkv_file_meta_holds(f, key, klen)) continue;
         ++*asked;
-        if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     for (int l = 1; l < BKV_NUM_LEVELS; l++) {
         const bkv_file_meta *f = level_file[l];
         if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
         if (!f) continue;
         ++*asked;
-        if (table_get(db, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
     return BKV_NOTFOUND;
 }
@@ -213,11 +232,14 @@ int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
     bkv_hash h = bkv_hash_bytes(key, klen);
     BKV_COUNT(db, key_hashes, 1);
     int rc = BKV_NOTFOUND;
-    if (memtables_get(db, rs, key, klen, h, &rc, val, vlen)) return rc;
+    read_tally tally = {0};
     int asked = 0;
-    rc = tables_get(db, ro, rs, key, klen, h, stop_file, &asked, val, vlen, e);
-    if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file)
-        bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
+    if (!memtables_get(&tally, rs, key, klen, h, &rc, val, vlen)) {
+        rc = tables_get(db, &tally, ro, rs, key, klen, h, stop_file, &asked, val, vlen, e);
+        if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file)
+            bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
+    }
+    tally_add(db, &tally);
     return rc;
 }
 
@@ -251,6 +273,7 @@ typedef struct multi_get {
     uint8_t *pending, *maybe;
     bkv_hash *batch;
     size_t *idx;
+    read_tally tally;
 } multi_get;
 
 /* Asks table f for the keys idx[0..m): its filter for all of them at once
@@ -267,19 +290,19 @@ static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
     for (size_t j = 0; j < m; j++) g->batch[j] = g->hashes[g->idx[j]];
     bkv_table *t = bkv_cache_value(entry);
     bkv_table_may_contain_batch(t, g->batch, m, g->maybe);
-    BKV_COUNT(db, filter_probes, m);
+    g->tally.filter_probes += m;
     size_t survivors = 0;
     for (size_t j = 0; j < m; j++)
         if (g->maybe[j]) {
             survivors++;
             bkv_table_prefetch_get(t, g->keys[g->idx[j]], g->klens[g->idx[j]]);
         }
-    BKV_COUNT(db, filter_negatives, m - survivors);
+    g->tally.filter_negatives += m - survivors;
     bkv_cache_release(db->table_cache, entry);
     for (size_t j = 0; j < m; j++) {
         if (!g->maybe[j]) continue;
         size_t i = g->idx[j];
-        if (table_get(db, g->ro, f, g->keys[i], g->klens[i], g->hashes[i], 1, g->rs->snapshot, &g->statuses[i],
+        if (table_get(db, &g->tally, g->ro, f, g->keys[i], g->klens[i], g->hashes[i], 1, g->rs->snapshot, &g->statuses[i],
                       &g->vals[i], &g->vlens[i], &e)) {
             g->pending[i] = 0;
             if (g->statuses[i] < 0) bkv_db_error(db, g->statuses[i], &e);
@@ -318,7 +341,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
         vals[i] = NULL;
         vlens[i] = 0;
         g.hashes[i] = bkv_hash_bytes(keys[i], klens[i]);
-        g.pending[i] = !memtables_get(db, &rs, keys[i], klens[i], g.hashes[i], &statuses[i], &vals[i], &vlens[i]);
+        g.pending[i] = !memtables_get(&g.tally, &rs, keys[i], klens[i], g.hashes[i], &statuses[i], &vals[i], &vlens[i]);
         if (g.pending[i]) statuses[i] = BKV_NOTFOUND;
         sorted[i] = (mg_key){keys[i], klens[i], i};
     }
@@ -353,6 +376,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
         }
     }
     bkv_view_leave(db, &rs, &sec);
+    tally_add(db, &g.tally);
     free(g.hashes), free(g.pending), free(g.maybe), free(g.batch), free(g.idx), free(sorted);
     return BKV_OK;
 }

@@ -57,6 +57,15 @@ static const counter_name table_counters[] = {
 };
 
 /* The sum of a counter's stripes; offset is within the stripe. */
+_Thread_local unsigned bkv_stripe_plus_one;
+
+unsigned bkv_stripe_assign(void) {
+    static atomic_uint next;
+    unsigned s = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % BKV_STRIPES;
+    bkv_stripe_plus_one = s + 1;
+    return s;
+}
+
 static uint64_t sum_stripes(const bkv_db *db, size_t offset) {
     uint64_t total = 0;
     for (int i = 0; i < BKV_STRIPES; i++)

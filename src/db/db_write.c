@@ -10,12 +10,17 @@
  *
  * Memtable inserts do not serialize behind the leader: once its group is
  * in the WAL, the leader passes the lead on, so the next group's WAL
- * write overlaps this group's inserts, and the group's followers still
- * spinning insert their own batches beside the leader (the memtable takes
- * concurrent adds). Groups are published in sequence order: readers see a
- * group once it and every group before it are in the memtable
- * (visible_sequence), so a batch is never seen in part. A memtable switch,
- * and a caller holding writes, first wait for the inserts in flight.
+ * write overlaps this group's inserts, and the group's followers insert
+ * their own batches beside the leader (the memtable takes concurrent
+ * adds; hand_out_inserts says which). Groups are published in sequence
+ * order: readers see a group once it and every group before it are in
+ * the memtable (visible_sequence), so a batch is never seen in part. A
+ * memtable switch, and a caller holding writes, first wait for the
+ * inserts in flight.
+ *
+ * Each writer waits on an event of its own (util/event.h), set without
+ * the mutex, and the writers of a group wake one another (plan_wakes), so
+ * the leader never makes a system call per follower.
  *
  * Memtable switch: when the active memtable is full it becomes immutable,
  * a new WAL is started (the old one ended, and synced later in the
@@ -154,23 +159,10 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
     }
 }
 
-/* How long a queued writer spins before it sleeps: about one group's
- * work. Sleeping and being woken cost two futex calls and two context
- * switches, more than a small group takes on this path. */
-#define SPIN_NANOS 4000
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* Tells a queued writer that it is done or leads: a spinning one sees the
- * flag, a sleeping one is woken. REQUIRES: db->mu held. */
-static void signal_writer(bkv_writer *x) {
-    atomic_store_explicit(&x->signalled, 1, memory_order_release);
-    if (x->sleeping) pthread_cond_signal(&x->cv);
-}
+/* Tells a queued writer that it is done or leads, or its group is in:
+ * its own event (util/event.h), set after the state it reads is written.
+ * Needs no mutex. */
+static void signal_writer(bkv_writer *x) { bkv_event_set(&x->ev); }
 
 typedef struct batch_insert {
     bkv_memtable *mem;
@@ -194,41 +186,47 @@ static int insert_batch(bkv_memtable *mem, const bkv_buf *rep, uint64_t seq, int
     return bkv_batch_iterate(rep->data, rep->len, insert_entry, &bi, "write batch", 0, e);
 }
 
-/* Waits until w is signalled, first spinning without the mutex, then
- * asleep on w->cv, and consumes the signal. Whoever signals changes w's
- * state first, under db->mu (signal_writer). REQUIRES: db->mu held;
- * held again on return. */
-static void await_signal(bkv_db *db, bkv_writer *w) {
-    if (!atomic_load_explicit(&w->signalled, memory_order_acquire)) {
-        bkv_db_unlock(db);
-        uint64_t deadline = bkv_monotonic_nanos() + SPIN_NANOS;
-        for (unsigned i = 1; !atomic_load_explicit(&w->signalled, memory_order_acquire); i++) {
-            cpu_relax();
-            if (i % 32 == 0 && bkv_monotonic_nanos() > deadline) break;
-        }
-        bkv_db_lock(db);
-        while (!atomic_load_explicit(&w->signalled, memory_order_acquire)) {
-            w->sleeping = 1;
-            bkv_db_wait(db, &w->cv);
-            w->sleeping = 0;
-        }
-    }
-    atomic_store_explicit(&w->signalled, 0, memory_order_relaxed);
+/* Whether a waiting writer may yield (util/event.h): while the writers
+ * queued are no more than the processors. */
+static int may_yield(const bkv_db *db) {
+    return atomic_load_explicit(&db->queued_writers, memory_order_relaxed) <= db->cpus;
 }
 
-/* Queues w and waits until it leads the queue, a leader wrote it, or a
- * leader tells it to insert its batch. REQUIRES: db->mu held. */
-static void join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
+/* Waits until w is signalled (signal_writer), without the mutex.
+ * REQUIRES: db->mu held; held again on return. */
+static void await_signal(bkv_db *db, bkv_writer *w) {
+    if (bkv_event_is_set(&w->ev)) {
+        bkv_event_wait(&w->ev, 0); /* consumes it, at once */
+        return;
+    }
+    int yield = may_yield(db);
+    bkv_db_unlock(db);
+    bkv_event_wait(&w->ev, yield);
+    bkv_db_lock(db);
+}
+
+/* Queues w and waits until it leads the queue (returns 1, db->mu held),
+ * or a leader took its batch into a group and tells it to insert the
+ * batch or that it is done (returns 0, db->mu not held: a follower has
+ * no use for it, and a group's followers all woken at once would only
+ * queue for it). REQUIRES: db->mu held. */
+static int join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     BKV_ASSERT_LOCKED(db);
     memset(w, 0, sizeof *w);
     w->rep = rep;
     w->sync = sync;
-    pthread_cond_init(&w->cv, NULL);
+    bkv_event_init(&w->ev);
     atomic_fetch_add_explicit(&db->queued_writers, 1, memory_order_relaxed);
     if (db->writers_tail) db->writers_tail->next = w;
     else db->writers_head = w;
     db->writers_tail = w;
-    if (db->writers_head != w) await_signal(db, w);
+    if (db->writers_head == w) return 1;
+    int yield = may_yield(db);
+    bkv_db_unlock(db);
+    bkv_event_wait(&w->ev, yield);
+    if (w->insert || w->done) return 0;
+    bkv_db_lock(db);
+    return 1;
 }
 
 /* Takes w..last off the writers' queue and hands the lead to the next.
@@ -243,21 +241,40 @@ static void pass_lead(bkv_db *db, const bkv_writer *last) {
     else signal_writer(db->writers_head);
 }
 
+/* Wakes the writers x passes the outcome on to (finish_group). */
+static void wake_children(bkv_writer *x) {
+    bkv_writer *a = x->wake[0], *b = x->wake[1]; /* read before either may leave */
+    if (a) signal_writer(a);
+    if (b) signal_writer(b);
+}
+
+/* Waking a sleeping writer is a system call of a few microseconds, so a
+ * group's writers wake one another: the leader w wakes two, and each
+ * woken writer two more, in the order they queued (a binary tree laid
+ * out breadth first), and a group of n is woken in about log2(n) steps
+ * rather than n steps all taken by the leader. Sets every wake[] of
+ * w..last. REQUIRES: none of w's followers woken since its last wait. */
+static void plan_wakes(bkv_writer *w, const bkv_writer *last) {
+    bkv_writer *child = w == last ? NULL : w->next;
+    for (bkv_writer *parent = w; parent; parent = parent == last ? NULL : parent->next)
+        for (int i = 0; i < 2; i++) {
+            parent->wake[i] = child;
+            child = child && child != last ? child->next : NULL;
+        }
+}
+
 /* Hands the outcome to the writers the leader w took, through last (the
- * links among them stay as they were queued). REQUIRES: db->mu held. */
-static void finish_group(bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
+ * links among them stay as they were queued). They are off every list
+ * and wait for this alone, so it needs no mutex. */
+static void finish_group(bkv_writer *w, bkv_writer *last, int rc, const bkv_err *e) {
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
         x->rc = rc;
         x->err = *e;
         x->done = 1;
-        signal_writer(x);
     }
-}
-
-static void leave_queue(bkv_db *db, bkv_writer *w, const bkv_writer *last, int rc, const bkv_err *e) {
-    pass_lead(db, last);
-    finish_group(w, last, rc, e);
+    plan_wakes(w, last);
+    wake_children(w);
 }
 
 /* Waits until every group past the WAL is in the memtable and published:
@@ -271,13 +288,12 @@ static void await_inserts(bkv_db *db, bkv_writer *w) {
 }
 
 void bkv_db_hold_writes(bkv_db *db, bkv_writer *w) {
-    join_queue(db, w, NULL, 0); /* a writer without a batch is never taken into a group */
+    (void)join_queue(db, w, NULL, 0); /* a writer without a batch is never taken into a group: it leads */
     await_inserts(db, w);
 }
 
 void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
-    leave_queue(db, w, w, BKV_OK, &(bkv_err){{0}});
-    pthread_cond_destroy(&w->cv);
+    pass_lead(db, w);
 }
 
 int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
@@ -311,22 +327,38 @@ static void publish_inserted(bkv_db *db, const bkv_writer *self) {
     }
 }
 
-/* Enters the group w..last in the publishing order, tells the followers
- * still spinning to insert their own batches, and passes the lead on.
- * REQUIRES: db->mu held, by the leader w. */
+/* Enters the group w..last in the publishing order, tells followers to
+ * insert their own batches, and passes the lead on. While the writers are
+ * no more than the processors, every follower inserts its own batch, even
+ * one asleep (they wake one another: plan_wakes): an insert into a large
+ * memtable costs a few cache misses per level, more than a wake-up on an
+ * idle processor, and a leader that inserted its sleeping followers'
+ * batches made a group's inserts serial (16 writers on 16 processors
+ * wrote no faster than one). With more writers than processors a woken
+ * writer only takes a processor from another: the leader inserts the
+ * batches of those asleep. REQUIRES: db->mu held, by the leader w. */
 static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem) {
     if (db->inserting_tail) db->inserting_tail->next_inserting = w;
     else db->inserting_head = w;
     db->inserting_tail = w;
     atomic_fetch_add_explicit(&db->groups_inserting, 1, memory_order_relaxed);
+    int every = may_yield(db), handed = 0;
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
-        if (!x->sleeping) {
-            x->insert = 1;
-            x->mem = mem;
-            x->leader = w;
-            atomic_fetch_add_explicit(&w->pending, 1, memory_order_relaxed);
-            signal_writer(x);
+        if (!every && bkv_event_sleeping(&x->ev)) continue;
+        x->insert = 1;
+        x->mem = mem;
+        x->leader = w;
+        handed++;
+    }
+    atomic_fetch_add_explicit(&w->pending, handed, memory_order_relaxed);
+    if (every) {
+        plan_wakes(w, last);
+        wake_children(w);
+    } else {
+        for (bkv_writer *x = w; x != last;) {
+            x = x->next;
+            if (x->insert) signal_writer(x); /* spinning: no system call */
         }
     }
     pass_lead(db, last);
@@ -382,6 +414,7 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
     bkv_db_lock(db);
     if (!early) hand_out_inserts(db, w, last, mem);
     if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) != 1) await_signal(db, w);
+    if (early) bkv_memtable_count_added(mem, last_seq - first + 1); /* concurrent adds leave it to us */
     for (bkv_writer *x = w; !rc && x != last;) {
         x = x->next;
         if (x->insert && x->insert_rc) {
@@ -410,17 +443,21 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     }
     bkv_writer w;
     bkv_db_lock(db);
-    join_queue(db, &w, rep, wo && wo->sync);
-    if (w.insert) {
-        bkv_db_unlock(db);
-        w.insert_rc = insert_batch(w.mem, rep, w.seq, 1, &w.insert_err);
-        bkv_db_lock(db);
-        if (atomic_fetch_sub_explicit(&w.leader->pending, 1, memory_order_acq_rel) == 1) signal_writer(w.leader);
-        while (!w.done) await_signal(db, &w);
-    }
-    if (w.done) {
-        bkv_db_unlock(db);
-        pthread_cond_destroy(&w.cv);
+    if (!join_queue(db, &w, rep, wo && wo->sync)) {
+        if (w.insert) {
+            /* Told to insert its own batch: it first wakes the next
+             * writers of the group, then inserts beside them. The leader
+             * waits for every insert, then tells each writer of the group
+             * its outcome. */
+            wake_children(&w);
+            w.insert_rc = insert_batch(w.mem, rep, w.seq, 1, &w.insert_err);
+            if (atomic_fetch_sub_explicit(&w.leader->pending, 1, memory_order_acq_rel) == 1) signal_writer(w.leader);
+            /* Exactly one signal comes: done. Every signal must be waited
+             * for, never inferred from the state it publishes, or it would
+             * land on this stack frame's next use. */
+            bkv_event_wait(&w.ev, may_yield(db));
+        }
+        wake_children(&w);
         return bkv_db_error(db, w.rc, &w.err);
     }
 
@@ -464,18 +501,18 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
                 uint64_t now = bkv_coarse_nanos();
                 if (atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) != now)
                     atomic_store_explicit(&db->last_write_nanos, now, memory_order_relaxed);
+                bkv_db_unlock(db);
                 finish_group(&w, last, rc, &e);
-                goto out;
+                return bkv_db_error(db, rc, &e);
             }
             bkv_db_lock(db);
             bkv_db_set_bg_error(db, rc, &e);
         }
     }
 
-    leave_queue(db, &w, last, rc, &e);
-out:
+    pass_lead(db, last);
     bkv_db_unlock(db);
-    pthread_cond_destroy(&w.cv);
+    finish_group(&w, last, rc, &e);
     return bkv_db_error(db, rc, &e);
 }
 

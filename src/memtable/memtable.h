@@ -8,8 +8,8 @@
  * (never beside a plain add). Readers need no lock in either case: node
  * links are published with release stores (compare-and-swaps for
  * concurrent adds) and read with acquire loads, so a reader sees a node
- * only after its contents are complete. Concurrent adds share only the
- * arena's bump pointer, under a mutex held for the allocation alone.
+ * only after its contents are complete. Concurrent adds share the arena,
+ * under a mutex taken once per slice of it a thread bumps through alone.
  *
  * Lifetime: reference counted; entries (and the pointers get/iterators
  * hand out) stay valid until the last reference is dropped.
@@ -51,9 +51,13 @@ int bkv_memtable_find_term(const bkv_memtable *m, uint64_t h, bkv_memtable_entry
 int bkv_memtable_add(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
                      const void *val, size_t vlen, bkv_hash h);
 /* The same, safe beside other concurrent adds: what lets the writers of
- * a group, and groups one after another, insert at once. */
+ * a group, and groups one after another, insert at once. It does not
+ * count the entry (every adder would write one shared line): the caller
+ * reports what its adds added with bkv_memtable_count_added once they are
+ * done. Each adding thread takes arena memory in slices of its own. */
 int bkv_memtable_add_concurrent(bkv_memtable *m, uint64_t seq, unsigned type, const void *key, size_t klen,
                                 const void *val, size_t vlen, bkv_hash h);
+void bkv_memtable_count_added(bkv_memtable *m, uint64_t n);
 
 /* Looks up the newest version of key with sequence <= snapshot. Returns 1
  * and fills *type (BKV_TYPE_VALUE / BKV_TYPE_DELETION) and the value when

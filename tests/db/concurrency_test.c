@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "bloomkv.h"
@@ -186,7 +187,75 @@ static void writers_readers_and_flushes(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+/* Writers that only write, first as many as this machine's processors
+ * (each follower of a group inserts its own batch, woken by the others),
+ * then many more (the leader inserts the batches of those asleep): each
+ * reads its own write back at once, and every write is there at the end
+ * and counted once. */
+#define MANY_PER_WRITER 2000
+
+typedef struct many_writer {
+    int id, failed;
+} many_writer;
+
+static void *write_many(void *arg) {
+    many_writer *mw = arg;
+    for (int i = 0; i < MANY_PER_WRITER && !mw->failed; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "m%02d-%05d", mw->id, i);
+        void *v;
+        size_t n;
+        mw->failed = bkv_put(db, NULL, key, strlen(key), key, strlen(key)) != BKV_OK ||
+                     bkv_get(db, NULL, key, strlen(key), &v, &n) != BKV_OK;
+        if (!mw->failed) {
+            mw->failed = n != strlen(key) || memcmp(v, key, n) != 0;
+            bkv_free(v);
+        }
+    }
+    return NULL;
+}
+
+static void many_writers(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/many", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.write_buffer_size = 64 * 1024;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int counts[2] = {cpus > 1 && cpus < 24 ? (int)cpus : 2, 24}, total = 0;
+    for (int round = 0; round < 2; round++) {
+        int n = counts[round];
+        pthread_t t[24];
+        many_writer mw[24];
+        for (int i = 0; i < n; i++) {
+            mw[i] = (many_writer){total + i, 0};
+            pthread_create(&t[i], NULL, write_many, &mw[i]);
+        }
+        for (int i = 0; i < n; i++) {
+            pthread_join(t[i], NULL);
+            assert_false(mw[i].failed);
+        }
+        total += n;
+    }
+    for (int id = 0; id < total; id++)
+        for (int i = 0; i < MANY_PER_WRITER; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "m%02d-%05d", id, i);
+            void *v;
+            size_t n;
+            assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
+            assert_memory_equal(v, key, n);
+            bkv_free(v);
+        }
+    char *s = bkv_property(db, "bloomkv.counter.writes");
+    assert_int_equal(strtoull(s, NULL, 10), (unsigned long long)total * MANY_PER_WRITER);
+    bkv_free(s);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(writers_readers_and_flushes)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(writers_readers_and_flushes), cmocka_unit_test(many_writers)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -170,6 +170,7 @@ static void *add_many(void *arg) {
                                         bkv_hash_bytes(k, strlen(k))))
             a->failed = 1;
     }
+    bkv_memtable_count_added(a->m, PER_ADDER); /* concurrent adds leave the count to their caller */
     return NULL;
 }
 

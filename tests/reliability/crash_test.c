@@ -1,8 +1,10 @@
 /* kill -9 while flushes and compactions run, and sometimes while the
  * child is still recovering: after every crash the database holds exactly
- * the acknowledged writes (plus possibly the one in flight), so compaction
+ * the acknowledged writes (plus possibly the one in flight, of each of its
+ * writers when several write at once), so compaction
  * never loses, resurrects or duplicates a key, and the value index finds
  * exactly what point reads see. Cycles per style: BKV_SCALE. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,28 +61,65 @@ static bkv_options crash_options(int style) {
     return o;
 }
 
-/* The child applies ops from start on, reporting each acknowledged index. */
-static void child(const char *path, int style, int start, int fd) {
-    bkv_options o = crash_options(style);
+/* The child's writers: writer t applies, in order, the ops from start[t]
+ * on whose key it owns (key % writers == t), reporting each acknowledged
+ * index; one writer owns every key. Several writers share the write
+ * queue, group commit and concurrent memtable inserts, and each key keeps
+ * one writer, so its history is still the script's. */
+#define MAX_WRITERS 4
+
+typedef struct writer {
     bkv_db *db;
-    if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
-    for (int i = start; i < MAX_OPS; i++) {
+    int t, writers, start, fd;
+} writer;
+
+static void *write_ops(void *arg) {
+    const writer *w = arg;
+    for (int i = w->start; i < MAX_OPS; i++) {
+        if (ops[i].key % w->writers != w->t) continue;
         char k[32], v[48];
         key_of(k, ops[i].key);
         val_of(v, i);
-        int rc = ops[i].del ? bkv_delete(db, NULL, k, strlen(k)) : bkv_put(db, NULL, k, strlen(k), v, strlen(v));
+        int rc = ops[i].del ? bkv_delete(w->db, NULL, k, strlen(k)) : bkv_put(w->db, NULL, k, strlen(k), v, strlen(v));
         if (rc != BKV_OK) _exit(3);
-        if (write(fd, &i, sizeof i) != sizeof i) _exit(4);
+        if (write(w->fd, &i, sizeof i) != sizeof i) _exit(4); /* atomic: under PIPE_BUF */
     }
+    return NULL;
+}
+
+static void child(const char *path, int style, int writers, const int *start, int fd) {
+    bkv_options o = crash_options(style);
+    bkv_db *db;
+    if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
+    pthread_t th[MAX_WRITERS];
+    writer w[MAX_WRITERS];
+    for (int t = 0; t < writers; t++) {
+        w[t] = (writer){db, t, writers, start[t], fd};
+        if (t > 0 && pthread_create(&th[t], NULL, write_ops, &w[t])) _exit(5);
+    }
+    write_ops(&w[0]);
+    for (int t = 1; t < writers; t++) pthread_join(th[t], NULL);
     _exit(0);
 }
 
-static void verify(const char *path, int style, int acked) {
-    /* Expected: ops [0, acked]; the op after may also have landed. */
-    static int last[NKEYS];
-    for (int k = 0; k < NKEYS; k++) last[k] = -1;
-    for (int i = 0; i <= acked; i++) last[ops[i].key] = i;
-    int maybe = acked + 1 < MAX_OPS ? acked + 1 : -1;
+/* The op of writer t after its acknowledged one, which may have landed. */
+static int in_flight(int writers, int t, int acked) {
+    for (int i = acked + 1; i < MAX_OPS; i++)
+        if (ops[i].key % writers == t) return i;
+    return -1;
+}
+
+/* Expected: each writer's ops up to its acknowledged one; the op after it
+ * may also have landed. */
+static void verify(const char *path, int style, int writers, const int *acked) {
+    static int last[NKEYS], maybe_of[NKEYS];
+    for (int k = 0; k < NKEYS; k++) last[k] = maybe_of[k] = -1;
+    for (int t = 0; t < writers; t++) {
+        for (int i = 0; i <= acked[t]; i++)
+            if (ops[i].key % writers == t) last[ops[i].key] = i;
+        int maybe = in_flight(writers, t, acked[t]);
+        if (maybe >= 0) maybe_of[ops[maybe].key] = maybe;
+    }
     bkv_options o = crash_options(style);
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
@@ -97,14 +136,15 @@ static void verify(const char *path, int style, int acked) {
             val_of(want, idx);
             ok_old = rc == BKV_OK && n == strlen(want) && memcmp(v, want, n) == 0;
         }
-        if (maybe >= 0 && ops[maybe].key == k) {
+        int maybe = maybe_of[k];
+        if (maybe >= 0) {
             if (ops[maybe].del) ok_new = rc == BKV_NOTFOUND;
             else {
                 val_of(want, maybe);
                 ok_new = rc == BKV_OK && n == strlen(want) && memcmp(v, want, n) == 0;
             }
         }
-        if (!ok_old && !ok_new) fail_msg("key %d after %d acknowledged ops: rc %d", k, acked, rc);
+        if (!ok_old && !ok_new) fail_msg("key %d after op %d of its writer: rc %d", k, last[k], rc);
         /* The value index agrees with the point read (values are unique
          * per operation, so exactly this key holds it). */
         if (rc == BKV_OK && k % 8 == 0) {
@@ -128,7 +168,7 @@ static void verify(const char *path, int style, int acked) {
         prev = key;
         int idx = last[key];
         int live_old = idx >= 0 && !ops[idx].del;
-        int live_new = maybe >= 0 && ops[maybe].key == key && !ops[maybe].del;
+        int live_new = maybe_of[key] >= 0 && !ops[maybe_of[key]].del;
         if (!live_old && !live_new) fail_msg("scan shows deleted key %d", key);
     }
     assert_int_equal(bkv_iter_status(it), BKV_OK);
@@ -149,26 +189,44 @@ static void count_problem(void *arg, const char *problem) {
     cp->other += !torn;
 }
 
-static void crash_loop(int style, const char *name, int rounds, uint64_t seed) {
+/* Reads acknowledged indices until wait_for of them came (or the child
+ * ended), kills the child, then reads what it had acknowledged before it
+ * died: each writer's newest goes to acked. */
+static void kill_after(pid_t pid, int fd, uint64_t wait_for, int writers, int *acked, int *status) {
+    int got;
+    for (uint64_t seen = 0; seen < wait_for && read(fd, &got, sizeof got) == sizeof got; seen++)
+        acked[ops[got].key % writers] = got;
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    while (read(fd, &got, sizeof got) == sizeof got) acked[ops[got].key % writers] = got;
+    close(fd);
+}
+
+static void crash_loop(int style, const char *name, int writers, int rounds, uint64_t seed) {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     uint64_t rng = 77;
-    int next = 0;
+    int acked[MAX_WRITERS];
+    for (int t = 0; t < writers; t++) acked[t] = -1;
     int rounds_done = 0, during_open = 0;
     make_ops(seed);
     for (int r = 0; r < rounds; r++) {
-        if (next >= MAX_OPS - 20000) { /* the script is used up: a new database, new ops */
+        int used = MAX_OPS;
+        for (int t = 0; t < writers; t++) used = acked[t] < used ? acked[t] : used;
+        if (used >= MAX_OPS - 20000) { /* the script is used up: a new database, new ops */
             test_remove_dir(path);
             make_ops(++seed);
-            next = 0;
+            for (int t = 0; t < writers; t++) acked[t] = -1;
         }
+        int start[MAX_WRITERS];
+        for (int t = 0; t < writers; t++) start[t] = acked[t] + 1;
         int fds[2];
         assert_int_equal(pipe(fds), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             close(fds[0]);
-            child(path, style, next, fds[1]);
+            child(path, style, writers, start, fds[1]);
         }
         close(fds[1]);
         rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -178,39 +236,47 @@ static void crash_loop(int style, const char *name, int rounds, uint64_t seed) {
         int wait_for = early ? (r / 8 % 2 ? 0 : 1 + (int)((rng >> 33) % 3)) : 2000 + (int)((rng >> 33) % 12000);
         during_open += early && wait_for == 0;
         int status;
-        int acked = (int)test_kill_after(pid, fds[0], (uint64_t)wait_for, (uint32_t)(next - 1), &status);
+        kill_after(pid, fds[0], (uint64_t)wait_for, writers, acked, &status);
         if (WIFEXITED(status)) fail_msg("child exited with %d", WEXITSTATUS(status));
         /* Every checksum and invariant holds after the kill (a write cut
          * short at the end of the newest WAL aside) and after recovery. */
         check_problems cp = {0, 0, ""};
         bkv_check(path, count_problem, &cp);
         if (cp.other) fail_msg("after the kill, check reports: %s", cp.first);
-        verify(path, style, acked);
+        verify(path, style, writers, acked);
         cp = (check_problems){0, 0, ""};
         bkv_check(path, count_problem, &cp);
         if (cp.torn_tails || cp.other) fail_msg("after recovery, check reports: %s", cp.first);
-        next = acked + 1;
         rounds_done++;
     }
     assert_true(rounds_done > 0);
-    test_report("crash_cycles", (unsigned long long)rounds_done);
+    test_report(writers > 1 ? "crash_cycles_concurrent_writers" : "crash_cycles", (unsigned long long)rounds_done);
     test_report("crashes_during_open", (unsigned long long)during_open);
 }
 
 static void kill_during_leveled_compaction(void **state) {
     (void)state;
-    crash_loop(BKV_COMPACTION_LEVELED, "leveled", test_scale_pick(12, 100, 1000), 1);
+    crash_loop(BKV_COMPACTION_LEVELED, "leveled", 1, test_scale_pick(12, 100, 1000), 1);
 }
 
 static void kill_during_tiered_compaction(void **state) {
     (void)state;
-    crash_loop(BKV_COMPACTION_TIERED, "tiered", test_scale_pick(12, 100, 1000), 1000);
+    crash_loop(BKV_COMPACTION_TIERED, "tiered", 1, test_scale_pick(12, 100, 1000), 1000);
+}
+
+/* Four writers at once: what each acknowledged survives, and of what was
+ * in flight at most each writer's next op, so a recovered database is a
+ * prefix of the WAL's groups with no gap in any writer's history. */
+static void kill_with_concurrent_writers(void **state) {
+    (void)state;
+    crash_loop(BKV_COMPACTION_LEVELED, "writers", MAX_WRITERS, test_scale_pick(12, 100, 1000), 2000);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kill_during_leveled_compaction),
         cmocka_unit_test(kill_during_tiered_compaction),
+        cmocka_unit_test(kill_with_concurrent_writers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

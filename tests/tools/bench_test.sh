@@ -93,6 +93,30 @@ out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --w
 found=$(echo "$out" | grep '"benchmark":"readrandom"' | grep -o '"found":[0-9]*' | cut -d: -f2 | tr '\n' ' ')
 if [ "$found" = "5000 5000 5000 " ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: thread knobs: found '$found'"; fi
 
+# A sweep: every engine built in, at 1 and 2 threads, over 2 rounds; the
+# raw file holds one line per run (engines x counts x rounds x benchmarks),
+# the table one row per count for each benchmark, and --db gives each
+# engine its own directory.
+raw=$(mktemp)
+sweepdb=$(mktemp -d)
+engines=$("$B" bench --engine rocksdb --num 10 --benchmarks fillrandom >/dev/null 2>&1 && echo 3 || echo 1)
+out=$("$B" bench --compare --num 5000 --threads 1,2 --rounds 2 --raw "$raw" --db "$sweepdb/db" \
+    --benchmarks fillrandom,readrandom 2>/dev/null)
+status=$?
+lines=$(grep -vc '^#' "$raw")
+rows=$(echo "$out" | grep -cE '^ +[12] ')
+subdirs=$(find "$sweepdb/db" -mindepth 1 -maxdepth 1 -type d | wc -l)
+if [ $status -eq 0 ] && [ "$lines" = $((engines * 2 * 2 * 2)) ] && [ "$rows" = 4 ] && [ "$subdirs" = "$engines" ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: sweep: exit $status, $lines raw lines, $rows table rows, $subdirs engine directories ($engines engines)"
+fi
+# Rounds alternate the engines: each round starts with a different one.
+firsts=$(awk -F'\t' '!/^#/ && $2 == 1 && $4 == "fillrandom" { if (!($3 in f)) f[$3] = $1 } END { for (r in f) print f[r] }' "$raw" | sort -u | wc -l)
+if [ "$engines" = 1 ] || [ "$firsts" = 2 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: sweep rounds all start with one engine"; fi
+rm -rf "$raw" "$sweepdb"
+
 # The anchor table: one row per anchor, each with our figures beside.
 rows=$("$B" filter-bench --compare-anchor --keys 20000 --json 2>/dev/null | grep -c '"anchor"')
 if [ "$rows" = 6 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: compare-anchor gave $rows rows"; fi
@@ -115,6 +139,9 @@ expect_fail 2 "--reads takes a number" -- --num 100 --reads 10x
 expect_fail 2 "--value_size takes a number" -- --num 100 --value_size ""
 expect_fail 2 "--compaction_nice does not take '20'" -- --num 100 --compaction_nice 20
 expect_fail 2 "--max_background_jobs does not take '0'" -- --num 100 --max_background_jobs 0
+expect_fail 2 "--threads takes counts from 1 to 64" -- --num 100 --threads 1,0
+expect_fail 2 "--threads takes counts from 1 to 64" -- --num 100 --threads 1,,2
+expect_fail 2 "--rounds does not take '16'" -- --num 100 --rounds 16
 expect_fail 2 "--max_subcompactions does not take '9'" -- --num 100 --max_subcompactions 9
 expect_fail 2 "--value_summary_bits does not take '1'" -- --num 100 --value_summary_bits 1
 expect_fail 2 "one thread, no writer beside" -- --num 100 --cold --threads 2

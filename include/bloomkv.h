@@ -282,6 +282,16 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * "bloomkv.value-index-memory"). More bits: fewer tables' rows read per
      * search. Applies to tables written from then on. 2..16; 0 or unset: 7. */
     int    value_summary_bits;
+    /* Open without changing anything (RocksDB's OpenForReadOnly): no LOCK
+     * taken, no file created, written or removed, no background thread;
+     * the WAL is replayed into memory only. Opens beside a writer in
+     * another process (seeing the database as of this open: tables that
+     * writer compacts away after it may then fail to read, BKV_IOERROR)
+     * and on read-only media. Writes, flush, compaction, checkpoint,
+     * ingest and value index builds are refused (BKV_INVALID). Never
+     * creates a database, whatever create_if_missing says; a value index
+     * drop or reshape is refused. Default 0. */
+    int    read_only;
 } bkv_options;
 
 typedef struct bkv_write_options {       /* bkv_write_options_init() fills the defaults */

@@ -281,16 +281,26 @@ static void print_bytes(FILE *f, const void *p, size_t n, int hex) {
     else fwrite(p, 1, n, f);
 }
 
+/* A refused argument (BKV_INVALID) is a usage error (exit 2); anything
+ * else that failed is the database's or the system's (exit 3). */
+static int exit_status(int rc) { return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR; }
+
+/* How a command opens its database: reading commands change nothing
+ * (no LOCK, no WAL or manifest rewritten, no flush: they work beside a
+ * process that has it open, and on read-only media). */
+enum { OPEN_READ, OPEN_WRITE, OPEN_CREATE };
+
 /* Opens the database. A value index is chosen only when the database is
  * created (value_index >= 0); asking an existing database for another
  * shape, or for an index it lacks, is refused rather than done silently. */
-static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db) {
+static int open_db(const char *path, int mode, const cli_opts *co, bkv_db **db) {
     bkv_options o;
     bkv_options_init(&o);
     o.wal_recovery = co->wal_recovery;
+    o.read_only = mode == OPEN_READ;
     char current[4096];
     snprintf(current, sizeof current, "%s/CURRENT", path);
-    int is_new = create && access(current, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR);
+    int is_new = mode == OPEN_CREATE && access(current, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR);
     o.create_if_missing = is_new;
     if (is_new && co->value_index >= 0) o.value_index = co->value_index;
     if (is_new && co->terms && co->value_index < 0) {
@@ -320,9 +330,6 @@ static int open_db(const char *path, int create, const cli_opts *co, bkv_db **db
     return 0;
 }
 
-/* A refused argument (BKV_INVALID) is a usage error (exit 2); anything
- * else that failed is the database's or the system's (exit 3). */
-static int exit_status(int rc) { return rc == BKV_INVALID ? EXIT_USAGE : EXIT_ERROR; }
 
 static int fail_db(bkv_db *db, const char *what, int rc) {
     const char *detail = bkv_errmsg(NULL); /* this thread's last error: the call that returned rc */
@@ -364,7 +371,7 @@ int bkv_cli_put(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 1, &o, &db);
+    int ec = open_db(pos[0], OPEN_CREATE, &o, &db);
     if (!ec) {
         bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = o.sync};
         int rc = bkv_put(db, &wo, k, kl, v, vl);
@@ -384,7 +391,7 @@ int bkv_cli_get(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (!ec) {
         void *v;
         size_t vl;
@@ -415,7 +422,7 @@ int bkv_cli_delete(int argc, char **argv) {
         return EXIT_USAGE;
     }
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
     if (!ec) {
         bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = o.sync};
         int rc = bkv_delete(db, &wo, k, kl);
@@ -431,7 +438,7 @@ int bkv_cli_scan(int argc, char **argv) {
     size_t fl, tl;
     if (decode_range(&o, "scan", &from, &fl, &to, &tl)) return EXIT_USAGE;
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (!ec) {
         bkv_read_options ro;
         bkv_read_options_init(&ro);
@@ -487,7 +494,7 @@ typedef struct load_state {
 } load_state;
 
 static int load_commit(load_state *ls) {
-    if (!ls->db && (ls->open_failed = open_db(ls->path, 1, ls->opts, &ls->db))) return BKV_IOERROR;
+    if (!ls->db && (ls->open_failed = open_db(ls->path, OPEN_CREATE, ls->opts, &ls->db))) return BKV_IOERROR;
     int rc = bkv_write(ls->db, NULL, ls->batch);
     if (rc == BKV_OK) {
         ls->committed += ls->pending;
@@ -747,7 +754,7 @@ int bkv_cli_find_value(int argc, char **argv) {
         ec = EXIT_USAGE;
     }
     bkv_db *db;
-    if (!ec) ec = open_db(pos[0], 0, &o, &db);
+    if (!ec) ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (!ec && o.prefix && (ec = check_prefix_search(db, pos[0], lens, nterms)) != 0) bkv_close(db);
     if (!ec) {
         bkv_find_options fo;
@@ -788,7 +795,7 @@ int bkv_cli_find_value(int argc, char **argv) {
 int bkv_cli_stats(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (ec) return ec;
     char *s = bkv_property(db, "bloomkv.stats");
     if (s) fputs(s, stdout);
@@ -803,7 +810,7 @@ int bkv_cli_compact(int argc, char **argv) {
     size_t fl, tl;
     if (decode_range(&o, "compact", &from, &fl, &to, &tl)) return EXIT_USAGE;
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
     if (!ec) {
         int rc = o.from || o.to ? bkv_compact_range(db, from, fl, to, tl) : bkv_compact(db);
         ec = rc ? fail_db(db, "compact", rc) : (bkv_close(db), 0);
@@ -816,7 +823,7 @@ int bkv_cli_compact(int argc, char **argv) {
 int bkv_cli_checkpoint(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     bkv_db *db;
-    int ec = open_db(pos[0], 0, &o, &db);
+    int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
     if (ec) return ec;
     int rc = bkv_checkpoint(db, pos[1]);
     if (rc) return fail_db(db, "checkpoint", rc);
@@ -914,7 +921,7 @@ int bkv_cli_make_table(int argc, char **argv) {
 int bkv_cli_ingest(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     bkv_db *db;
-    int ec = open_db(pos[0], 1, &o, &db);
+    int ec = open_db(pos[0], OPEN_CREATE, &o, &db);
     if (ec) return ec;
     const char *paths[] = {pos[1]};
     int rc = bkv_ingest(db, paths, 1, o.move ? BKV_INGEST_MOVE : 0);

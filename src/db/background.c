@@ -226,6 +226,7 @@ void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_
 
 int bkv_compact(bkv_db *db) {
     if (!db) return bkv_db_arg_error(db, "bkv_compact");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_compact");
     int rc = bkv_flush(db);
     if (rc) return rc;
     bkv_db_lock(db);
@@ -294,6 +295,7 @@ static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t bl
 int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
     if (!db || (!begin && blen) || (!end && elen))
         return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_compact_range: NULL handle, or a NULL key with a length"});
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_compact_range");
     /* An empty range is a caller's mistake (the ends swapped), not a no-op. */
     if (begin && end && bkv_user_key_compare(begin, blen, end, elen) > 0)
         return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_compact_range: begin is after end"});
@@ -338,6 +340,7 @@ static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number
 int bkv_value_index_build(bkv_db *db, uint64_t *rewritten) {
     if (rewritten) *rewritten = 0;
     if (!db) return bkv_db_arg_error(db, "bkv_value_index_build");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_value_index_build");
     bkv_err e = {{0}};
     if (!db->vindex)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: no value index to build (open it with value_index)",

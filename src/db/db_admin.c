@@ -211,6 +211,7 @@ static int checkpoint_table(bkv_db *db, const char *dir, uint64_t number, bkv_er
 int bkv_checkpoint(bkv_db *db, const char *dir) {
     bkv_err e = {{0}};
     if (!db) return bkv_db_arg_error(db, "bkv_checkpoint");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_checkpoint");
     if (!dir || !*dir) return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: no directory given"), &e);
     if (strlen(dir) > BKV_PATH_MAX - 64)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: path too long"), &e);

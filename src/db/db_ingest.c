@@ -406,6 +406,7 @@ static void remove_placed(bkv_db *db, ingest_file *files, size_t n) {
 int bkv_ingest(bkv_db *db, const char *const *paths, size_t n, unsigned flags) {
     bkv_err e = {{0}};
     if (!db) return bkv_db_arg_error(db, "bkv_ingest");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_ingest");
     if ((n && !paths) || (flags & ~(unsigned)BKV_INGEST_MOVE))
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_ingest: no paths given, or unknown flags"), &e);
     if (n == 0) return BKV_OK;

@@ -370,6 +370,9 @@ int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 /* BKV_INVALID for public call `call` given a NULL handle or pointer where
  * it needs one, with a message saying so (never an earlier call's). */
 int bkv_db_arg_error(bkv_db *db, const char *call);
+/* BKV_INVALID, with a message saying call would change db, which was
+ * opened read-only (bkv_options.read_only). */
+int bkv_db_read_only_error(bkv_db *db, const char *call);
 
 bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
 /* Without value_terms of the caller's, o gets the built-in extractor its

@@ -61,6 +61,12 @@ int bkv_db_arg_error(bkv_db *db, const char *call) {
                                                      "with a length)", call), &e);
 }
 
+int bkv_db_read_only_error(bkv_db *db, const char *call) {
+    bkv_err e;
+    return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: %s is open read-only: open it for writing", call,
+                                     db->path), &e);
+}
+
 const char *bkv_errmsg(bkv_db *db) {
     if (db && last_error.owner != db) return "";
     return last_error.msg;
@@ -241,7 +247,8 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
             uint32_t count = bkv_batch_rep_count(rep);
             uint64_t last = bkv_batch_sequence(rep) + (count ? count - 1 : 0);
             if (last > rec->max_sequence) rec->max_sequence = last;
-            if (bkv_memtable_memory(mem) >= db->opts.write_buffer_size && (rc = flush_recovered(db, rec, &mem, e)))
+            if (!db->opts.read_only && bkv_memtable_memory(mem) >= db->opts.write_buffer_size &&
+                (rc = flush_recovered(db, rec, &mem, e)))
                 break;
         }
         /* Point in time: the state just before the first damage or lost end,
@@ -268,7 +275,10 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         free(data);
         if (stop_here) break;
     }
-    if (rc == BKV_OK) rc = flush_recovered(db, rec, &mem, e);
+    /* Read-only: what the WAL holds stays in memory, as the active
+     * memtable (no write will ever be added to it). */
+    if (rc == BKV_OK && db->opts.read_only) db->mem = mem, mem = NULL;
+    else if (rc == BKV_OK) rc = flush_recovered(db, rec, &mem, e);
     bkv_memtable_unref(mem);
     free(logs);
     return rc;
@@ -346,12 +356,12 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
             if (!db->env->file_exists(db->env, t))
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
         }
-    if (!rc) rc = open_new_log(db, e);
-    if (!rc) rc = bkv_vset_write_manifest(db, e);
+    if (!rc && !db->opts.read_only) rc = open_new_log(db, e);
+    if (!rc && !db->opts.read_only) rc = bkv_vset_write_manifest(db, e);
     if (!rc) rc = bkv_db_value_index_open(db, e);
     if (!rc) {
         atomic_store(&db->visible_sequence, db->last_sequence);
-        delete_obsolete_files(db);
+        if (!db->opts.read_only) delete_obsolete_files(db);
     }
     return rc;
 }
@@ -480,7 +490,13 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
 
     char p[BKV_PATH_MAX];
     bkv_current_name(p, path);
-    if (opts->create_if_missing) {
+    int exists = 0;
+    if (opts->read_only) {
+        /* Nothing is created, locked or written: see recover(). */
+        if (!env->file_exists(env, path)) rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist", path);
+        else if (!env->file_exists(env, p)) rc = no_current(env, path, 0, &e);
+        exists = !rc;
+    } else if (opts->create_if_missing) {
         rc = env->create_dir(env, path, bkv_dir_mode(opts->file_mode), 0, &e);
     } else if (!env->file_exists(env, path)) {
         rc = bkv_fail(&e, BKV_INVALID, "%s: does not exist (use create_if_missing)", path);
@@ -489,9 +505,11 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
          * leaves nothing behind (not even a LOCK file). */
         rc = no_current(env, path, 0, &e);
     }
-    if (!rc) rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
-    /* Existence is decided under the lock: another process may be creating it. */
-    int exists = !rc && env->file_exists(env, p);
+    if (!rc && !opts->read_only) {
+        rc = env->lock_dir(env, path, opts->file_mode, 0, &db->lock, &e);
+        /* Existence is decided under the lock: another process may be creating it. */
+        exists = !rc && env->file_exists(env, p);
+    }
     if (!rc && exists && opts->error_if_exists) rc = bkv_fail(&e, BKV_INVALID, "%s: database exists (error_if_exists)", path);
     if (!rc && !exists) {
         rc = no_current(env, path, opts->create_if_missing, &e);
@@ -508,13 +526,13 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
             rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     }
     if (!rc) rc = recover(db, exists, &e);
-    if (!rc && !(db->mem = bkv_db_new_memtable(db))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc && !db->mem && !(db->mem = bkv_db_new_memtable(db))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     if (!rc) {
         bkv_db_lock(db);
         bkv_view_publish(db);
         bkv_db_unlock(db);
     }
-    for (int i = 0; !rc && i < opts->max_background_jobs; i++) {
+    for (int i = 0; !rc && !opts->read_only && i < opts->max_background_jobs; i++) {
         if (pthread_create(&db->bg_threads[i], NULL, bkv_db_background, db) != 0)
             rc = bkv_fail(&e, BKV_NOMEM, "cannot start a background thread");
         else db->nbg++;

@@ -148,7 +148,9 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
         }
     } else {
         bkv_vf_params p;
-        if (!bkv_value_params(o, name, &p)) return BKV_OK;
+        /* A read-only open reads the index the database has; making one
+         * would write the manifest. */
+        if (o->read_only || !bkv_value_params(o, name, &p)) return BKV_OK;
         r->m_bits = p.m_bits;
         r->k = p.k;
         r->seed = p.seed;

@@ -518,6 +518,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
 
 int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch) {
     if (!db || !batch) return bkv_db_arg_error(db, "bkv_write");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_write");
     if (bkv_batch_count(batch) == 0) return BKV_OK;
     return write_internal(db, wo, &batch->rep);
 }
@@ -525,6 +526,7 @@ int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch) {
 static int write_one(bkv_db *db, const bkv_write_options *wo, unsigned type, const void *key, size_t klen,
                      const void *val, size_t vlen) {
     if (!db) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"write: NULL database handle"});
+    if (db->opts.read_only) return bkv_db_read_only_error(db, type == BKV_TYPE_VALUE ? "bkv_put" : "bkv_delete");
     bkv_batch b;
     uint8_t mem[512];
     bkv_buf_init_with(&b.rep, mem, sizeof mem);
@@ -547,6 +549,7 @@ int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t 
 
 int bkv_flush(bkv_db *db) {
     if (!db) return bkv_db_arg_error(db, "bkv_flush");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_flush");
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);

@@ -138,6 +138,9 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
             "value_index_drop = %d, must be 0, or 1 with value_index BKV_VALUE_INDEX_NONE", o->value_index_drop);
     REQUIRE(o->partition_filters == 0 || o->partition_filters == 1, "partition_filters = %d, must be 0 or 1",
             o->partition_filters);
+    REQUIRE(o->read_only == 0 || o->read_only == 1, "read_only = %d, must be 0 or 1", o->read_only);
+    REQUIRE(!o->read_only || (!o->value_index_drop && !o->value_index_reshape),
+            "read_only: dropping or reshaping the value index writes the manifest; open for writing to do it");
     REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,
             "compaction_style = %d, must be BKV_COMPACTION_LEVELED or _TIERED", o->compaction_style);
     REQUIRE(o->level0_compaction_trigger >= 2, "level0_compaction_trigger = %d, must be >= 2",

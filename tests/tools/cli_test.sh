@@ -381,6 +381,42 @@ expect 3 "ingest of a file that is not a table" -- "$B" ingest "$i/db" "$i/sorte
 stderr_has "not a table names the file" "sorted.tsv"
 expect 0 "check after ingest" -- "$B" check "$i/db"
 
+# Reading commands change nothing: every file's bytes, size and
+# modification time stay as they were (no LOCK, no new WAL or manifest,
+# no flush of the WAL), and they read a database another process holds.
+ro="$D/ro"
+printf 'r%05d\tv%05d\n' $(seq 1 3000 | awk '{print $1, $1}') >"$D/ro.tsv"
+expect 0 "load for read-only" -- "$B" load "$ro" "$D/ro.tsv"
+expect 0 "put into the WAL" -- "$B" put "$ro" walkey walvalue
+snapshot() { (cd "$ro" && for f in *; do printf '%s %s %s\n' "$f" "$(stat -c '%s %Y.%y' "$f")" "$(md5sum <"$f")"; done); }
+before=$(snapshot)
+expect 0 "read-only get" -- "$B" get "$ro" walkey
+output_is "read-only get sees the WAL" "walvalue"
+expect 0 "read-only scan" -- "$B" scan "$ro" --limit 2
+expect 0 "read-only stats" -- "$B" stats "$ro"
+expect 1 "read-only get of a missing key" -- "$B" get "$ro" nokey
+if [ "$(snapshot)" = "$before" ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: reading commands changed the database: $(diff <(echo "$before") <(snapshot))"
+fi
+# Beside a writer: a load in another process holds the database open.
+printf 'w%06d\tx\n' $(seq 1 200000) >"$D/big.tsv"
+"$B" load "$ro" "$D/big.tsv" >/dev/null 2>&1 &
+loader=$!
+sleep 0.2
+expect 0 "get beside a loading writer" -- "$B" get "$ro" r00042
+output_is "get beside a writer" "v00042"
+wait "$loader"
+expect 0 "get after the load" -- "$B" get "$ro" w200000
+# A reading command pointed at a directory that is not a database leaves nothing there.
+mkdir "$D/plainro"
+expect 3 "scan of a directory that is no database" -- "$B" scan "$D/plainro" --limit 1
+expect 3 "get in a directory that does not exist" -- "$B" get "$D/nowhere" k
+if [ -z "$(ls -A "$D/plainro")" ] && [ ! -e "$D/nowhere" ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: a reading command left files: $(ls -A "$D/plainro") $(ls -d "$D/nowhere" 2>&1)"
+fi
+
 # cluster find-value: bad arguments are refused before any connection.
 expect 2 "cluster: bad hex value" -- "$B" cluster find-value 127.0.0.1:1 zz --hex
 expect 2 "cluster: odd hex value" -- "$B" cluster find-value 127.0.0.1:1 abc --hex

@@ -1,0 +1,216 @@
+/* Read-only opens (bkv_options.read_only): they change nothing (every
+ * file's bytes, size and modification time, and the set of files, are as
+ * before: no LOCK, no new WAL or manifest, no flush of the replayed WAL),
+ * see what the WAL holds, open beside a writer that holds the database,
+ * refuse every call that would write, and never create a database. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "bloomkv.h"
+#include "test_dir.h"
+
+TEST_DIR_FIXTURE("readonly")
+
+/* What a directory looks like: each entry's name, size, modification time
+ * and a hash of its bytes, sorted by name. */
+static void fingerprint(const char *path, char *out, size_t cap) {
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    char names[64][256];
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && n < 64)
+            memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        char p[4400];
+        assert_true(snprintf(p, sizeof p, "%s/%s", path, names[i]) < (int)sizeof p);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+        uint64_t h = 1469598103934665603ULL;
+        FILE *f = fopen(p, "rb");
+        for (int c; f && (c = fgetc(f)) != EOF;) h = (h ^ (uint64_t)c) * 1099511628211ULL;
+        if (f) fclose(f);
+        used += (size_t)snprintf(out + used, cap - used, "%s %lld %lld.%09ld %016llx\n", names[i], (long long)st.st_size,
+                                 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (unsigned long long)h);
+        assert_true(used < cap);
+    }
+}
+
+static bkv_options read_only_options(void) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.read_only = 1;
+    return o;
+}
+
+static void expect_stored(bkv_db *db, const char *key, const char *want) {
+    void *v;
+    size_t n;
+    int rc = bkv_get(db, NULL, key, strlen(key), &v, &n);
+    if (!want) {
+        assert_int_equal(rc, BKV_NOTFOUND);
+        return;
+    }
+    assert_int_equal(rc, BKV_OK);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(v, want, n);
+    bkv_free(v);
+}
+
+/* A database with tables and a WAL holding writes no table has yet. */
+static void make_db(const char *path) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.write_buffer_size = 16 * 1024;
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int i = 0; i < 2000; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof k, "key%05d", i);
+        snprintf(v, sizeof v, "value%05d", i);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "wal-only", 8, "in the log", 10), BKV_OK);
+    assert_int_equal(bkv_delete(db, NULL, "key00007", 8), BKV_OK);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
+static int count_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ++*(int *)arg;
+    return 0;
+}
+
+static void changes_nothing(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/db", dir);
+    make_db(path);
+    static char before[16384], after[16384];
+    fingerprint(path, before, sizeof before);
+    bkv_options o = read_only_options();
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    expect_stored(db, "wal-only", "in the log"); /* replayed into memory */
+    expect_stored(db, "key00007", NULL);
+    expect_stored(db, "key01999", "value01999");
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, NULL, &it), BKV_OK);
+    int n = 0;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) n++;
+    assert_int_equal(bkv_iter_status(it), BKV_OK);
+    bkv_iter_destroy(it);
+    assert_int_equal(n, 2000); /* 2000 keys, one deleted, one from the WAL */
+    int found = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "value01234", 10, count_found, &found, NULL), BKV_OK);
+    assert_int_equal(found, 1); /* the value index, rebuilt in memory from the tables' value filters */
+    char *p = bkv_property(db, "bloomkv.stats");
+    assert_non_null(p);
+    bkv_free(p);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    fingerprint(path, after, sizeof after);
+    assert_string_equal(before, after);
+}
+
+static void refuses_writes(void **state) {
+    (void)state;
+    char path[300], other[300];
+    snprintf(path, sizeof path, "%s/refuse", dir);
+    snprintf(other, sizeof other, "%s/refuse-checkpoint", dir);
+    make_db(path);
+    static char before[16384], after[16384];
+    fingerprint(path, before, sizeof before);
+    bkv_options o = read_only_options();
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    assert_int_equal(bkv_put(db, NULL, "k", 1, "v", 1), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(db), "read-only"));
+    assert_int_equal(bkv_delete(db, NULL, "key00001", 8), BKV_INVALID);
+    bkv_batch *b = bkv_batch_create();
+    assert_int_equal(bkv_batch_put(b, "k", 1, "v", 1), BKV_OK);
+    assert_int_equal(bkv_write(db, NULL, b), BKV_INVALID);
+    bkv_batch_destroy(b);
+    assert_int_equal(bkv_flush(db), BKV_INVALID);
+    assert_int_equal(bkv_compact(db), BKV_INVALID);
+    assert_int_equal(bkv_compact_range(db, "a", 1, "z", 1), BKV_INVALID);
+    assert_int_equal(bkv_checkpoint(db, other), BKV_INVALID);
+    const char *none[] = {"/nonexistent.sst"};
+    assert_int_equal(bkv_ingest(db, none, 1, 0), BKV_INVALID);
+    uint64_t rewritten;
+    assert_int_equal(bkv_value_index_build(db, &rewritten), BKV_INVALID);
+    expect_stored(db, "key00001", "value00001"); /* reads still work after the refusals */
+    assert_int_equal(bkv_close(db), BKV_OK);
+    fingerprint(path, after, sizeof after);
+    assert_string_equal(before, after);
+    struct stat st;
+    assert_int_not_equal(stat(other, &st), 0);
+    /* Options that would write the manifest are refused at open. */
+    o.value_index_drop = 1;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+}
+
+/* No database is created, whatever create_if_missing says, and a
+ * directory that is not a database gets no file. */
+static void creates_nothing(void **state) {
+    (void)state;
+    char path[300], empty[300];
+    snprintf(path, sizeof path, "%s/absent", dir);
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    bkv_options o = read_only_options();
+    o.create_if_missing = 1;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0);
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(bkv_open(empty, &o, &db), BKV_INVALID);
+    char lock[320];
+    snprintf(lock, sizeof lock, "%s/LOCK", empty);
+    assert_int_not_equal(stat(lock, &st), 0);
+}
+
+/* A writer holds the database (and its LOCK); a read-only open beside it
+ * sees what was written before it opened, not what came after. */
+static void beside_a_writer(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/live", dir);
+    make_db(path);
+    bkv_options w;
+    bkv_options_init(&w);
+    bkv_db *writer, *reader;
+    assert_int_equal(bkv_open(path, &w, &writer), BKV_OK);
+    assert_int_equal(bkv_put(writer, NULL, "before", 6, "1", 1), BKV_OK);
+    bkv_options o = read_only_options();
+    assert_int_equal(bkv_open(path, &o, &reader), BKV_OK);
+    assert_int_equal(bkv_put(writer, NULL, "after", 5, "2", 1), BKV_OK);
+    expect_stored(reader, "before", "1");
+    expect_stored(reader, "after", NULL);
+    expect_stored(reader, "wal-only", "in the log");
+    assert_int_equal(bkv_close(reader), BKV_OK);
+    assert_int_equal(bkv_close(writer), BKV_OK);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(changes_nothing),
+        cmocka_unit_test(refuses_writes),
+        cmocka_unit_test(creates_nothing),
+        cmocka_unit_test(beside_a_writer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -119,8 +119,9 @@ typedef void (*bkv_terms_fn)(void *arg, const void *val, size_t vlen, bkv_term_e
  * function: a program compiled against an older bloomkv.h keeps working
  * with a newer library (fields it does not know keep their defaults), and
  * one compiled against a newer header works with an older library as long
- * as it leaves the fields that library lacks at their defaults (zero).
- * Always fill a struct with its _init function, then set fields by name. */
+ * as it leaves the fields that library lacks at their defaults (zero); one
+ * it sets is refused (BKV_INVALID), never ignored. Always fill a struct
+ * with its _init macro (it passes your sizeof), then set fields by name. */
 typedef struct bkv_options {            /* bkv_options_init() fills the defaults */
     size_t size;                        /* sizeof(bkv_options) as compiled; set by bkv_options_init */
     int    create_if_missing;           /* create the directory and database; default 1 */
@@ -319,9 +320,21 @@ typedef struct bkv_read_options {       /* bkv_read_options_init() fills the def
     int prefix_same_as_start;
 } bkv_read_options;                     /* NULL = defaults */
 
+/* Each _init fills the defaults and stamps size with the caller's own
+ * sizeof (the macros pass it): a program built against a newer header
+ * that sets a field this library does not know is then refused by name at
+ * use, never silently ignored, and a program built against an older header
+ * gets no byte written past its struct. The plain functions remain for
+ * programs built before the macros (they stamp this library's size). */
+BKV_EXPORT void bkv_options_init_sized(bkv_options *opts, size_t size);
+BKV_EXPORT void bkv_read_options_init_sized(bkv_read_options *ro, size_t size);
+BKV_EXPORT void bkv_write_options_init_sized(bkv_write_options *wo, size_t size);
 BKV_EXPORT void bkv_options_init(bkv_options *opts);
 BKV_EXPORT void bkv_read_options_init(bkv_read_options *ro);
 BKV_EXPORT void bkv_write_options_init(bkv_write_options *wo);
+#define bkv_options_init(opts) bkv_options_init_sized((opts), sizeof *(opts))
+#define bkv_read_options_init(ro) bkv_read_options_init_sized((ro), sizeof *(ro))
+#define bkv_write_options_init(wo) bkv_write_options_init_sized((wo), sizeof *(wo))
 
 /* Opens (or creates) the database in directory path. *dbp is set only on
  * success; on failure bkv_errmsg(NULL) says why ("does not exist (use
@@ -450,7 +463,9 @@ typedef struct bkv_find_options {   /* bkv_find_options_init() fills the default
  * BKV_INVALID without a value index. */
 BKV_EXPORT int bkv_value_index_build(bkv_db *db, uint64_t *rewritten);
 
+BKV_EXPORT void bkv_find_options_init_sized(bkv_find_options *fo, size_t size);
 BKV_EXPORT void bkv_find_options_init(bkv_find_options *fo);
+#define bkv_find_options_init(fo) bkv_find_options_init_sized((fo), sizeof *(fo))
 /* Plans the search for n terms (1..64) at the read snapshot (ro's, or the
  * latest), which the iterator holds until destroyed: the index names the
  * candidate partitions, and create reads the first thirty-second of them

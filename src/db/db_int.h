@@ -370,6 +370,10 @@ int bkv_db_error(bkv_db *db, int rc, const bkv_err *err);
 /* BKV_INVALID for public call `call` given a NULL handle or pointer where
  * it needs one, with a message saying so (never an earlier call's). */
 int bkv_db_arg_error(bkv_db *db, const char *call);
+/* An options struct of the caller's size (its first field), filled from
+ * this library's defaults (own bytes): what both know copied, the rest of
+ * a newer caller's struct zeroed, and size stamped (options.c). */
+void bkv_init_sized(void *dst, size_t size, const void *defaults, size_t own);
 /* BKV_INVALID, with a message saying call would change db, which was
  * opened read-only (bkv_options.read_only). */
 int bkv_db_read_only_error(bkv_db *db, const char *call);

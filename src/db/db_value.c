@@ -942,11 +942,13 @@ struct bkv_find_iter {
     bkv_err err;
 };
 
-void bkv_find_options_init(bkv_find_options *fo) {
-    if (!fo) return;
-    memset(fo, 0, sizeof *fo);
-    fo->size = sizeof *fo;
+void bkv_find_options_init_sized(bkv_find_options *fo, size_t size) {
+    bkv_find_options d;
+    memset(&d, 0, sizeof d);
+    bkv_init_sized(fo, size, &d, sizeof d);
 }
+
+void(bkv_find_options_init)(bkv_find_options *fo) { bkv_find_options_init_sized(fo, sizeof *fo); }
 
 static int fail_iter(bkv_find_iter *it, int rc) {
     it->rc = rc;

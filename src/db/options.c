@@ -15,10 +15,7 @@
 
 #include "db/db_int.h"
 
-void bkv_options_init(bkv_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
+static void default_options(bkv_options *o) {
     o->create_if_missing = 1;
     o->write_buffer_size = 64u << 20;
     o->max_write_buffer_number = 3;
@@ -55,18 +52,37 @@ void bkv_options_init(bkv_options *o) {
     }
 }
 
-void bkv_read_options_init(bkv_read_options *ro) {
-    if (!ro) return;
-    memset(ro, 0, sizeof *ro);
-    ro->size = sizeof *ro;
-    ro->fill_cache = 1;
+void bkv_init_sized(void *dst, size_t size, const void *defaults, size_t own) {
+    if (!dst || size < sizeof size) return;
+    memset(dst, 0, size);
+    memcpy(dst, defaults, size < own ? size : own);
+    memcpy(dst, &size, sizeof size);
 }
 
-void bkv_write_options_init(bkv_write_options *wo) {
-    if (!wo) return;
-    memset(wo, 0, sizeof *wo);
-    wo->size = sizeof *wo;
+void bkv_options_init_sized(bkv_options *o, size_t size) {
+    bkv_options d;
+    memset(&d, 0, sizeof d);
+    default_options(&d);
+    bkv_init_sized(o, size, &d, sizeof d);
 }
+
+void bkv_read_options_init_sized(bkv_read_options *ro, size_t size) {
+    bkv_read_options d;
+    memset(&d, 0, sizeof d);
+    d.fill_cache = 1;
+    bkv_init_sized(ro, size, &d, sizeof d);
+}
+
+void bkv_write_options_init_sized(bkv_write_options *wo, size_t size) {
+    bkv_write_options d;
+    memset(&d, 0, sizeof d);
+    bkv_init_sized(wo, size, &d, sizeof d);
+}
+
+/* For programs built before the _init macros: this library's size. */
+void(bkv_options_init)(bkv_options *o) { bkv_options_init_sized(o, sizeof *o); }
+void(bkv_read_options_init)(bkv_read_options *ro) { bkv_read_options_init_sized(ro, sizeof *ro); }
+void(bkv_write_options_init)(bkv_write_options *wo) { bkv_write_options_init_sized(wo, sizeof *wo); }
 
 unsigned bkv_dir_mode(unsigned file_mode) { return file_mode | ((file_mode & 0444) >> 2); }
 

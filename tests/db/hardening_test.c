@@ -715,6 +715,29 @@ static void options_carry_their_size(void **state) {
     newer.future[1] = 1;
     assert_int_equal(bkv_open(db, &newer.o, &d), BKV_INVALID);
     assert_non_null(strstr(bkv_errmsg(NULL), "does not know"));
+    /* What bkv_options_init does in a program built against a newer
+     * header: it passes that header's size, so the library zeroes the
+     * fields it does not know and stamps the caller's size; one the caller
+     * then sets is refused, never ignored. */
+    memset(&newer, 0xab, sizeof newer);
+    bkv_options_init_sized(&newer.o, sizeof newer);
+    assert_int_equal(newer.o.size, sizeof newer);
+    assert_int_equal(newer.future[0] | newer.future[1], 0);
+    assert_int_equal(newer.o.write_buffer_size, 64u << 20);
+    assert_int_equal(bkv_open(db, &newer.o, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
+    newer.future[0] = 7;
+    assert_int_equal(bkv_open(db, &newer.o, &d), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "does not know"));
+    /* And in one built against an older header: nothing is written past
+     * the caller's struct. */
+    memset(&newer, 0xcd, sizeof newer);
+    size_t older = offsetof(bkv_options, value_index);
+    bkv_options_init_sized(&newer.o, older);
+    assert_int_equal(newer.o.size, older);
+    for (size_t i = older; i < sizeof newer; i++) assert_int_equal(((unsigned char *)&newer)[i], 0xcd);
+    assert_int_equal(bkv_open(db, &newer.o, &d), BKV_OK);
+    assert_int_equal(bkv_close(d), BKV_OK);
 
     memset(&o, 0, sizeof o);
     assert_int_equal(bkv_open(db, &o, &d), BKV_INVALID);

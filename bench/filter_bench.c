@@ -234,8 +234,8 @@ static int compare_anchor(const bench_config *base, int have_keys, int json) {
         {BKV_FILTER_BLOCKED_BLOOM, 0, "fastfilter_cpp BlockedBloom64", 10, 0.935, -1, 14},
         {BKV_FILTER_RIBBON, 0.0078, "fastfilter_cpp BalancedRibbon64Pack", 7.05, 0.78, 102, -1},
         {BKV_FILTER_FUSE8, 0.0039, "fastfilter_cpp BinaryFuse8 (neg 8-18 ns)", 9.02, -1, -1, 18},
-        {BKV_FILTER_FUSE16, 0.0000153, "issue 18 target (build <= 60 ns/key)", -1, -1, 60, -1},
-        {BKV_FILTER_XOR8, 0.0039, "issue 18 target (build <= 60 ns/key)", -1, -1, 60, -1},
+        {BKV_FILTER_FUSE16, 0.0000153, "target (build <= 60 ns/key)", -1, -1, 60, -1},
+        {BKV_FILTER_XOR8, 0.0039, "target (build <= 60 ns/key)", -1, -1, 60, -1},
     };
     if (!json)
         printf("%-8s %-42s %9s %9s %9s %9s %9s %9s %9s %9s\n", "type", "anchor", "bits/key", "ours", "fpr%", "ours",
@@ -280,7 +280,7 @@ static void usage(FILE *out) {
             "--space-table: every type at false-positive rates near 1%%, 0.1%% and 0.01%%, for 1 M and\n"
             "10 M keys (or --keys), beside the bound log2(1/fpr).\n"
             "--compare-anchor: blocked, ribbon, fuse and xor at 10 M keys (or --keys) beside the figures\n"
-            "of RocksDB and fastfilter_cpp measured on this machine (issue 18) and its targets.\n"
+            "of RocksDB and fastfilter_cpp measured on this machine and its targets.\n"
             "Defaults: --keys 1000000 --queries = keys (at most 10000000) --bits-per-key 10 --seed 1\n");
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bloomkv's value index against the composite-key secondary index users
 # build by hand (value + key -> "", written in the row's batch), on
-# bloomkv, LevelDB and RocksDB, through `bloomkv bench` (issue 16):
+# bloomkv, LevelDB and RocksDB, through `bloomkv bench`:
 # write throughput, bytes on disk and lookup latency for a unique value
 # and for 1% and 10% value domains (that share of the entries distinct).
 #

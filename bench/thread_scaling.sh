@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two threads against one, beside two processes against one (issue 17).
+# Two threads against one, beside two processes against one.
 #
 #   bench/thread_scaling.sh BLOOMKV_BINARY [N] [ROUNDS] [ENGINE] > table.txt
 #

@@ -260,7 +260,7 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * compaction otherwise preempts the write leader for whole time
      * slices: at 10, a single writer saw half as many writes over 3 ms,
      * but two writers that kept both cores busy starved compaction into
-     * more level-0 slowdowns (docs/design.md, session 15). 0..19; default
+     * more level-0 slowdowns (docs/design.md, 875db2a). 0..19; default
      * 0: not lowered. */
     int    compaction_nice;
     /* A leveled compaction whose inputs span at least four tables of the

@@ -8,16 +8,16 @@
  * of up to k, for about 0.1 percentage point of extra false positives at
  * 10 bits per key (see bkv_blocked_model_fpr).
  *
- * Probe schemes studied (issue 18), at 10 bits per key over 10 M keys and
+ * Probe schemes studied, at 10 bits per key over 10 M keys and
  * 10-20 M absent keys: "sim" is a simulation with splitmix64 hashes,
  * "bench" is filter-bench on this build (negative probe ns, single / batch,
  * at 64 M keys):
  *
  *   scheme (k = 6 unless said)                 fpr       probe cost
- *   one line, golden-ratio multiply (this)     0.966-0.971%  31 / 9.6 ns (session 17)
+ *   one line, golden-ratio multiply (this)     0.966-0.971%  31 / 9.6 ns (a41e5f8)
  *   one line, golden-ratio multiply, k = 7     0.972-0.974%  (sim)
  *   one line, independent probes               0.967%    (sim)
- *   one line, k distinct probes                0.955%    (sim; issue 18's
+ *   one line, k distinct probes                0.955%    (sim; the
  *                                                         figure for RocksDB's
  *                                                         FastLocalBloom)
  *   one line, a + i b mod 512 (b odd)          1.089%    (sim: too few patterns)
@@ -30,7 +30,7 @@
  * them straddle two lines: single probes cost 3-10% more and batched ones
  * 48% more at 64 M keys (memory bandwidth: 1.5 lines a key), for 3% fewer
  * false positives, the worth of 0.06 bits per key. Built, measured and
- * not kept (session 17).
+ * not kept (a41e5f8).
  */
 #include <math.h>
 
@@ -71,7 +71,7 @@ static int blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
 
 /* Ways to test a line, picked by the filter's size (filter-bench --type
  * blocked --keys N on this 2-core VM, alternated runs, absent keys, ns;
- * session 20, before batches tested three bits first, below):
+ * cd71840, before batches tested three bits first, below):
  *
  *   keys  filter   single: exit / branch-free   batch: exit / branch-free
  *   1 M   1.25 MB          16.7-21.8 / 9.3-12.0          12.8-15.1 / 7.7-9.2
@@ -110,7 +110,7 @@ static inline int probe_line_exit(const uint8_t *line, uint32_t g, unsigned k) {
  * requested, nothing to wait for) is most of the cost. All three of the
  * first bits are set for one absent key in eight, so this exit is
  * predicted. filter-bench --type blocked --keys 64000000 --queries
- * 10000000, negative ns single / batch, ten alternated runs (session 23):
+ * 10000000, negative ns single / batch, ten alternated runs (cd71840):
  * exit per bit 28.5-39.7 / 13.5-17.3 (2.06-2.57x); three, then the rest
  * 28.9-41.8 / 9.9-15.1 (2.63-3.16x). The same test for single probes
  * measured 5-10% faster for absent keys and 10% slower for present ones,

@@ -96,10 +96,10 @@ static inline uint64_t load_word(const uint8_t *p) { return bkv_get_u64(p); }
  * once a key, while all three of the first are right for one absent key
  * in eight, an exit that is predicted. filter-bench --type ribbon --fpr
  * 0.0078 --queries 5000000, absent keys, ns single / batch, three
- * alternated runs (session 23): 10 M keys 44.2-61.4 / 27.8-38.1 with an
+ * alternated runs (460cf97): 10 M keys 44.2-61.4 / 27.8-38.1 with an
  * exit per column, 35.8-49.3 / 21.1-32.5 three first; 1 M 31.9-32.0 /
  * 28.7-30.4 and 20.8-30.6 / 19.1-28.1; 100 k 30.3-37.8 / 27.9-33.8 and
- * 19.9-26.3 / 17.9-20.1. (Every column without a branch, session 21, was
+ * 19.9-26.3 / 17.9-20.1. (Every column without a branch, 460cf97, was
  * 7% faster than the exit per column in cache but 1.2x slower at 10 M:
  * it waits for all four lines of the window.) */
 static ALWAYS_INLINE int row_matches(const bkv_filter *f, const row *w) {
@@ -175,7 +175,7 @@ static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, siz
  * where crowding weighs more. Provenance: Dillinger & Walzer, "Ribbon
  * filter: practically smaller than Bloom and Xor" (2021), give the space
  * overhead of standard Ribbon with 128-bit bands as a few percent growing
- * slowly with n; the steps here were tuned in session 1 so that
+ * slowly with n; the steps here were tuned at 8ff5ada so that
  * filter-bench sees build retries below 1% at every size from 1 k to
  * 64 M keys (docs/design.md, Filters). The "/ 1.04" in the bits-per-key
  * conversion below is the same overhead, taken as its mid value. */

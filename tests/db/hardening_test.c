@@ -1,4 +1,4 @@
-/* Regression tests for the outside attack (issue 12), each case as it was
+/* Regression tests for the outside attack, each case as it was
  * found, plus its siblings: links planted in the database directory, file
  * modes, a deleted LOCK, damage in the WAL before intact records, errors
  * that must keep their reason, and the library's argument contract. */

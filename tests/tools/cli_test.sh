@@ -174,7 +174,7 @@ stderr_has "scan names the table" ".sst"
 printf 'garbage' >"$D/not-a-table.sst"
 expect 3 "dump-sst of garbage" -- "$B" dump-sst "$D/not-a-table.sst"
 
-# --- Hardening (outside attack, issue 12): each case as the attacker ran it.
+# --- Hardening (the first outside attack): each case as the attacker ran it.
 h="$D/hard"
 mkdir -p "$h"
 # A planted link never makes the database write through it.

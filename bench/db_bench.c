@@ -29,6 +29,7 @@
 #include "bloomkv.h"
 #include "bench_engine.h"
 #include "db_bench.h"
+#include "cli.h"
 
 /* ---- workload ---- */
 
@@ -769,6 +770,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"target_file_size", required_argument, 0, 'Y'},
         {"filter_stats", no_argument, 0, '%'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    if (bkv_cli_exact_options(argc, argv, opts, NULL)) {
+        usage(stderr);
+        return 2;
+    }
     optind = 1;
     int ch, idx = 0;
     const char *bad_number = NULL, *bad_flag = NULL;

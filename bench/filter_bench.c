@@ -16,6 +16,7 @@
 #include "bench_util.h"
 #include "bloomkv_filter.h"
 #include "filter_bench.h"
+#include "cli.h"
 
 typedef struct bench_config {
     int type;
@@ -309,6 +310,7 @@ int bkv_filter_bench_main(int argc, char **argv) {
         {"space-table", no_argument, 0, 'S'},
         {"compare-anchor", no_argument, 0, 'A'},
         {0, 0, 0, 0}};
+    if (bkv_cli_exact_options(argc, argv, opts, NULL)) return 2;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

@@ -417,6 +417,15 @@ if [ -z "$(ls -A "$D/plainro")" ] && [ ! -e "$D/nowhere" ]; then pass=$((pass + 
     echo "FAIL: a reading command left files: $(ls -A "$D/plainro") $(ls -d "$D/nowhere" 2>&1)"
 fi
 
+# Options are spelled out: an abbreviation is refused (it once ran as
+# whichever option it happened to prefix), with the option meant named.
+expect 2 "abbreviated option" -- "$B" find-value "$ro" v00001 --cont
+stderr_has "abbreviation names the option" "did you mean --count?"
+expect 2 "misspelled option" -- "$B" scan "$ro" --limt 3
+stderr_has "typo names the option" "did you mean --limit?"
+expect 0 "an option's value may start with --" -- "$B" scan "$ro" --from --x --limit 1
+expect 0 "--name=value form" -- "$B" scan "$ro" --limit=1
+
 # cluster find-value: bad arguments are refused before any connection.
 expect 2 "cluster: bad hex value" -- "$B" cluster find-value 127.0.0.1:1 zz --hex
 expect 2 "cluster: odd hex value" -- "$B" cluster find-value 127.0.0.1:1 abc --hex

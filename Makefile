@@ -70,7 +70,7 @@ run: deps
 	@$(MAKE) build
 	@$(BUILD)/bloomkv filter-bench --keys 1000000
 	@echo
-	@$(BUILD)/bloomkv bench --compare --num 1000000 \
+	@$(BUILD)/bloomkv bench --compare --num 1000000 --rounds 3 \
 		--benchmarks fillrandom,readrandom,readmissing,readseq,seekrandom,multireadrandom,overwrite
 	@echo
 	@echo "search by value (bloomkv: bit-sliced value index; LevelDB, RocksDB: a full scan)"

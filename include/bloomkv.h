@@ -619,10 +619,12 @@ BKV_EXPORT void bkv_fork_prepare(bkv_db *db);
 BKV_EXPORT void bkv_fork_parent(bkv_db *db);
 BKV_EXPORT void bkv_fork_child(bkv_db *db);
 
-/* A malloc'd text (free with bkv_free), or NULL for an unknown name:
+/* A malloc'd text (free with bkv_free), or NULL for an unknown name; a
+ * name that starts "leveldb." reads as "bloomkv." (LevelDB's names):
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.last-sequence"          the sequence number of the last write reads see (decimal)
  *   "bloomkv.num-files-at-level<N>"  decimal
+ *   "bloomkv.sstables"               each level's tables: number:size[smallest .. largest]
  *   "bloomkv.bytes-at-level<N>"      decimal
  *   "bloomkv.write-amplification"    table bytes written per user byte written
  *   "bloomkv.space-amplification"    table bytes per byte of the last level (tiered: oldest run)
@@ -668,6 +670,13 @@ BKV_EXPORT void bkv_batch_clear(bkv_batch *b);
 BKV_EXPORT int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
 BKV_EXPORT int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen);
 BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);
+/* Adds every operation of src, in order, after dst's (LevelDB's
+ * WriteBatch::Append); src is unchanged and may be dst. BKV_NOMEM (dst
+ * unchanged) or BKV_INVALID (a NULL batch, or more than 2^32-1
+ * operations). */
+BKV_EXPORT int bkv_batch_append_batch(bkv_batch *dst, const bkv_batch *src);
+/* Bytes the batch adds to the WAL (LevelDB's ApproximateSize); 0 for NULL. */
+BKV_EXPORT size_t bkv_batch_approximate_size(const bkv_batch *b);
 
 /* Offline inspection (the database must not be open elsewhere).
  *

@@ -14,7 +14,7 @@ typedef struct BatchObject {
 PyObject *bkvpy_batch_new(DBObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"sync", "transaction", NULL};
-    int sync = 0, transaction = 1;
+    int sync = 0, transaction = 0; /* plyvel's default: the batch is written even when an exception leaves the block */
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pp:write_batch", kwlist, &sync, &transaction))
         return NULL;
     if (self->guard.closed)
@@ -44,6 +44,10 @@ static void batch_dealloc(BatchObject *self)
 /* Refuses changes while the batch is being written by another thread. */
 static int batch_usable(BatchObject *self)
 {
+    if (self->db->guard.closed) {
+        PyErr_SetString(PyExc_RuntimeError, "DB is closed");
+        return 0;
+    }
     if (self->writing) {
         PyErr_SetString(PyExc_RuntimeError, "WriteBatch is being written by another thread");
         return 0;
@@ -139,6 +143,24 @@ static PyObject *batch_exit_ctx(BatchObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
+static PyObject *batch_append(BatchObject *self, PyObject *other)
+{
+    if (!PyObject_TypeCheck(other, &bkvpy_batch_type))
+        return PyErr_Format(PyExc_TypeError, "append() takes a WriteBatch, not %s", Py_TYPE(other)->tp_name);
+    if (!batch_usable(self) || !batch_usable((BatchObject *)other))
+        return NULL;
+    int rc = bkv_batch_append_batch(self->batch, ((BatchObject *)other)->batch);
+    if (rc != BKV_OK)
+        return bkvpy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *batch_approximate_size(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromSize_t(bkv_batch_approximate_size(self->batch));
+}
+
 static Py_ssize_t batch_len(BatchObject *self)
 {
     return (Py_ssize_t)bkv_batch_count(self->batch);
@@ -149,6 +171,9 @@ static PyMethodDef batch_methods[] = {
     {"delete", (PyCFunction)batch_delete, METH_VARARGS, "delete(key): adds a delete to the batch"},
     {"clear", (PyCFunction)batch_clear, METH_NOARGS, "clear(): empties the batch"},
     {"write", (PyCFunction)batch_write, METH_NOARGS, "write(): applies the batch atomically, then empties it"},
+    {"append", (PyCFunction)batch_append, METH_O, "append(other): adds the operations of another WriteBatch"},
+    {"approximate_size", (PyCFunction)batch_approximate_size, METH_NOARGS,
+     "approximate_size() -> int: the bytes the batch adds to the write-ahead log"},
     {"__enter__", (PyCFunction)batch_enter_ctx, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)batch_exit_ctx, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
@@ -161,7 +186,8 @@ PyTypeObject bkvpy_batch_type = {
     .tp_dealloc = (destructor)batch_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A batch of puts and deletes applied atomically (from DB.write_batch()). As a context manager it "
-              "is written on exit, or discarded if an exception leaves the block and transaction=True.",
+              "is written on exit, even when an exception leaves the block, unless transaction=True (then it is "
+              "discarded).",
     .tp_methods = batch_methods,
     .tp_as_sequence = &batch_as_sequence,
 };

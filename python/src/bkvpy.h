@@ -111,7 +111,10 @@ PyObject *bkvpy_batch_new(DBObject *db, PyObject *args, PyObject *kwargs);
 PyObject *bkvpy_snapshot_new(DBObject *db);
 
 /* Shared by DB and Snapshot. */
-PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt);
+/* verify_checksums, fill_cache: Python truth values for the read options,
+ * NULL or None for the defaults (plyvel's get takes both). */
+PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt, PyObject *verify_checksums,
+                    PyObject *fill_cache);
 PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt);
 PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);

@@ -58,6 +58,10 @@ static int size_option(const char *option, PyObject *obj, size_t *out)
 {
     if (!obj || obj == Py_None)
         return 1;
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %s", option, Py_TYPE(obj)->tp_name);
+        return 0;
+    }
     unsigned long long v = PyLong_AsUnsignedLongLong(obj);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
@@ -125,7 +129,10 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
                              "block_cache_size", "max_open_files", "memtable_filter", "compaction_style",
                              "max_background_jobs", "target_file_size", "wal_recovery", "file_mode",
                              "optimize_filters_for_hits", "value_index", "value_partition_entries", "terms",
-                             "terms_name", "partition_filters", "filter_memory_budget", NULL};
+                             "terms_name", "partition_filters", "filter_memory_budget",
+                             /* plyvel's names for what bloomkv has, and what it leaves to LevelDB */
+                             "lru_cache_size", "bloom_filter_bits", "paranoid_checks", "block_restart_interval",
+                             "comparator", "comparator_name", NULL};
     if (self->db) {
         PyErr_SetString(PyExc_RuntimeError, "DB is already open");
         return -1;
@@ -134,17 +141,60 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
     bkv_options_init(&o);
     o.create_if_missing = 0;
     PyObject *path = NULL, *write_buffer = NULL, *block_size = NULL, *cache = NULL, *file_size = NULL,
-             *terms = Py_None, *budget = NULL;
+             *terms = Py_None, *budget = NULL, *lru_cache = NULL, *comparator = Py_None, *comparator_name = Py_None;
+    int bloom_filter_bits = -1, paranoid_checks = 0, restart_interval = 16;
     const char *filter = NULL, *compression = NULL, *style = NULL, *recovery = NULL, *vindex = NULL,
                *terms_name = NULL;
     unsigned int file_mode = o.file_mode, partition_entries = o.value_partition_entries;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOzpO:DB", kwlist, &path,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOzpOOipiOO:DB", kwlist, &path,
                                      &o.create_if_missing, &o.error_if_exists, &filter, &o.bits_per_key,
                                      &compression, &write_buffer, &o.max_write_buffer_number, &block_size, &cache,
                                      &o.max_open_files, &o.memtable_filter, &style, &o.max_background_jobs,
                                      &file_size, &recovery, &file_mode, &o.optimize_filters_for_hits, &vindex,
-                                     &partition_entries, &terms, &terms_name, &o.partition_filters, &budget))
+                                     &partition_entries, &terms, &terms_name, &o.partition_filters, &budget,
+                                     &lru_cache, &bloom_filter_bits, &paranoid_checks, &restart_interval,
+                                     &comparator, &comparator_name))
         return -1;
+    /* Keys are ordered bytewise, LevelDB's default comparator: a database
+     * asking for another would read back in another order. */
+    if (comparator_name != Py_None && !PyBytes_Check(comparator_name)) {
+        PyErr_SetString(PyExc_TypeError, "comparator_name must be bytes");
+        return -1;
+    }
+    if (comparator != Py_None && !PyCallable_Check(comparator)) {
+        PyErr_SetString(PyExc_TypeError, "comparator must be callable");
+        return -1;
+    }
+    int bytewise = comparator_name == Py_None ||
+                   strcmp(PyBytes_AS_STRING(comparator_name), "leveldb.BytewiseComparator") == 0;
+    if (comparator == Py_None && !bytewise) {
+        PyErr_SetString(bkvpy_invalid_error, "comparator_name names a comparator, but none is given");
+        return -1;
+    }
+    if (comparator != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "bloomkv orders keys bytewise only (leveldb.BytewiseComparator)");
+        return -1;
+    }
+    /* LevelDB's block_restart_interval only tunes its block format; a
+     * bloomkv block keeps a restart point every 16 entries. */
+    if (restart_interval < 1) {
+        PyErr_SetString(bkvpy_invalid_error, "block_restart_interval must be at least 1");
+        return -1;
+    }
+    /* paranoid_checks: LevelDB then refuses damage it would otherwise
+     * skip; so does bloomkv's default recovery (absolute), kept. */
+    if (paranoid_checks)
+        o.wal_recovery = BKV_WAL_RECOVERY_ABSOLUTE;
+    if (bloom_filter_bits >= 0) {
+        /* LevelDB's filter policy: a standard Bloom filter at that many bits a key, none at 0. */
+        o.filter_type = bloom_filter_bits ? BKV_FILTER_BLOOM : BKV_FILTER_NONE;
+        if (bloom_filter_bits)
+            o.bits_per_key = bloom_filter_bits;
+    }
+    /* LevelDB compresses with Snappy, which bloomkv does not build in: LZ4
+     * is the same kind of fast codec. */
+    if (compression && strcmp(compression, "snappy") == 0)
+        compression = "lz4";
     o.file_mode = file_mode;
     o.value_partition_entries = partition_entries;
     if (filter) {
@@ -162,6 +212,7 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
         !size_option("write_buffer_size", write_buffer, &o.write_buffer_size) ||
         !size_option("block_size", block_size, &o.block_size) ||
         !size_option("block_cache_size", cache, &o.block_cache_size) ||
+        !size_option("lru_cache_size", lru_cache, &o.block_cache_size) ||
         !size_option("target_file_size", file_size, &target_file_size) ||
         !size_option("filter_memory_budget", budget, &filter_budget))
         return -1;
@@ -356,15 +407,31 @@ static void read_options(SnapshotObject *snap, bkv_read_options *ro)
     ro->snapshot = snap ? snap->snap : NULL;
 }
 
-PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *k, PyObject *dflt)
+/* A truth value for a read option: 1/0, or -1 (an error is set). None
+ * and NULL keep *out. */
+static int read_flag(PyObject *obj, int *out)
 {
+    if (!obj || obj == Py_None)
+        return 0;
+    int v = PyObject_IsTrue(obj);
+    if (v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *k, PyObject *dflt, PyObject *verify_checksums,
+                    PyObject *fill_cache)
+{
+    bkv_read_options ro;
+    read_options(snap, &ro);
+    if (read_flag(verify_checksums, &ro.verify_checksums) || read_flag(fill_cache, &ro.fill_cache))
+        return NULL;
     bkvpy_bytes key;
     if (!bkvpy_bytes_get(k, &key, "key"))
         return NULL;
     PyObject *result = NULL;
     if (bkvpy_guard_enter(&db->guard, "DB")) {
-        bkv_read_options ro;
-        read_options(snap, &ro);
         void *val = NULL;
         size_t vlen = 0;
         int rc;
@@ -387,14 +454,14 @@ PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *k, PyObject *d
 
 static PyObject *db_get(DBObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "default", "snapshot", NULL};
-    PyObject *a[3] = {NULL, Py_None, Py_None};
+    static const char *const names[] = {"key", "default", "snapshot", "verify_checksums", "fill_cache", NULL};
+    PyObject *a[5] = {NULL, Py_None, Py_None, Py_None, Py_None};
     if (!bkvpy_fast_args("get", args, nargs, kwnames, names, 2, 1, a))
         return NULL;
     SnapshotObject *snap;
     if (!bkvpy_snapshot_enter(self, a[2], &snap))
         return NULL;
-    PyObject *r = bkvpy_get(self, snap, a[0], a[1]);
+    PyObject *r = bkvpy_get(self, snap, a[0], a[1], a[3], a[4]);
     bkvpy_snapshot_leave(snap);
     return r;
 }
@@ -706,6 +773,26 @@ static PyObject *db_property(DBObject *self, PyObject *args)
     return property_text(self, name);
 }
 
+/* plyvel's get_property(name): bytes in, bytes out (None if unknown). */
+static PyObject *db_get_property(DBObject *self, PyObject *name)
+{
+    if (!PyBytes_Check(name))
+        return PyErr_Format(PyExc_TypeError, "get_property() takes bytes, not %s", Py_TYPE(name)->tp_name);
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    char *text;
+    const char *n = PyBytes_AS_STRING(name);
+    Py_BEGIN_ALLOW_THREADS
+    text = bkv_property(self->db, n);
+    Py_END_ALLOW_THREADS
+    bkvpy_guard_leave(&self->guard);
+    if (!text)
+        Py_RETURN_NONE;
+    PyObject *r = PyBytes_FromString(text);
+    bkv_free(text);
+    return r;
+}
+
 static int set_item_steal(PyObject *dict, const char *key, PyObject *value)
 {
     if (!value)
@@ -845,6 +932,28 @@ static PyObject *db_approximate_size(DBObject *self, PyObject *args)
     return r;
 }
 
+/* plyvel's approximate_sizes(*ranges): one size per (start, stop). */
+static PyObject *db_approximate_sizes(DBObject *self, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *sizes = PyList_New(n);
+    for (Py_ssize_t i = 0; sizes && i < n; i++) {
+        PyObject *range = PyTuple_GET_ITEM(args, i);
+        if (!PyTuple_Check(range) || PyTuple_GET_SIZE(range) != 2) {
+            PyErr_Format(PyExc_TypeError, "approximate_sizes() takes (start, stop) tuples, not %s",
+                         Py_TYPE(range)->tp_name);
+            Py_CLEAR(sizes);
+            break;
+        }
+        PyObject *one = db_approximate_size(self, range);
+        if (!one)
+            Py_CLEAR(sizes);
+        else
+            PyList_SET_ITEM(sizes, i, one);
+    }
+    return sizes;
+}
+
 static PyObject *db_checkpoint(DBObject *self, PyObject *args)
 {
     PyObject *dir;
@@ -869,13 +978,14 @@ static PyObject *db_checkpoint(DBObject *self, PyObject *args)
 #define FAST(fn) (PyCFunction)(void (*)(void))(fn), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef db_methods[] = {
-    {"get", FAST(db_get), "get(key, default=None, *, snapshot=None) -> bytes, or default when absent"},
+    {"get", FAST(db_get), "get(key, default=None, *, snapshot=None, verify_checksums=None, fill_cache=None) -> "
+                          "bytes, or default when absent"},
     {"put", FAST(db_put), "put(key, value, *, sync=False)"},
     {"delete", FAST(db_delete), "delete(key, *, sync=False)"},
     {"multi_get", KW(db_multi_get),
      "multi_get(keys, default=None, *, snapshot=None) -> list of values (default where absent); the keys are "
      "looked up together, each table's filter probed for all of them at once"},
-    {"write_batch", KW(db_write_batch), "write_batch(*, sync=False, transaction=True) -> WriteBatch"},
+    {"write_batch", KW(db_write_batch), "write_batch(*, sync=False, transaction=False) -> WriteBatch"},
     {"iterator", KW(db_iterator),
      "iterator(*, start=None, stop=None, include_start=True, include_stop=False, prefix=None, reverse=False, "
      "include_key=True, include_value=True, snapshot=None) -> Iterator"},
@@ -893,6 +1003,12 @@ static PyMethodDef db_methods[] = {
     {"compact", KW(db_compact),
      "compact(start=None, stop=None): compacts the keys in [start, stop] (None: unbounded) down to the deepest "
      "level holding any of them, dropping overwritten versions and deletes no snapshot needs"},
+    {"get_property", (PyCFunction)db_get_property, METH_O,
+     "get_property(name: bytes) -> bytes, or None for an unknown name (b'leveldb.stats', b'leveldb.sstables', "
+     "b'leveldb.num-files-at-level0' and the bloomkv names)"},
+    {"compact_range", KW(db_compact), "compact_range(start=None, stop=None): plyvel's name for compact()"},
+    {"approximate_sizes", (PyCFunction)db_approximate_sizes, METH_VARARGS,
+     "approximate_sizes(*ranges) -> list: approximate_size() of each (start, stop)"},
     {"approximate_size", (PyCFunction)db_approximate_size, METH_VARARGS,
      "approximate_size(start=None, stop=None) -> bytes the tables take for keys in [start, stop)"},
     {"checkpoint", (PyCFunction)db_checkpoint, METH_VARARGS,
@@ -905,6 +1021,7 @@ static PyMethodDef db_methods[] = {
 
 static PyGetSetDef db_getset[] = {{"closed", (getter)db_get_closed, NULL, "True once closed", NULL},
                                   {"path", (getter)db_get_path, NULL, "the directory, as given", NULL},
+                                  {"name", (getter)db_get_path, NULL, "the directory, as given (plyvel's name)", NULL},
                                   {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject bkvpy_db_type = {

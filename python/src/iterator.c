@@ -118,10 +118,6 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
         PyErr_SetString(PyExc_TypeError, "prefix cannot be combined with start or stop");
         return NULL;
     }
-    if (!include_key && !include_value) {
-        PyErr_SetString(bkvpy_invalid_error, "include_key and include_value cannot both be False");
-        return NULL;
-    }
     PyObject *lower = NULL, *upper = NULL;
     if (prefix != Py_None) {
         PyObject *p = bound_bytes(prefix, "prefix");
@@ -255,6 +251,8 @@ static PyObject *current_item(IteratorObject *self)
     size_t klen = 0, vlen = 0;
     const void *k = self->include_key ? bkv_iter_key(self->it, &klen) : NULL;
     const void *v = self->include_value ? bkv_iter_value(self->it, &vlen) : NULL;
+    if (!self->include_key && !self->include_value)
+        Py_RETURN_NONE; /* plyvel's: an entry is there, nothing of it asked for */
     if (!self->include_value)
         return PyBytes_FromStringAndSize(k, (Py_ssize_t)klen);
     if (!self->include_key)
@@ -339,15 +337,10 @@ static PyObject *iterator_seek(IteratorObject *self, PyObject *arg)
         bkvpy_bytes_release(&target);
         return NULL;
     }
+    /* The cursor goes before the first key >= target in either direction
+     * (plyvel's rule): reversed, next() then returns the last key < target
+     * and prev() the first key >= target. */
     int on = move(self, SEEK, target.data, target.len);
-    /* Reversed, next() must return the last key <= target: the cursor goes
-     * after it, so past an exact match. */
-    if (on > 0 && self->reverse) {
-        size_t klen;
-        const void *k = bkv_iter_key(self->it, &klen);
-        if (klen == target.len && memcmp(k, target.data, klen) == 0)
-            on = move(self, NEXT, NULL, 0);
-    }
     if (on >= 0)
         self->position = on ? ON_ENTRY : AFTER_STOP;
     bkvpy_guard_leave(&self->guard);

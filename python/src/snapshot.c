@@ -110,7 +110,7 @@ static PyObject *snapshot_get(SnapshotObject *self, PyObject *args, PyObject *kw
     SnapshotObject *snap;
     if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
         return NULL;
-    PyObject *r = bkvpy_get(self->db, snap, k, dflt);
+    PyObject *r = bkvpy_get(self->db, snap, k, dflt, NULL, NULL);
     bkvpy_snapshot_leave(snap);
     return r;
 }
@@ -137,6 +137,15 @@ static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObj
 static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
 {
     return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
+}
+
+/* for k, v in snapshot: every entry at the snapshot, as for a DB. */
+static PyObject *snapshot_iter(SnapshotObject *self)
+{
+    PyObject *no_args = PyTuple_New(0);
+    PyObject *it = no_args ? bkvpy_iterator_new(self->db, (PyObject *)self, no_args, NULL) : NULL;
+    Py_XDECREF(no_args);
+    return it;
 }
 
 static PyObject *snapshot_get_closed(SnapshotObject *self, void *unused)
@@ -171,6 +180,7 @@ PyTypeObject bkvpy_snapshot_type = {
     .tp_doc = "A consistent view of the database at the moment DB.snapshot() was called. Released by close(), "
               "on leaving a with block, when garbage-collected, or when the database closes.",
     .tp_methods = snapshot_methods,
+    .tp_iter = (getiterfunc)snapshot_iter,
     .tp_getset = snapshot_getset,
 };
 

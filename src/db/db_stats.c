@@ -310,8 +310,44 @@ static char *stats_report(bkv_db *db) {
     return finish_text(&b);
 }
 
+/* Appends a key, printable bytes as they are and the rest as \xNN. */
+static void append_key(bkv_buf *b, const uint8_t *k, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '\\') append(b, "%c", k[i]);
+        else append(b, "\\x%02x", k[i]);
+    }
+}
+
+/* Every table of the current version, level by level: its number, size
+ * and key range (LevelDB's "leveldb.sstables"). */
+static char *sstables_report(bkv_db *db) {
+    bkv_buf b;
+    bkv_buf_init(&b);
+    bkv_tree_version *v = ref_current(db);
+    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+        append(&b, "--- level %d ---\n", l);
+        for (size_t i = 0; i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
+            append(&b, " %llu:%llu[", (unsigned long long)f->number, (unsigned long long)f->size);
+            append_key(&b, f->smallest, f->smallest_len - BKV_IKEY_TRAILER);
+            append(&b, " .. ");
+            append_key(&b, f->largest, f->largest_len - BKV_IKEY_TRAILER);
+            append(&b, "]\n");
+        }
+    }
+    bkv_tree_version_unref(v);
+    return finish_text(&b);
+}
+
 char *bkv_property(bkv_db *db, const char *name) {
     if (!db || !name) return NULL;
+    /* LevelDB's names for the same properties. */
+    char renamed[128];
+    if (strncmp(name, "leveldb.", 8) == 0 && strlen(name) < sizeof renamed - 8) {
+        snprintf(renamed, sizeof renamed, "bloomkv.%s", name + 8);
+        name = renamed;
+    }
+    if (strcmp(name, "bloomkv.sstables") == 0) return sstables_report(db);
     if (strcmp(name, "bloomkv.stats") == 0) return stats_report(db);
     if (strcmp(name, "bloomkv.last-sequence") == 0)
         return format("%llu", (unsigned long long)atomic_load(&db->visible_sequence));

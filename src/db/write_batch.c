@@ -80,6 +80,24 @@ int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen) {
     return rc ? bkv_db_error(NULL, rc, &e) : BKV_OK;
 }
 
+int bkv_batch_append_batch(bkv_batch *dst, const bkv_batch *src) {
+    if (!dst || !src) return bkv_db_arg_error(NULL, "bkv_batch_append_batch");
+    if ((uint64_t)bkv_batch_count(dst) + bkv_batch_count(src) > UINT32_MAX)
+        return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_batch_append_batch: more than 2^32-1 operations"});
+    if (dst == src) {
+        /* Appending a buffer to itself would read what it is writing. */
+        bkv_batch *copy = bkv_batch_create();
+        int rc = !copy || bkv_batch_append(&copy->rep, &src->rep) ? BKV_NOMEM : bkv_batch_append_batch(dst, copy);
+        bkv_batch_destroy(copy);
+        return rc == BKV_NOMEM ? bkv_db_error(NULL, rc, &(bkv_err){"bkv_batch_append_batch: out of memory"}) : rc;
+    }
+    if (bkv_batch_append(&dst->rep, &src->rep))
+        return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_batch_append_batch: out of memory"});
+    return BKV_OK;
+}
+
+size_t bkv_batch_approximate_size(const bkv_batch *b) { return b ? b->rep.len : 0; }
+
 int bkv_batch_append(bkv_buf *dst, const bkv_buf *src) {
     if (bkv_buf_append(dst, src->data + BKV_BATCH_HEADER, src->len - BKV_BATCH_HEADER)) return -1;
     bkv_put_u32(dst->data + 8, bkv_batch_rep_count(dst->data) + bkv_batch_rep_count(src->data));

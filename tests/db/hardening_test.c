@@ -761,6 +761,48 @@ static void options_carry_their_size(void **state) {
     assert_int_equal(bkv_close(d), BKV_OK);
 }
 
+/* LevelDB's batch calls and property names: a batch appended to another
+ * (itself too) keeps its operations in order, its size is what its WAL
+ * record takes, and "leveldb." names read as "bloomkv." ones. */
+static void batch_append_and_leveldb_names(void **state) {
+    (void)state;
+    char db[300];
+    sub(db, sizeof db, "leveldb-names");
+    bkv_batch *a = bkv_batch_create(), *b = bkv_batch_create();
+    size_t empty = bkv_batch_approximate_size(b);
+    assert_int_equal(bkv_batch_put(a, "k", 1, "1", 1), BKV_OK);
+    assert_int_equal(bkv_batch_put(b, "k", 1, "2", 1), BKV_OK);
+    assert_int_equal(bkv_batch_delete(b, "gone", 4), BKV_OK);
+    assert_true(bkv_batch_approximate_size(b) > empty);
+    assert_int_equal(bkv_batch_append_batch(a, b), BKV_OK);
+    assert_int_equal(bkv_batch_append_batch(b, b), BKV_OK);
+    assert_int_equal(bkv_batch_count(a), 3);
+    assert_int_equal(bkv_batch_count(b), 4);
+    assert_int_equal(bkv_batch_append_batch(a, NULL), BKV_INVALID);
+    bkv_db *d;
+    assert_int_equal(bkv_open(db, NULL, &d), BKV_OK);
+    assert_int_equal(bkv_write(d, NULL, a), BKV_OK);
+    void *v;
+    size_t n;
+    assert_int_equal(bkv_get(d, NULL, "k", 1, &v, &n), BKV_OK); /* the appended put came after */
+    assert_memory_equal(v, "2", 1);
+    bkv_free(v);
+    assert_int_equal(bkv_flush(d), BKV_OK);
+    char *ours = bkv_property(d, "bloomkv.num-files-at-level0"), *theirs = bkv_property(d, "leveldb.num-files-at-level0");
+    assert_string_equal(ours, "1");
+    assert_string_equal(theirs, "1");
+    bkv_free(ours);
+    bkv_free(theirs);
+    char *tables = bkv_property(d, "leveldb.sstables");
+    assert_non_null(strstr(tables, "--- level 0 ---\n"));
+    assert_non_null(strstr(tables, "[gone .. k]"));
+    bkv_free(tables);
+    assert_null(bkv_property(d, "leveldb.nothing"));
+    assert_int_equal(bkv_close(d), BKV_OK);
+    bkv_batch_destroy(a);
+    bkv_batch_destroy(b);
+}
+
 /* A cuckoo filter built from keys given more than once holds each once
  * (it used to run out of slots and answer BKV_FULL). */
 static void cuckoo_build_accepts_duplicates(void **state) {
@@ -795,6 +837,7 @@ int main(void) {
         cmocka_unit_test(error_messages_are_per_thread),
         cmocka_unit_test(library_contract),
         cmocka_unit_test(options_carry_their_size),
+        cmocka_unit_test(batch_append_and_leveldb_names),
         cmocka_unit_test(cuckoo_build_accepts_duplicates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -182,15 +182,51 @@ def test_write_batch(db):
 
 def test_write_batch_transaction_discards_on_exception(db):
     with pytest.raises(ZeroDivisionError):
-        with db.write_batch() as wb:
+        with db.write_batch(transaction=True) as wb:
             wb.put(b"a", b"1")
             1 / 0
     assert db.get(b"a") is None
+    # By default (plyvel's rule) the batch is written all the same.
     with pytest.raises(ZeroDivisionError):
-        with db.write_batch(transaction=False) as wb:
+        with db.write_batch() as wb:
             wb.put(b"a", b"1")
             1 / 0
     assert db.get(b"a") == b"1"
+
+
+def test_write_batch_append_and_size(db):
+    a, b = db.write_batch(), db.write_batch()
+    a.put(b"a", b"1")
+    empty = b.approximate_size()
+    b.put(b"b", b"2")
+    b.delete(b"gone")
+    assert b.approximate_size() > empty
+    a.append(b)
+    assert len(a) == 3 and len(b) == 2
+    a.append(a)  # itself: its operations twice
+    assert len(a) == 6
+    with pytest.raises(TypeError):
+        a.append(b"not a batch")
+    a.write()
+    assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
+
+
+def test_plyvel_names(tmp_path):
+    """plyvel's option and argument names open and read the same way."""
+    path = str(tmp_path / "p")
+    db = bloomkv.DB(path, create_if_missing=True, paranoid_checks=True, lru_cache_size=8 << 20,
+                    block_restart_interval=32, compression="snappy", bloom_filter_bits=10,
+                    comparator_name=b"leveldb.BytewiseComparator")
+    db.put(b"k", b"v")
+    assert db.get(b"k", verify_checksums=True, fill_cache=False) == b"v"
+    assert db.name == path
+    db.close()
+    with pytest.raises(TypeError):
+        bloomkv.DB(path, write_buffer_size="big")
+    with pytest.raises(TypeError):
+        bloomkv.DB(path, lru_cache_size="big")
+    with pytest.raises(NotImplementedError):
+        bloomkv.DB(path, comparator=lambda a, b: 0, comparator_name=b"reverse")
 
 
 def test_write_batch_explicit_write_and_clear(db):
@@ -218,8 +254,41 @@ def test_iterate_whole_database(db):
     assert list(db.iterator(reverse=True)) == sorted(model.items(), reverse=True)
     assert list(db.iterator(include_value=False)) == sorted(model)
     assert list(db.iterator(include_key=False)) == [v for _, v in sorted(model.items())]
-    with pytest.raises(bloomkv.InvalidArgumentError):
-        db.iterator(include_key=False, include_value=False)
+    # Neither: one None per entry (plyvel's rule).
+    assert list(db.iterator(include_key=False, include_value=False)) == [None] * len(model)
+
+
+def test_plyvel_reverse_seek_and_snapshot_iteration(db):
+    for k in (b"1", b"2", b"3", b"4", b"5"):
+        db.put(k, k)
+    it = db.iterator(include_value=False, reverse=True)
+    it.seek(b"3")  # before the first key >= 3: reversed, next() goes below it
+    assert next(it) == b"2"
+    it.seek(b"3")
+    assert it.prev() == b"3"
+    it.seek(b"1")
+    assert next(it, None) is None
+    sn = db.snapshot()
+    db.put(b"6", b"6")
+    assert [k for k, _ in sn] == [b"1", b"2", b"3", b"4", b"5"]
+    sn.close()
+
+
+def test_plyvel_properties_and_ranges(db):
+    fill(db, 2000)
+    db.flush()
+    assert db.get_property(b"leveldb.num-files-at-level0") == db.get_property(b"bloomkv.num-files-at-level0")
+    tables = db.get_property(b"leveldb.sstables")
+    assert tables.startswith(b"--- level 0 ---") and b"--- level 6 ---" in tables
+    assert db.get_property(b"leveldb.no-such-property") is None
+    with pytest.raises(TypeError):
+        db.get_property("leveldb.stats")
+    db.compact_range(start=b"a", stop=b"z")
+    assert db.approximate_sizes() == []
+    sizes = db.approximate_sizes((b"", b"\xff"), (b"a", b"a"))
+    assert len(sizes) == 2 and sizes[0] > 0
+    with pytest.raises(TypeError):
+        db.approximate_sizes(b"ab")
 
 
 def test_iterator_ranges(db):
@@ -274,10 +343,8 @@ class CursorModel:
         return self.forward() if self.reverse else self.backward()
 
     def seek(self, target):
-        if self.reverse:
-            self.pos = bisect.bisect_right(self.keys, target)
-        else:
-            self.pos = bisect.bisect_left(self.keys, target)
+        # Before the first key >= target, in either direction (plyvel's rule).
+        self.pos = bisect.bisect_left(self.keys, target)
 
 
 def test_iterator_cursor_against_model(db):

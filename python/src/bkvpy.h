@@ -57,11 +57,11 @@ typedef struct SnapshotObject {
 extern PyTypeObject bkvpy_db_type;
 extern PyTypeObject bkvpy_batch_type;
 extern PyTypeObject bkvpy_snapshot_type;
-extern PyTypeObject bkvpy_iterator_type;
+extern PyTypeObject bkvpy_iterator_type, bkvpy_raw_iterator_type;
 extern PyTypeObject bkvpy_filter_type;
 
 extern PyObject *bkvpy_error, *bkvpy_corruption_error, *bkvpy_io_error, *bkvpy_invalid_error,
-    *bkvpy_busy_error, *bkvpy_full_error;
+    *bkvpy_busy_error, *bkvpy_full_error, *bkvpy_iterator_invalid_error;
 
 /* Raises the exception for status rc with the engine's message (call on the
  * thread that made the failing call: messages are per thread). NULL. */
@@ -117,6 +117,7 @@ PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject 
                     PyObject *fill_cache);
 PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt);
 PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
+PyObject *bkvpy_raw_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 
 /* The module's entry point (module.c). */

@@ -743,6 +743,11 @@ static PyObject *db_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
     return bkvpy_iterator_new(self, NULL, args, kwargs);
 }
 
+static PyObject *db_raw_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_raw_iterator_new(self, Py_None, args, kwargs);
+}
+
 static PyObject *db_iter(DBObject *self)
 {
     return bkvpy_iterator_new(self, NULL, NULL, NULL);
@@ -1003,6 +1008,8 @@ static PyMethodDef db_methods[] = {
     {"compact", KW(db_compact),
      "compact(start=None, stop=None): compacts the keys in [start, stop] (None: unbounded) down to the deepest "
      "level holding any of them, dropping overwritten versions and deletes no snapshot needs"},
+    {"raw_iterator", KW(db_raw_iterator),
+     "raw_iterator(*, verify_checksums=False, fill_cache=True) -> RawIterator (plyvel's)"},
     {"get_property", (PyCFunction)db_get_property, METH_O,
      "get_property(name: bytes) -> bytes, or None for an unknown name (b'leveldb.stats', b'leveldb.sstables', "
      "b'leveldb.num-files-at-level0' and the bloomkv names)"},

@@ -93,6 +93,50 @@ static PyObject *bound_bytes(PyObject *obj, const char *what)
     return r;
 }
 
+/* An iterator object of type over the engine's iterator at snapshot (a
+ * Snapshot or None), ro set but for the snapshot; it takes lower and upper
+ * (the bytes ro's bounds point into, or None), also when it fails (NULL,
+ * with an exception). */
+static IteratorObject *open_iterator(PyTypeObject *type, DBObject *db, PyObject *snapshot, bkv_read_options *ro,
+                                     PyObject *lower, PyObject *upper)
+{
+    SnapshotObject *snap = NULL;
+    int rc = BKV_INVALID;
+    bkv_iter *it = NULL;
+    if (bkvpy_snapshot_enter(db, snapshot, &snap)) {
+        if (bkvpy_guard_enter(&db->guard, "DB")) {
+            ro->snapshot = snap ? snap->snap : NULL;
+            Py_BEGIN_ALLOW_THREADS
+            rc = bkv_iter_create(db->db, ro, &it);
+            Py_END_ALLOW_THREADS
+            if (rc != BKV_OK)
+                bkvpy_raise(rc, db->db);
+            bkvpy_guard_leave(&db->guard);
+        }
+        bkvpy_snapshot_leave(snap);
+    }
+    IteratorObject *self = rc == BKV_OK ? PyObject_New(IteratorObject, type) : NULL;
+    if (!self) {
+        bkv_iter_destroy(it);
+        Py_DECREF(lower);
+        Py_DECREF(upper);
+        return NULL;
+    }
+    self->db = (DBObject *)Py_NewRef(db);
+    self->snapshot = Py_NewRef(snapshot);
+    self->lower = lower;
+    self->upper = upper;
+    self->it = it;
+    self->guard.closed = 0;
+    self->guard.active = 0;
+    self->position = BEFORE_START;
+    self->reverse = 0;
+    self->include_key = self->include_value = 1;
+    self->dep.close = iterator_close_dependent;
+    bkvpy_dependent_link(db, &self->dep);
+    return self;
+}
+
 PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"start", "stop", "include_start", "include_stop", "prefix", "reverse",
@@ -142,17 +186,8 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
         return NULL;
     }
 
-    SnapshotObject *snap = NULL;
-    IteratorObject *self = NULL;
-    if (!bkvpy_snapshot_enter(db, snapshot, &snap))
-        goto fail;
-    if (!bkvpy_guard_enter(&db->guard, "DB")) {
-        bkvpy_snapshot_leave(snap);
-        goto fail;
-    }
     bkv_read_options ro;
     bkv_read_options_init(&ro);
-    ro.snapshot = snap ? snap->snap : NULL;
     if (lower != Py_None) {
         ro.lower_bound = PyBytes_AS_STRING(lower);
         ro.lower_bound_len = (size_t)PyBytes_GET_SIZE(lower);
@@ -161,40 +196,14 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
         ro.upper_bound = PyBytes_AS_STRING(upper);
         ro.upper_bound_len = (size_t)PyBytes_GET_SIZE(upper);
     }
-    bkv_iter *it = NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bkv_iter_create(db->db, &ro, &it);
-    Py_END_ALLOW_THREADS
-    if (rc != BKV_OK)
-        bkvpy_raise(rc, db->db);
-    bkvpy_guard_leave(&db->guard);
-    bkvpy_snapshot_leave(snap);
-    if (rc != BKV_OK)
-        goto fail;
-    self = PyObject_New(IteratorObject, &bkvpy_iterator_type);
-    if (!self) {
-        bkv_iter_destroy(it);
-        goto fail;
-    }
-    self->db = (DBObject *)Py_NewRef(db);
-    self->snapshot = Py_NewRef(snapshot);
-    self->lower = lower;
-    self->upper = upper;
-    self->it = it;
-    self->guard.closed = 0;
-    self->guard.active = 0;
+    IteratorObject *self = open_iterator(&bkvpy_iterator_type, db, snapshot, &ro, lower, upper);
+    if (!self)
+        return NULL;
     self->position = reverse ? AFTER_STOP : BEFORE_START;
     self->reverse = reverse;
     self->include_key = include_key;
     self->include_value = include_value;
-    self->dep.close = iterator_close_dependent;
-    bkvpy_dependent_link(db, &self->dep);
     return (PyObject *)self;
-fail:
-    Py_DECREF(lower);
-    Py_DECREF(upper);
-    return NULL;
 }
 
 static void iterator_dealloc(IteratorObject *self)
@@ -413,4 +422,143 @@ PyTypeObject bkvpy_iterator_type = {
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)iterator_next,
     .tp_methods = iterator_methods,
+};
+
+/*
+ * bloomkv.RawIterator: LevelDB's iterator as plyvel's raw_iterator()
+ * gives it, for code written against it: positioned on an entry or not
+ * valid, moved by seek_to_first/seek_to_last/seek/next/prev, read by
+ * key/value/item; reading or moving an iterator that is not on an entry
+ * raises IteratorInvalidError.
+ */
+PyObject *bkvpy_raw_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"verify_checksums", "fill_cache", NULL};
+    int verify_checksums = 0, fill_cache = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pp:raw_iterator", kwlist, &verify_checksums, &fill_cache))
+        return NULL;
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.verify_checksums = verify_checksums;
+    ro.fill_cache = fill_cache;
+    return (PyObject *)open_iterator(&bkvpy_raw_iterator_type, db, snapshot, &ro, Py_NewRef(Py_None),
+                                     Py_NewRef(Py_None));
+}
+
+/* Moves it (on_entry: only from an entry); NULL with an exception, else None. */
+static PyObject *raw_move(IteratorObject *self, enum move m, PyObject *target, int on_entry)
+{
+    bkvpy_bytes t = {0};
+    if (target && !bkvpy_bytes_get(target, &t, "target"))
+        return NULL;
+    int on = -1;
+    if (iterator_enter(self)) {
+        if (on_entry && !bkv_iter_valid(self->it))
+            PyErr_SetString(bkvpy_iterator_invalid_error, "the iterator is not on an entry");
+        else
+            on = move(self, m, t.data, t.len);
+        bkvpy_guard_leave(&self->guard);
+    }
+    if (target)
+        bkvpy_bytes_release(&t);
+    return on < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *raw_seek_to_first(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_move(self, SEEK_FIRST, NULL, 0);
+}
+
+static PyObject *raw_seek_to_last(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_move(self, SEEK_LAST, NULL, 0);
+}
+
+static PyObject *raw_seek(IteratorObject *self, PyObject *target) { return raw_move(self, SEEK, target, 0); }
+
+static PyObject *raw_next(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_move(self, NEXT, NULL, 1);
+}
+
+static PyObject *raw_prev(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_move(self, PREV, NULL, 1);
+}
+
+static PyObject *raw_valid(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!iterator_enter(self))
+        return NULL;
+    int valid = bkv_iter_valid(self->it);
+    bkvpy_guard_leave(&self->guard);
+    return PyBool_FromLong(valid);
+}
+
+/* The entry it is on: key, value or both (what: 'k', 'v' or 'i'). */
+static PyObject *raw_read(IteratorObject *self, char what)
+{
+    if (!iterator_enter(self))
+        return NULL;
+    PyObject *r = NULL;
+    if (!bkv_iter_valid(self->it)) {
+        PyErr_SetString(bkvpy_iterator_invalid_error, "the iterator is not on an entry");
+    } else {
+        size_t klen, vlen;
+        const char *k = bkv_iter_key(self->it, &klen), *v = bkv_iter_value(self->it, &vlen);
+        r = what == 'k'   ? PyBytes_FromStringAndSize(k, (Py_ssize_t)klen)
+            : what == 'v' ? PyBytes_FromStringAndSize(v, (Py_ssize_t)vlen)
+                          : Py_BuildValue("(y#y#)", k, (Py_ssize_t)klen, v, (Py_ssize_t)vlen);
+    }
+    bkvpy_guard_leave(&self->guard);
+    return r;
+}
+
+static PyObject *raw_key(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_read(self, 'k');
+}
+
+static PyObject *raw_value(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_read(self, 'v');
+}
+
+static PyObject *raw_item(IteratorObject *self, PyObject *unused)
+{
+    (void)unused;
+    return raw_read(self, 'i');
+}
+
+static PyMethodDef raw_iterator_methods[] = {
+    {"valid", (PyCFunction)raw_valid, METH_NOARGS, "valid() -> bool: whether it is on an entry"},
+    {"seek_to_first", (PyCFunction)raw_seek_to_first, METH_NOARGS, "seek_to_first(): onto the first entry"},
+    {"seek_to_last", (PyCFunction)raw_seek_to_last, METH_NOARGS, "seek_to_last(): onto the last entry"},
+    {"seek", (PyCFunction)raw_seek, METH_O, "seek(target): onto the first entry whose key is >= target"},
+    {"next", (PyCFunction)raw_next, METH_NOARGS, "next(): onto the next entry"},
+    {"prev", (PyCFunction)raw_prev, METH_NOARGS, "prev(): onto the previous entry"},
+    {"key", (PyCFunction)raw_key, METH_NOARGS, "key() -> bytes"},
+    {"value", (PyCFunction)raw_value, METH_NOARGS, "value() -> bytes"},
+    {"item", (PyCFunction)raw_item, METH_NOARGS, "item() -> (key, value)"},
+    {"close", (PyCFunction)iterator_close, METH_NOARGS, "close(): frees the iterator (also on garbage collection)"},
+    {"__enter__", (PyCFunction)iterator_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)iterator_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject bkvpy_raw_iterator_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bloomkv.RawIterator",
+    .tp_basicsize = sizeof(IteratorObject),
+    .tp_dealloc = (destructor)iterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "LevelDB's iterator, as plyvel's raw_iterator() (from DB.raw_iterator() or "
+              "Snapshot.raw_iterator()): on an entry or not valid; reading or moving one that is not on an "
+              "entry raises IteratorInvalidError.",
+    .tp_methods = raw_iterator_methods,
 };

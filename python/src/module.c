@@ -11,7 +11,7 @@
 #define BKVPY_VERSION BKVPY_VERSION_OF(BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH)
 
 PyObject *bkvpy_error, *bkvpy_corruption_error, *bkvpy_io_error, *bkvpy_invalid_error, *bkvpy_busy_error,
-    *bkvpy_full_error;
+    *bkvpy_full_error, *bkvpy_iterator_invalid_error;
 
 PyObject *bkvpy_raise(int rc, bkv_db *db)
 {
@@ -314,6 +314,8 @@ static int add_exceptions(PyObject *m)
         {&bkvpy_busy_error, "BusyError", &bkvpy_io_error, NULL, "The database is open elsewhere."},
         {&bkvpy_full_error, "FilterFullError", &bkvpy_error, NULL,
          "A cuckoo filter has no room for the key (it is unchanged)."},
+        {&bkvpy_iterator_invalid_error, "IteratorInvalidError", &bkvpy_error, NULL,
+         "A RawIterator was read or moved while not on an entry."},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         PyObject *bases = NULL;
@@ -367,7 +369,8 @@ PyMODINIT_FUNC PyInit_bloomkv(void)
         return NULL;
     if (add_exceptions(m) < 0 || add_type(m, &bkvpy_db_type, "DB") < 0 ||
         add_type(m, &bkvpy_batch_type, "WriteBatch") < 0 || add_type(m, &bkvpy_snapshot_type, "Snapshot") < 0 ||
-        add_type(m, &bkvpy_iterator_type, "Iterator") < 0 || add_type(m, &bkvpy_filter_type, "Filter") < 0 ||
+        add_type(m, &bkvpy_iterator_type, "Iterator") < 0 ||
+        add_type(m, &bkvpy_raw_iterator_type, "RawIterator") < 0 || add_type(m, &bkvpy_filter_type, "Filter") < 0 ||
         PyModule_AddStringConstant(m, "__version__", BKVPY_VERSION) < 0 ||
         PyModule_AddObject(m, "MAX_KEY_SIZE", PyLong_FromSize_t(BKV_MAX_KEY_SIZE)) < 0 ||
         PyModule_AddObject(m, "MAX_VALUE_SIZE", PyLong_FromSize_t(BKV_MAX_VALUE_SIZE)) < 0 ||

@@ -139,6 +139,11 @@ static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObjec
     return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
 }
 
+static PyObject *snapshot_raw_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
+{
+    return bkvpy_raw_iterator_new(self->db, (PyObject *)self, args, kwargs);
+}
+
 /* for k, v in snapshot: every entry at the snapshot, as for a DB. */
 static PyObject *snapshot_iter(SnapshotObject *self)
 {
@@ -155,6 +160,8 @@ static PyObject *snapshot_get_closed(SnapshotObject *self, void *unused)
 }
 
 static PyMethodDef snapshot_methods[] = {
+    {"raw_iterator", (PyCFunction)(void (*)(void))snapshot_raw_iterator, METH_VARARGS | METH_KEYWORDS,
+     "raw_iterator(*, verify_checksums=False, fill_cache=True) -> RawIterator at the snapshot"},
     {"get", (PyCFunction)(void (*)(void))snapshot_get, METH_VARARGS | METH_KEYWORDS,
      "get(key, default=None): the value at the snapshot"},
     {"multi_get", (PyCFunction)(void (*)(void))snapshot_multi_get, METH_VARARGS | METH_KEYWORDS,

@@ -291,6 +291,41 @@ def test_plyvel_properties_and_ranges(db):
         db.approximate_sizes(b"ab")
 
 
+def test_raw_iterator(db):
+    for i in range(100):
+        db.put(b"%03d" % i, b"v%03d" % i)
+    it = db.raw_iterator()
+    assert not it.valid()
+    with pytest.raises(bloomkv.IteratorInvalidError):
+        it.key()
+    it.seek_to_first()
+    assert it.item() == (b"000", b"v000")
+    it.next()
+    it.next()
+    assert it.key() == b"002"
+    it.prev()
+    assert it.value() == b"v001"
+    it.seek(b"049x")
+    assert it.key() == b"050"
+    it.seek_to_last()
+    assert it.key() == b"099"
+    it.next()
+    assert not it.valid()
+    with pytest.raises(bloomkv.IteratorInvalidError):
+        it.next()
+    sn = db.snapshot()
+    db.put(b"100", b"late")
+    with sn.raw_iterator() as rit:
+        rit.seek_to_last()
+        assert rit.key() == b"099"
+    with pytest.raises(RuntimeError):
+        rit.valid()
+    sn.close()
+    db.close()
+    with pytest.raises(RuntimeError):
+        it.seek_to_first()
+
+
 def test_iterator_ranges(db):
     keys = [b"a", b"ab", b"abc", b"b", b"b\xff", b"b\xff\xff", b"c", b"\xff", b"\xff\xff"]
     for k in keys:

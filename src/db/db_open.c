@@ -449,7 +449,7 @@ static int no_current(const bkv_env *env, const char *path, int may_create, bkv_
                     path, n, n == 1 ? "" : "s", first, n > 1 ? ", ..." : "", path);
 }
 
-int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
+static int open_once(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
     bkv_err e = {{0}};
     if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
     *dbp = NULL;
@@ -549,6 +549,40 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     register_open(db);
     *dbp = db;
     return BKV_OK;
+}
+
+/* Where the manifest stands: the one CURRENT names and its size (0, 0
+ * when either cannot be read). */
+static void manifest_position(const bkv_env *env, const char *path, uint64_t *number, uint64_t *size) {
+    *number = *size = 0;
+    char name[BKV_PATH_MAX];
+    bkv_rfile *f;
+    if (bkv_read_current(env, path, number, NULL)) return;
+    bkv_manifest_name(name, path, *number);
+    if (env->new_readable(env, name, 0, &f, NULL)) return;
+    *size = bkv_file_size(f);
+    bkv_file_close_readable(f);
+}
+
+int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
+    bkv_options adopted;
+    bkv_options_init(&adopted);
+    int read_only = path && opts && !bkv_adopt_options(&adopted, sizeof adopted, opts, "bkv_options", &(bkv_err){{0}}) &&
+                    adopted.read_only;
+    uint64_t number = 0, size = 0;
+    if (read_only) manifest_position(env, path, &number, &size);
+    int rc = open_once(path, opts, env, dbp);
+    /* A read-only open takes no lock: a writer holding the database may
+     * compact a table away, or start a new manifest, between what this
+     * open read. When the manifest moved on meanwhile, it opens again. */
+    for (int tries = 0; read_only && rc != BKV_OK && rc != BKV_INVALID && rc != BKV_NOMEM && tries < 8; tries++) {
+        uint64_t now_number, now_size;
+        manifest_position(env, path, &now_number, &now_size);
+        if (now_number == number && now_size == size) break;
+        number = now_number, size = now_size;
+        rc = open_once(path, opts, env, dbp);
+    }
+    return rc;
 }
 
 int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {

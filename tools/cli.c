@@ -81,8 +81,8 @@ static const usage_text usages[] = {
      "shape value-index terms wal-recovery"},
     {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
-     "without a range: flush and run every due compaction; with --from/--to (inclusive): compact that key range "
-     "down to the deepest level holding it", "from to hex wal-recovery"},
+     "compact the key range from --from to --to (inclusive; without them, everything) down to the deepest "
+     "level holding it, and print the tables before and after", "from to hex wal-recovery"},
     {"checkpoint", "DB DIR " RECOVERY_FLAG,
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
      "wal-recovery"},
@@ -861,6 +861,26 @@ int bkv_cli_stats(int argc, char **argv) {
     return 0;
 }
 
+/* "N tables, B bytes" over every level, and each level's table count. */
+static void describe_levels(bkv_db *db, char *out, size_t cap) {
+    unsigned long long tables = 0, bytes = 0;
+    char counts[128] = "";
+    for (int l = 0; l < 7; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "bloomkv.num-files-at-level%d", l);
+        char *n = bkv_property(db, name);
+        snprintf(name, sizeof name, "bloomkv.bytes-at-level%d", l);
+        char *b = bkv_property(db, name);
+        unsigned long long nv = n ? strtoull(n, NULL, 10) : 0;
+        tables += nv;
+        bytes += b ? strtoull(b, NULL, 10) : 0;
+        snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%llu", l ? " " : "", nv);
+        bkv_free(n);
+        bkv_free(b);
+    }
+    snprintf(out, cap, "%llu table%s, %llu bytes (by level: %s)", tables, tables == 1 ? "" : "s", bytes, counts);
+}
+
 int bkv_cli_compact(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     char *from, *to;
@@ -869,7 +889,15 @@ int bkv_cli_compact(int argc, char **argv) {
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
     if (!ec) {
-        int rc = o.from || o.to ? bkv_compact_range(db, from, fl, to, tl) : bkv_compact(db);
+        /* No range: the whole key space, down to the last level. */
+        char before[256], after[256];
+        describe_levels(db, before, sizeof before);
+        int rc = bkv_compact_range(db, from, fl, to, tl);
+        if (!rc) {
+            describe_levels(db, after, sizeof after);
+            printf("compacted %s%s: %s before, %s after\n", pos[0], o.from || o.to ? " (a key range)" : "", before,
+                   after);
+        }
         ec = rc ? fail_db(db, "compact", rc) : (bkv_close(db), 0);
     }
     free(from);

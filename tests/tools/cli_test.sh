@@ -54,6 +54,10 @@ output_is "scan range output" "$(printf 'k1\tv1\nk2\tv2')"
 expect 0 "scan limit" -- "$B" scan "$db" --limit 1 --hex
 output_is "scan limit output" "$(printf '00ff00\t0a0b')"
 expect 0 "compact" -- "$B" compact "$db"
+if grep -q "^compacted .* before, .* after$" "$D/out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: compact does not say what it did: $(cat "$D/out")"
+fi
 expect 0 "get after compact" -- "$B" get "$db" k3
 output_is "value after compact" "v3"
 expect 0 "stats" -- "$B" stats "$db"

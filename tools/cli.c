@@ -59,9 +59,12 @@ static const usage_text usages[] = {
     {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
     {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
     {"scan", "DB [--from K] [--to K] [--limit N] [--hex] " RECOVERY_FLAG,
-     "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive)", "from to limit hex wal-recovery"},
+     "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive); \\\\, tab, newline, carriage "
+     "return and other control bytes are printed as \\\\, \\t, \\n, \\r and \\xNN (load reads them back)",
+     "from to limit hex wal-recovery"},
     {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
-     "bulk load key<TAB>value lines from FILE ('-' for stdin), committed 1000 at a time; on a bad line, an error "
+     "bulk load key<TAB>value lines from FILE ('-' for stdin; the escapes scan prints), committed 1000 at a time; "
+     "on a bad line, an error "
      "or a signal it says how many records were committed and where it stopped",
      "hex value-index terms wal-recovery"},
     {"find-value",
@@ -331,11 +334,50 @@ static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t 
     return 0;
 }
 
+/* Hex digits, or text in which the bytes that would break a line of
+ * key<TAB>value apart are escaped C-style: \\, \t, \n, \r and \xNN for
+ * other control bytes; every other byte (UTF-8 too) as it is. load reads
+ * the same escapes back (unescape), so scan | load round-trips. */
 static void print_bytes(FILE *f, const void *p, size_t n, int hex) {
     const unsigned char *b = p;
-    if (hex)
+    if (hex) {
         for (size_t i = 0; i < n; i++) fprintf(f, "%02x", b[i]);
-    else fwrite(p, 1, n, f);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = b[i];
+        if (c == '\\') fputs("\\\\", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else putc(c, f);
+    }
+}
+
+/* What print_bytes escapes, read back into a malloc'd buffer: 0, or -1 (and
+ * *out NULL) on a backslash that starts no escape, or no memory. */
+static int unescape(const char *s, char **out, size_t *len) {
+    size_t n = strlen(s), j = 0;
+    if (!(*out = malloc(n + 1))) return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\\') {
+            char e = s[++i];
+            if (e == '\\' || e == 't' || e == 'n' || e == 'r') c = e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : '\\';
+            else if (e == 'x' && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+                c = (char)(hex_digit(s[i + 1]) << 4 | hex_digit(s[i + 2]));
+                i += 2;
+            } else {
+                free(*out);
+                *out = NULL;
+                return -1;
+            }
+        }
+        (*out)[j++] = c;
+    }
+    *len = j;
+    return 0;
 }
 
 /* A refused argument (BKV_INVALID) is a usage error (exit 2); anything
@@ -586,13 +628,14 @@ static int parse_record(char *line, ssize_t n, int hex, long lineno, char **k, s
         return -1;
     }
     *tab = 0;
-    if (bkv_cli_decode(line, hex, k, kl)) {
-        snprintf(why, whylen, "line %ld: the key is not hex", lineno);
+    const char *bad = hex ? "is not hex" : "has a backslash that starts no escape (\\\\ \\t \\n \\r \\xNN)";
+    if (hex ? bkv_cli_decode(line, 1, k, kl) : unescape(line, k, kl)) {
+        snprintf(why, whylen, "line %ld: the key %s", lineno, bad);
         return -1;
     }
-    if (bkv_cli_decode(tab + 1, hex, v, vl)) {
+    if (hex ? bkv_cli_decode(tab + 1, 1, v, vl) : unescape(tab + 1, v, vl)) {
         free(*k);
-        snprintf(why, whylen, "line %ld: the value is not hex", lineno);
+        snprintf(why, whylen, "line %ld: the value %s", lineno, bad);
         return -1;
     }
     return 1;

@@ -26,9 +26,11 @@ typedef struct cli_opts {
     int wal_recovery;
     int move;
     int any, all; /* find-value: --any (OR) or --all (AND, the default) */
-    int count, keys_only;  /* find-value: print the number of results / only their keys */
-    int json;              /* find-value: one JSON object per line */
+    int count, keys_only;  /* find-value, scan: print the number of results / only their keys */
+    int json;              /* find-value, scan: one JSON object per line */
     int prefix;            /* find-value: the values are prefixes (a prefix:N database) */
+    const char *prefix_key; /* scan: only keys starting with it (--prefix P) */
+    int reverse;           /* scan: in descending key order */
     int continue_on_error; /* find-value: skip unreadable parts, report them at the end */
     const char *after;     /* find-value: resume after this key */
     const char *terms;     /* put/load: the built-in terms extractor of a new value index */
@@ -58,10 +60,13 @@ static const usage_text usages[] = {
      "hex sync value-index terms wal-recovery"},
     {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
     {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
-    {"scan", "DB [--from K] [--to K] [--limit N] [--hex] " RECOVERY_FLAG,
-     "print key<TAB>value lines in key order, from K (inclusive) to K (exclusive); \\\\, tab, newline, carriage "
-     "return and other control bytes are printed as \\\\, \\t, \\n, \\r and \\xNN (load reads them back)",
-     "from to limit hex wal-recovery"},
+    {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] [--hex] "
+             RECOVERY_FLAG,
+     "print key<TAB>value lines in key order (--reverse: descending), from K (inclusive) to K (exclusive), or the "
+     "keys starting with P; at most N, only the keys, or only their number; --json prints {\"key\":...,\"value\":...} "
+     "lines; in text, \\\\, tab, newline, carriage return and other control bytes are printed as \\\\, \\t, \\n, "
+     "\\r and \\xNN (load reads them back)",
+     "from to prefix reverse limit keys-only count json hex wal-recovery"},
     {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "bulk load key<TAB>value lines from FILE ('-' for stdin; the escapes scan prints), committed 1000 at a time; "
      "on a bad line, an error "
@@ -197,7 +202,8 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
                                          {"terms", required_argument, 0, 'T'},
                                          {"keys-only", no_argument, 0, 'k'}, {"count", no_argument, 0, 'c'},
                                          {"json", no_argument, 0, 'J'},
-                                         {"prefix", no_argument, 0, 'P'},
+                                         {"prefix", optional_argument, 0, 'P'},
+                                         {"reverse", no_argument, 0, 'R'},
                                          {"continue-on-error", no_argument, 0, 'E'},
                                          {"help", no_argument, 0, 'h'},    {0, 0, 0, 0}};
     const char *cmd = argv[0];
@@ -247,7 +253,11 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         case 'k': o->keys_only = 1; break;
         case 'c': o->count = 1; break;
         case 'J': o->json = 1; break;
-        case 'P': o->prefix = 1; break;
+        case 'P':
+            if (optarg) o->prefix_key = optarg;
+            else o->prefix = 1;
+            break;
+        case 'R': o->reverse = 1; break;
         case 'E': o->continue_on_error = 1; break;
         case 'v':
             o->value_index = -1;
@@ -531,11 +541,76 @@ int bkv_cli_delete(int argc, char **argv) {
     return ec;
 }
 
+static void print_entry(const cli_opts *o, const void *k, size_t kl, const void *v, size_t vl);
+static int scan_args(int argc, char **argv);
+
+/* The first key after every key starting with p (n bytes), in a malloc'd
+ * *end: its last byte below 0xff, raised by one; NULL when p is all 0xff
+ * (no end). -1 out of memory. */
+static int prefix_end(const char *p, size_t n, char **end, size_t *len) {
+    *end = NULL;
+    *len = 0;
+    while (n > 0 && (unsigned char)p[n - 1] == 0xff) n--;
+    if (n == 0) return 0;
+    if (!(*end = malloc(n))) return -1;
+    memcpy(*end, p, n);
+    (*end)[n - 1] = (char)((unsigned char)p[n - 1] + 1);
+    *len = n;
+    return 0;
+}
+
 int bkv_cli_scan(int argc, char **argv) {
+    /* scan's --prefix takes a value; getopt takes an optional one only
+     * joined ("--prefix=P", find-value's --prefix takes none), so a value
+     * after it is joined here. */
+    char **args = malloc(((size_t)argc + 1) * sizeof *args), *joined = NULL;
+    if (!args) return EXIT_ERROR;
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < argc) args[nargs++] = argv[i++];
+            break;
+        }
+        if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc && !joined) {
+            size_t n = strlen(argv[i + 1]) + sizeof "--prefix=";
+            if (!(joined = malloc(n))) {
+                free(args);
+                return EXIT_ERROR;
+            }
+            snprintf(joined, n, "--prefix=%s", argv[++i]);
+            args[nargs++] = joined;
+            continue;
+        }
+        args[nargs++] = argv[i];
+    }
+    args[nargs] = NULL;
+    int ec = scan_args(nargs, args);
+    free(joined);
+    free(args);
+    return ec;
+}
+
+static int scan_args(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    char *from, *to;
-    size_t fl, tl;
-    if (decode_range(&o, "scan", &from, &fl, &to, &tl)) return EXIT_USAGE;
+    const char *bad = o.prefix_key && (o.from || o.to) ? "--prefix takes the place of --from and --to"
+                      : o.prefix                       ? "--prefix takes the prefix: --prefix P"
+                      : o.count && o.keys_only         ? "--count and --keys-only do not go together"
+                                                       : NULL;
+    if (bad) {
+        usage_error(argv[0], "%s", bad);
+        return EXIT_USAGE;
+    }
+    char *from = NULL, *to = NULL;
+    size_t fl = 0, tl = 0;
+    if (o.prefix_key) {
+        if (bkv_cli_decode(o.prefix_key, o.hex, &from, &fl) || prefix_end(from, fl, &to, &tl)) {
+            free(from);
+            fprintf(stderr, "bloomkv: scan: bad hex\n");
+            return EXIT_USAGE;
+        }
+    } else if (decode_range(&o, "scan", &from, &fl, &to, &tl)) {
+        return EXIT_USAGE;
+    }
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (!ec) {
@@ -552,14 +627,16 @@ int bkv_cli_scan(int argc, char **argv) {
             ec = fail_db(db, "scan", rc);
         } else {
             long n = 0;
-            for (bkv_iter_seek_to_first(it); bkv_iter_valid(it) && (o.limit < 0 || n < o.limit); bkv_iter_next(it), n++) {
+            if (o.reverse) bkv_iter_seek_to_last(it);
+            else bkv_iter_seek_to_first(it);
+            for (; bkv_iter_valid(it) && (o.limit < 0 || n < o.limit); n++) {
                 size_t kl, vl;
                 const void *k = bkv_iter_key(it, &kl), *v = bkv_iter_value(it, &vl);
-                print_bytes(stdout, k, kl, o.hex);
-                putchar('\t');
-                print_bytes(stdout, v, vl, o.hex);
-                putchar('\n');
+                if (!o.count) print_entry(&o, k, kl, v, vl);
+                if (o.reverse) bkv_iter_prev(it);
+                else bkv_iter_next(it);
             }
+            if (o.count) printf(o.json ? "{\"count\":%ld}\n" : "%ld\n", n);
             rc = bkv_iter_status(it);
             bkv_iter_destroy(it);
             ec = rc ? fail_db(db, "scan", rc) : (bkv_close(db), 0);
@@ -776,6 +853,27 @@ static void print_json_string(const void *data, size_t n, int hex) {
     putchar('"');
 }
 
+/* One entry as scan and find-value print it: key<TAB>value (the key
+ * alone with --keys-only), or a JSON object with --json. */
+static void print_entry(const cli_opts *o, const void *k, size_t kl, const void *v, size_t vl) {
+    if (o->json) {
+        printf("{\"key\":");
+        print_json_string(k, kl, o->hex);
+        if (!o->keys_only) {
+            printf(",\"value\":");
+            print_json_string(v, vl, o->hex);
+        }
+        printf("}\n");
+        return;
+    }
+    print_bytes(stdout, k, kl, o->hex);
+    if (!o->keys_only) {
+        putchar('\t');
+        print_bytes(stdout, v, vl, o->hex);
+    }
+    putchar('\n');
+}
+
 /* Prints the results as the iterator yields them; the number found. */
 static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
     int rc;
@@ -784,22 +882,7 @@ static int print_results(bkv_find_iter *it, const cli_opts *o, uint64_t *n) {
         if (o->count) continue;
         size_t kl, vl;
         const void *k = bkv_find_iter_key(it, &kl), *v = bkv_find_iter_value(it, &vl);
-        if (o->json) {
-            printf("{\"key\":");
-            print_json_string(k, kl, o->hex);
-            if (!o->keys_only) {
-                printf(",\"value\":");
-                print_json_string(v, vl, o->hex);
-            }
-            printf("}\n");
-            continue;
-        }
-        print_bytes(stdout, k, kl, o->hex);
-        if (!o->keys_only) {
-            putchar('\t');
-            print_bytes(stdout, v, vl, o->hex);
-        }
-        putchar('\n');
+        print_entry(o, k, kl, v, vl);
     }
     if (o->count) printf(o->json ? "{\"count\":%llu}\n" : "%llu\n", (unsigned long long)*n);
     return rc == BKV_NOTFOUND ? BKV_OK : rc;
@@ -832,6 +915,10 @@ int bkv_cli_find_value(int argc, char **argv) {
     PARSE_OR_USAGE(-2);
     if (o.count && o.keys_only) {
         usage_error(argv[0], "%s", "--count and --keys-only do not go together");
+        return EXIT_USAGE;
+    }
+    if (o.prefix_key) {
+        usage_error(argv[0], "%s", "--prefix takes no value here: the values given are the prefixes");
         return EXIT_USAGE;
     }
     if (o.any && o.all) {
@@ -876,7 +963,8 @@ int bkv_cli_find_value(int argc, char **argv) {
         bkv_find_iter_stats(it, &st);
         bkv_find_iter_destroy(it);
         if (rc == BKV_INVALID && !strstr(bkv_errmsg(db), "terms")) {
-            fprintf(stderr, "bloomkv: find-value: %s has no value index (create it with --value-index)\n", pos[0]);
+            fprintf(stderr, "bloomkv: find-value: %s has no value index (build one: bloomkv value-index build %s "
+                            "--shape bitsliced)\n", pos[0], pos[0]);
             bkv_close(db);
             ec = EXIT_USAGE;
         } else if (rc) {

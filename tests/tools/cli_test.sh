@@ -438,6 +438,21 @@ printf 'bad\\q\tv\n' >"$D/badesc.tsv"
 expect 2 "a backslash that starts no escape" -- "$B" load "$D/badesc" "$D/badesc.tsv"
 stderr_has "bad escape named" "starts no escape"
 
+# scan: a prefix, reversed, counted, keys alone, JSON.
+printf 'ab1\tv1\nab2\tv2\nab3\tv3\nb1\tx\n' >"$D/sc.tsv"
+expect 0 "load for scan" -- "$B" load "$D/sc" "$D/sc.tsv"
+expect 0 "scan --prefix --reverse" -- "$B" scan "$D/sc" --prefix ab --reverse --limit 2
+output_is "prefix, reversed, limited" "$(printf 'ab3\tv3\nab2\tv2')"
+expect 0 "scan --prefix=P --count" -- "$B" scan "$D/sc" --prefix=ab --count
+output_is "count" "3"
+expect 0 "scan --keys-only --json" -- "$B" scan "$D/sc" --keys-only --json --from b
+output_is "keys as JSON" '{"key":"b1"}'
+expect 0 "scan --prefix of 0xff bytes" -- "$B" scan "$D/sc" --hex --prefix ff
+output_is "nothing after the last key" ""
+expect 2 "scan --prefix with --from" -- "$B" scan "$D/sc" --prefix ab --from a
+expect 2 "scan --count --keys-only" -- "$B" scan "$D/sc" --count --keys-only
+expect 2 "find-value --prefix=VALUE" -- "$B" find-value "$D/sc" v1 --prefix=v
+
 # Options are spelled out: an abbreviation is refused (it once ran as
 # whichever option it happened to prefix), with the option meant named.
 expect 2 "abbreviated option" -- "$B" find-value "$ro" v00001 --cont

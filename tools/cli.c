@@ -58,8 +58,11 @@ static const usage_text usages[] = {
      "store VALUE under KEY (creates DB if missing, with a value index when asked; --terms: found by the terms "
      "of values rather than whole values: words, field:SEP:N, prefix:N or json:FIELD[.FIELD...], recorded in DB)",
      "hex sync value-index terms wal-recovery"},
-    {"get", "DB KEY [--hex] " RECOVERY_FLAG, "print the value of KEY; exit 1 if absent", "hex wal-recovery"},
-    {"delete", "DB KEY [--hex] [--sync] " RECOVERY_FLAG, "delete KEY", "hex sync wal-recovery"},
+    {"get", "DB KEY [KEY...] [--hex] " RECOVERY_FLAG,
+     "print the value of KEY; with several keys (or '-': one a line from stdin, escaped as scan prints them) "
+     "key<TAB>value lines, absent keys named on stderr; exit 1 if any is absent", "hex wal-recovery"},
+    {"delete", "DB KEY [KEY...] [--hex] [--sync] " RECOVERY_FLAG,
+     "delete the keys (or '-': one a line from stdin), all in one atomic batch", "hex sync wal-recovery"},
     {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] [--hex] "
              RECOVERY_FLAG,
      "print key<TAB>value lines in key order (--reverse: descending), from K (inclusive) to K (exclusive), or the "
@@ -491,53 +494,131 @@ int bkv_cli_put(int argc, char **argv) {
     return ec;
 }
 
-int bkv_cli_get(int argc, char **argv) {
-    PARSE_OR_USAGE(2);
-    char *k;
-    size_t kl;
-    if (bkv_cli_decode(pos[1], o.hex, &k, &kl)) {
-        fprintf(stderr, "bloomkv: get: bad hex\n");
-        return EXIT_USAGE;
+/* The keys a get or delete names: its arguments after DB, or with "-"
+ * as the only one, the lines of stdin (escaped as scan prints them).
+ * Decoded into a malloc'd array of malloc'd keys; -1 after saying why. */
+typedef struct key_list {
+    char **keys;
+    size_t *lens;
+    size_t n, cap;
+} key_list;
+
+static void key_list_free(key_list *kl) {
+    for (size_t i = 0; i < kl->n; i++) free(kl->keys[i]);
+    free(kl->keys);
+    free(kl->lens);
+}
+
+static int key_list_add(key_list *kl, char *k, size_t len) {
+    if (kl->n == kl->cap) {
+        size_t cap = kl->cap ? kl->cap * 2 : 16;
+        char **keys = realloc(kl->keys, cap * sizeof *keys);
+        if (keys) kl->keys = keys;
+        size_t *lens = keys ? realloc(kl->lens, cap * sizeof *lens) : NULL;
+        if (!lens) {
+            free(k);
+            return -1;
+        }
+        kl->lens = lens;
+        kl->cap = cap;
     }
+    kl->keys[kl->n] = k;
+    kl->lens[kl->n++] = len;
+    return 0;
+}
+
+static int unescape(const char *s, char **out, size_t *len);
+
+static int read_keys(const cli_opts *o, char **pos, const char *cmd, key_list *kl) {
+    memset(kl, 0, sizeof *kl);
+    int from_stdin = o->npos == 2 && strcmp(pos[1], "-") == 0;
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0;
+    for (int i = 1; from_stdin || i < o->npos; i++) {
+        const char *text = pos[i];
+        if (from_stdin) {
+            ssize_t n = getline(&line, &cap, stdin);
+            if (n < 0) break;
+            lineno++;
+            if (n && line[n - 1] == '\n') line[--n] = 0;
+            if (n && line[n - 1] == '\r') line[--n] = 0;
+            if (n == 0) continue;
+            text = line;
+        }
+        char *k;
+        size_t len;
+        int bad = o->hex || !from_stdin ? bkv_cli_decode(text, o->hex, &k, &len) : unescape(text, &k, &len);
+        if (bad || key_list_add(kl, k, len)) {
+            if (from_stdin) fprintf(stderr, "bloomkv: %s: stdin line %ld: %s\n", cmd, lineno, bad ? "bad key" : "out of memory");
+            else fprintf(stderr, "bloomkv: %s: %s\n", cmd, bad ? "bad hex" : "out of memory");
+            free(line);
+            key_list_free(kl);
+            return -1;
+        }
+    }
+    free(line);
+    return 0;
+}
+
+int bkv_cli_get(int argc, char **argv) {
+    PARSE_OR_USAGE(-2);
+    key_list keys;
+    if (read_keys(&o, pos, "get", &keys)) return EXIT_USAGE;
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_READ, &o, &db);
-    if (!ec) {
+    /* One key: its value alone. Several: key<TAB>value lines, in the order
+     * asked; absent keys are named on stderr and make the exit 1. */
+    int several = o.npos > 2 || strcmp(pos[1], "-") == 0;
+    size_t missing = 0;
+    for (size_t i = 0; !ec && i < keys.n; i++) {
         void *v;
         size_t vl;
-        int rc = bkv_get(db, NULL, k, kl, &v, &vl);
+        int rc = bkv_get(db, NULL, keys.keys[i], keys.lens[i], &v, &vl);
         if (rc == BKV_OK) {
+            if (several) {
+                print_bytes(stdout, keys.keys[i], keys.lens[i], o.hex);
+                putchar('\t');
+            }
             print_bytes(stdout, v, vl, o.hex);
             putchar('\n');
             bkv_free(v);
-            bkv_close(db);
         } else if (rc == BKV_NOTFOUND) {
-            fprintf(stderr, "bloomkv: get: not found\n");
-            bkv_close(db);
-            ec = EXIT_NOTFOUND;
+            missing++;
+            fprintf(stderr, "bloomkv: get: not found%s", several ? ": " : "\n");
+            if (several) {
+                print_bytes(stderr, keys.keys[i], keys.lens[i], o.hex);
+                fputc('\n', stderr);
+            }
         } else {
-            ec = fail_db(db, "get", rc);
+            ec = fail_db(db, "get", rc); /* closes it */
         }
     }
-    free(k);
+    if (!ec) {
+        bkv_close(db);
+        if (missing) ec = EXIT_NOTFOUND;
+    }
+    key_list_free(&keys);
     return ec;
 }
 
 int bkv_cli_delete(int argc, char **argv) {
-    PARSE_OR_USAGE(2);
-    char *k;
-    size_t kl;
-    if (bkv_cli_decode(pos[1], o.hex, &k, &kl)) {
-        fprintf(stderr, "bloomkv: delete: bad hex\n");
-        return EXIT_USAGE;
-    }
+    PARSE_OR_USAGE(-2);
+    key_list keys;
+    if (read_keys(&o, pos, "delete", &keys)) return EXIT_USAGE;
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
     if (!ec) {
+        /* Every key in one batch: all deleted, or none. */
+        bkv_batch *b = bkv_batch_create();
+        int rc = b ? BKV_OK : BKV_NOMEM;
+        for (size_t i = 0; !rc && i < keys.n; i++) rc = bkv_batch_delete(b, keys.keys[i], keys.lens[i]);
         bkv_write_options wo = {.size = sizeof(bkv_write_options), .sync = o.sync};
-        int rc = bkv_delete(db, &wo, k, kl);
+        if (!rc) rc = bkv_write(db, &wo, b);
+        bkv_batch_destroy(b);
         ec = rc ? fail_db(db, "delete", rc) : (bkv_close(db), 0);
     }
-    free(k);
+    key_list_free(&keys);
     return ec;
 }
 

@@ -453,6 +453,17 @@ expect 2 "scan --prefix with --from" -- "$B" scan "$D/sc" --prefix ab --from a
 expect 2 "scan --count --keys-only" -- "$B" scan "$D/sc" --count --keys-only
 expect 2 "find-value --prefix=VALUE" -- "$B" find-value "$D/sc" v1 --prefix=v
 
+# get and delete take several keys, or keys from stdin.
+expect 1 "get of several keys, one absent" -- "$B" get "$D/sc" ab1 nokey ab3
+output_is "several keys print key<TAB>value" "$(printf 'ab1\tv1\nab3\tv3')"
+stderr_has "the absent key is named" "not found: nokey"
+printf 'ab2\nb1\n' >"$D/keys.txt"
+expect 0 "get keys from stdin" -- sh -c "\"\$0\" get \"\$1\" - <\"\$2\"" "$B" "$D/sc" "$D/keys.txt"
+output_is "keys from stdin" "$(printf 'ab2\tv2\nb1\tx')"
+expect 0 "delete several keys" -- "$B" delete "$D/sc" ab1 ab2
+expect 0 "what is left" -- "$B" scan "$D/sc" --keys-only
+output_is "both deleted" "$(printf 'ab3\nb1')"
+
 # Options are spelled out: an abbreviation is refused (it once ran as
 # whichever option it happened to prefix), with the option meant named.
 expect 2 "abbreviated option" -- "$B" find-value "$ro" v00001 --cont

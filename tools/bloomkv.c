@@ -50,7 +50,12 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        /* help CMD: that command's own help, as CMD --help gives it. */
+        if (argc > 2 && strcmp(argv[1], "help") == 0)
+            for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+                if (strcmp(argv[2], subcommands[i].name) == 0)
+                    return subcommands[i].run(2, (char *[]){argv[2], "--help", NULL});
         usage(stdout);
         return 0;
     }

@@ -436,7 +436,12 @@ static int open_db(const char *path, int mode, const cli_opts *co, bkv_db **db) 
         }
     }
     if (rc) {
-        fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc));
+        /* The engine's message names its C option; the tool's command creates. */
+        const char *msg = *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc);
+        if (strstr(msg, "create_if_missing"))
+            fprintf(stderr, "bloomkv: cannot open %s: no database there (`bloomkv put` or `bloomkv load` makes one)\n",
+                    path);
+        else fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, msg);
         return EXIT_ERROR;
     }
     return 0;

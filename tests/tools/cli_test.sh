@@ -464,6 +464,16 @@ expect 0 "delete several keys" -- "$B" delete "$D/sc" ab1 ab2
 expect 0 "what is left" -- "$B" scan "$D/sc" --keys-only
 output_is "both deleted" "$(printf 'ab3\nb1')"
 
+# Help: -h and help as --help; help CMD gives that command's usage.
+expect 0 "-h" -- "$B" -h
+expect 0 "help put" -- "$B" help put
+if grep -q "^usage: bloomkv put DB KEY VALUE" "$D/out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: help put printed: $(head -1 "$D/out")"
+fi
+expect 3 "scan where no database is" -- "$B" scan "$D/plainro"
+stderr_has "in the tool's terms" "bloomkv put"
+
 # Options are spelled out: an abbreviation is refused (it once ran as
 # whichever option it happened to prefix), with the option meant named.
 expect 2 "abbreviated option" -- "$B" find-value "$ro" v00001 --cont

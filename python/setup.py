@@ -47,7 +47,7 @@ setup(
     ext_modules=[
         Extension(
             "bloomkv",
-            sources=[os.path.join("src", name) for name in ("module.c", "db.c", "batch.c", "snapshot.c", "iterator.c", "filter.c")],
+            sources=[os.path.join("src", name) for name in ("module.c", "db.c", "batch.c", "snapshot.c", "iterator.c", "filter.c", "prefixed.c")],
             include_dirs=[os.path.join(ROOT, "include")],
             extra_objects=[static_library()],
             libraries=["xxhash", "zstd", "lz4", "json-c", "pthread", "m"],

@@ -9,7 +9,14 @@ typedef struct BatchObject {
     bkv_batch *batch;
     int sync, transaction;
     int writing; /* bkv_write is running on it, with the GIL released */
+    PyObject *key_prefix; /* a prefixed database's batch: its keys go under it, or NULL */
 } BatchObject;
+
+void bkvpy_batch_set_prefix(PyObject *batch, PyObject *prefix)
+{
+    BatchObject *b = (BatchObject *)batch;
+    Py_XSETREF(b->key_prefix, Py_NewRef(prefix));
+}
 
 PyObject *bkvpy_batch_new(DBObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -27,6 +34,7 @@ PyObject *bkvpy_batch_new(DBObject *self, PyObject *args, PyObject *kwargs)
     b->sync = sync;
     b->transaction = transaction;
     b->writing = 0;
+    b->key_prefix = NULL;
     if (!b->batch) {
         Py_DECREF(b);
         return PyErr_NoMemory();
@@ -38,6 +46,7 @@ static void batch_dealloc(BatchObject *self)
 {
     bkv_batch_destroy(self->batch);
     Py_XDECREF(self->db);
+    Py_XDECREF(self->key_prefix);
     PyObject_Free(self);
 }
 
@@ -59,15 +68,18 @@ static PyObject *batch_put(BatchObject *self, PyObject *const *args, Py_ssize_t 
 {
     if (nargs != 2)
         return PyErr_Format(PyExc_TypeError, "put() takes 2 arguments (key, value), %zd given", nargs);
-    PyObject *k = args[0], *v = args[1];
     if (!batch_usable(self))
         return NULL;
+    PyObject *k = self->key_prefix ? bkvpy_prefixed_key(self->key_prefix, args[0]) : Py_NewRef(args[0]);
     bkvpy_bytes key, val;
-    if (!bkvpy_bytes_get_pair(k, v, &key, &val, "key", "value", 0))
+    if (!k || !bkvpy_bytes_get_pair(k, args[1], &key, &val, "key", "value", 0)) {
+        Py_XDECREF(k);
         return NULL;
+    }
     int rc = bkv_batch_put(self->batch, key.data, key.len, val.data, val.len);
     bkvpy_bytes_release(&key);
     bkvpy_bytes_release(&val);
+    Py_DECREF(k);
     if (rc != BKV_OK)
         return bkvpy_raise(rc, NULL);
     Py_RETURN_NONE;
@@ -75,14 +87,18 @@ static PyObject *batch_put(BatchObject *self, PyObject *const *args, Py_ssize_t 
 
 static PyObject *batch_delete(BatchObject *self, PyObject *args)
 {
-    PyObject *k;
-    if (!PyArg_ParseTuple(args, "O:delete", &k) || !batch_usable(self))
+    PyObject *arg;
+    if (!PyArg_ParseTuple(args, "O:delete", &arg) || !batch_usable(self))
         return NULL;
+    PyObject *k = self->key_prefix ? bkvpy_prefixed_key(self->key_prefix, arg) : Py_NewRef(arg);
     bkvpy_bytes key;
-    if (!bkvpy_bytes_get(k, &key, "key"))
+    if (!k || !bkvpy_bytes_get(k, &key, "key")) {
+        Py_XDECREF(k);
         return NULL;
+    }
     int rc = bkv_batch_delete(self->batch, key.data, key.len);
     bkvpy_bytes_release(&key);
+    Py_DECREF(k);
     if (rc != BKV_OK)
         return bkvpy_raise(rc, NULL);
     Py_RETURN_NONE;

@@ -52,12 +52,13 @@ typedef struct SnapshotObject {
     DBObject *db;
     const bkv_snapshot *snap;
     bkvpy_guard guard;
+    PyObject *key_prefix; /* bytes: a prefixed database's snapshot (its keys live under it), or NULL */
 } SnapshotObject;
 
 extern PyTypeObject bkvpy_db_type;
 extern PyTypeObject bkvpy_batch_type;
 extern PyTypeObject bkvpy_snapshot_type;
-extern PyTypeObject bkvpy_iterator_type, bkvpy_raw_iterator_type;
+extern PyTypeObject bkvpy_iterator_type, bkvpy_raw_iterator_type, bkvpy_prefixed_db_type;
 extern PyTypeObject bkvpy_filter_type;
 
 extern PyObject *bkvpy_error, *bkvpy_corruption_error, *bkvpy_io_error, *bkvpy_invalid_error,
@@ -116,7 +117,16 @@ PyObject *bkvpy_snapshot_new(DBObject *db);
 PyObject *bkvpy_get(DBObject *db, SnapshotObject *snap, PyObject *key, PyObject *dflt, PyObject *verify_checksums,
                     PyObject *fill_cache);
 PyObject *bkvpy_multi_get(DBObject *db, SnapshotObject *snap, PyObject *keys, PyObject *dflt);
-PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
+/* key_prefix: the iterator of a prefixed database (keys under it, given
+ * and returned without it), or NULL. */
+PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs,
+                             PyObject *key_prefix);
+/* prefix + key as new bytes (key bytes-like; prefix NULL: key as bytes). */
+PyObject *bkvpy_prefixed_key(PyObject *prefix, PyObject *key);
+/* Makes a write batch put and delete its keys under prefix. */
+void bkvpy_batch_set_prefix(PyObject *batch, PyObject *prefix);
+/* plyvel's PrefixedDB: db seen through the keys starting with prefix. */
+PyObject *bkvpy_prefixed_db_new(DBObject *db, PyObject *prefix);
 PyObject *bkvpy_raw_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 PyObject *bkvpy_find_value(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs);
 

@@ -740,7 +740,12 @@ static PyObject *db_snapshot(DBObject *self, PyObject *unused)
 
 static PyObject *db_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
 {
-    return bkvpy_iterator_new(self, NULL, args, kwargs);
+    return bkvpy_iterator_new(self, NULL, args, kwargs, NULL);
+}
+
+static PyObject *db_prefixed_db(DBObject *self, PyObject *prefix)
+{
+    return bkvpy_prefixed_db_new(self, prefix);
 }
 
 static PyObject *db_raw_iterator(DBObject *self, PyObject *args, PyObject *kwargs)
@@ -750,7 +755,7 @@ static PyObject *db_raw_iterator(DBObject *self, PyObject *args, PyObject *kwarg
 
 static PyObject *db_iter(DBObject *self)
 {
-    return bkvpy_iterator_new(self, NULL, NULL, NULL);
+    return bkvpy_iterator_new(self, NULL, NULL, NULL, NULL);
 }
 
 /* A string property from the engine, or None for an unknown name. */
@@ -1008,6 +1013,8 @@ static PyMethodDef db_methods[] = {
     {"compact", KW(db_compact),
      "compact(start=None, stop=None): compacts the keys in [start, stop] (None: unbounded) down to the deepest "
      "level holding any of them, dropping overwritten versions and deletes no snapshot needs"},
+    {"prefixed_db", (PyCFunction)db_prefixed_db, METH_O,
+     "prefixed_db(prefix) -> PrefixedDB: the database seen through the keys starting with prefix (plyvel's)"},
     {"raw_iterator", KW(db_raw_iterator),
      "raw_iterator(*, verify_checksums=False, fill_cache=True) -> RawIterator (plyvel's)"},
     {"get_property", (PyCFunction)db_get_property, METH_O,

@@ -30,6 +30,7 @@ typedef struct IteratorObject {
     bkvpy_guard guard;
     int position;
     int reverse, include_key, include_value;
+    PyObject *key_prefix;     /* a prefixed database's: keys are returned without it, or NULL */
 } IteratorObject;
 
 static void iterator_destroy_handle(IteratorObject *self)
@@ -132,12 +133,43 @@ static IteratorObject *open_iterator(PyTypeObject *type, DBObject *db, PyObject 
     self->position = BEFORE_START;
     self->reverse = 0;
     self->include_key = self->include_value = 1;
+    self->key_prefix = NULL;
     self->dep.close = iterator_close_dependent;
     bkvpy_dependent_link(db, &self->dep);
     return self;
 }
 
-PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs)
+PyObject *bkvpy_prefixed_key(PyObject *prefix, PyObject *key)
+{
+    bkvpy_bytes k;
+    if (!bkvpy_bytes_get(key, &k, "key"))
+        return NULL;
+    Py_ssize_t pn = prefix ? PyBytes_GET_SIZE(prefix) : 0;
+    PyObject *r = PyBytes_FromStringAndSize(NULL, pn + (Py_ssize_t)k.len);
+    if (r) {
+        if (pn)
+            memcpy(PyBytes_AS_STRING(r), PyBytes_AS_STRING(prefix), (size_t)pn);
+        if (k.len)
+            memcpy(PyBytes_AS_STRING(r) + pn, k.data, k.len);
+    }
+    bkvpy_bytes_release(&k);
+    return r;
+}
+
+/* A bound of a prefixed database's iterator: prefix + bound, or for no
+ * bound the prefix itself (lower) or the first key after every key under
+ * it (upper, None when there is none). Steals bound. */
+static PyObject *under_prefix(PyObject *prefix, PyObject *bound, int upper)
+{
+    if (!bound || !prefix)
+        return bound;
+    PyObject *r = bound != Py_None ? bkvpy_prefixed_key(prefix, bound) : upper ? prefix_end(prefix) : Py_NewRef(prefix);
+    Py_DECREF(bound);
+    return r;
+}
+
+PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, PyObject *kwargs,
+                             PyObject *key_prefix)
 {
     static char *kwlist[] = {"start", "stop", "include_start", "include_stop", "prefix", "reverse",
                              "include_key", "include_value", "snapshot", NULL};
@@ -180,6 +212,8 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
         Py_DECREF(s);
         Py_DECREF(e);
     }
+    lower = under_prefix(key_prefix, lower, 0);
+    upper = under_prefix(key_prefix, upper, 1);
     if (!lower || !upper) {
         Py_XDECREF(lower);
         Py_XDECREF(upper);
@@ -203,6 +237,7 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
     self->reverse = reverse;
     self->include_key = include_key;
     self->include_value = include_value;
+    self->key_prefix = Py_XNewRef(key_prefix);
     return (PyObject *)self;
 }
 
@@ -212,6 +247,7 @@ static void iterator_dealloc(IteratorObject *self)
     iterator_destroy_handle(self);
     Py_XDECREF(self->lower);
     Py_XDECREF(self->upper);
+    Py_XDECREF(self->key_prefix);
     Py_XDECREF(self->snapshot);
     Py_XDECREF(self->db);
     PyObject_Free(self);
@@ -258,8 +294,12 @@ static int move(IteratorObject *self, enum move m, const char *key, size_t klen)
 static PyObject *current_item(IteratorObject *self)
 {
     size_t klen = 0, vlen = 0;
-    const void *k = self->include_key ? bkv_iter_key(self->it, &klen) : NULL;
+    const char *k = self->include_key ? bkv_iter_key(self->it, &klen) : NULL;
     const void *v = self->include_value ? bkv_iter_value(self->it, &vlen) : NULL;
+    if (k && self->key_prefix) { /* the bounds keep every key under it */
+        k += PyBytes_GET_SIZE(self->key_prefix);
+        klen -= (size_t)PyBytes_GET_SIZE(self->key_prefix);
+    }
     if (!self->include_key && !self->include_value)
         Py_RETURN_NONE; /* plyvel's: an entry is there, nothing of it asked for */
     if (!self->include_value)
@@ -339,11 +379,15 @@ static PyObject *iterator_prev(IteratorObject *self, PyObject *unused)
 
 static PyObject *iterator_seek(IteratorObject *self, PyObject *arg)
 {
+    PyObject *full = self->key_prefix ? bkvpy_prefixed_key(self->key_prefix, arg) : Py_NewRef(arg);
     bkvpy_bytes target;
-    if (!bkvpy_bytes_get(arg, &target, "target"))
+    if (!full || !bkvpy_bytes_get(full, &target, "target")) {
+        Py_XDECREF(full);
         return NULL;
+    }
     if (!iterator_enter(self)) {
         bkvpy_bytes_release(&target);
+        Py_DECREF(full);
         return NULL;
     }
     /* The cursor goes before the first key >= target in either direction
@@ -354,6 +398,7 @@ static PyObject *iterator_seek(IteratorObject *self, PyObject *arg)
         self->position = on ? ON_ENTRY : AFTER_STOP;
     bkvpy_guard_leave(&self->guard);
     bkvpy_bytes_release(&target);
+    Py_DECREF(full);
     if (on < 0)
         return NULL;
     Py_RETURN_NONE;

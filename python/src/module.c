@@ -370,7 +370,8 @@ PyMODINIT_FUNC PyInit_bloomkv(void)
     if (add_exceptions(m) < 0 || add_type(m, &bkvpy_db_type, "DB") < 0 ||
         add_type(m, &bkvpy_batch_type, "WriteBatch") < 0 || add_type(m, &bkvpy_snapshot_type, "Snapshot") < 0 ||
         add_type(m, &bkvpy_iterator_type, "Iterator") < 0 ||
-        add_type(m, &bkvpy_raw_iterator_type, "RawIterator") < 0 || add_type(m, &bkvpy_filter_type, "Filter") < 0 ||
+        add_type(m, &bkvpy_raw_iterator_type, "RawIterator") < 0 ||
+        add_type(m, &bkvpy_prefixed_db_type, "PrefixedDB") < 0 || add_type(m, &bkvpy_filter_type, "Filter") < 0 ||
         PyModule_AddStringConstant(m, "__version__", BKVPY_VERSION) < 0 ||
         PyModule_AddObject(m, "MAX_KEY_SIZE", PyLong_FromSize_t(BKV_MAX_KEY_SIZE)) < 0 ||
         PyModule_AddObject(m, "MAX_VALUE_SIZE", PyLong_FromSize_t(BKV_MAX_VALUE_SIZE)) < 0 ||

@@ -66,6 +66,7 @@ PyObject *bkvpy_snapshot_new(DBObject *self)
     }
     s->db = (DBObject *)Py_NewRef(self);
     s->snap = snap;
+    s->key_prefix = NULL;
     s->guard.closed = 0;
     s->guard.active = 0;
     s->dep.close = snapshot_close_dependent;
@@ -78,6 +79,7 @@ static void snapshot_dealloc(SnapshotObject *self)
     bkvpy_dependent_unlink(&self->dep);
     snapshot_release(self);
     Py_XDECREF(self->db);
+    Py_XDECREF(self->key_prefix);
     PyObject_Free(self);
 }
 
@@ -107,11 +109,15 @@ static PyObject *snapshot_get(SnapshotObject *self, PyObject *args, PyObject *kw
     PyObject *k, *dflt = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:get", kwlist, &k, &dflt))
         return NULL;
+    PyObject *key = self->key_prefix ? bkvpy_prefixed_key(self->key_prefix, k) : Py_NewRef(k);
     SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
+    if (!key || !bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap)) {
+        Py_XDECREF(key);
         return NULL;
-    PyObject *r = bkvpy_get(self->db, snap, k, dflt, NULL, NULL);
+    }
+    PyObject *r = bkvpy_get(self->db, snap, key, dflt, NULL, NULL);
     bkvpy_snapshot_leave(snap);
+    Py_DECREF(key);
     return r;
 }
 
@@ -121,26 +127,49 @@ static PyObject *snapshot_multi_get(SnapshotObject *self, PyObject *args, PyObje
     PyObject *keys, *dflt = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:multi_get", kwlist, &keys, &dflt))
         return NULL;
+    PyObject *full = Py_NewRef(keys);
+    if (self->key_prefix) { /* a prefixed database's snapshot: every key under its prefix */
+        Py_DECREF(full);
+        PyObject *seq = PySequence_Fast(keys, "keys must be a sequence of bytes-like objects");
+        full = seq ? PyList_New(PySequence_Fast_GET_SIZE(seq)) : NULL;
+        for (Py_ssize_t i = 0; full && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *k = bkvpy_prefixed_key(self->key_prefix, PySequence_Fast_GET_ITEM(seq, i));
+            if (!k)
+                Py_CLEAR(full);
+            else
+                PyList_SET_ITEM(full, i, k);
+        }
+        Py_XDECREF(seq);
+        if (!full)
+            return NULL;
+    }
     SnapshotObject *snap;
-    if (!bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap))
-        return NULL;
-    PyObject *r = bkvpy_multi_get(self->db, snap, keys, dflt);
-    bkvpy_snapshot_leave(snap);
+    PyObject *r = NULL;
+    if (bkvpy_snapshot_enter(self->db, (PyObject *)self, &snap)) {
+        r = bkvpy_multi_get(self->db, snap, full, dflt);
+        bkvpy_snapshot_leave(snap);
+    }
+    Py_DECREF(full);
     return r;
 }
 
 static PyObject *snapshot_find_value(SnapshotObject *self, PyObject *args, PyObject *kwargs)
 {
+    if (self->key_prefix)
+        return PyErr_Format(PyExc_NotImplementedError, "a prefixed database's snapshot searches no values: "
+                                                       "search the database's own snapshot");
     return bkvpy_find_value(self->db, (PyObject *)self, args, kwargs);
 }
 
 static PyObject *snapshot_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
 {
-    return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs);
+    return bkvpy_iterator_new(self->db, (PyObject *)self, args, kwargs, self->key_prefix);
 }
 
 static PyObject *snapshot_raw_iterator(SnapshotObject *self, PyObject *args, PyObject *kwargs)
 {
+    if (self->key_prefix)
+        return PyErr_Format(PyExc_NotImplementedError, "a prefixed database's snapshot has no raw iterator");
     return bkvpy_raw_iterator_new(self->db, (PyObject *)self, args, kwargs);
 }
 
@@ -148,7 +177,7 @@ static PyObject *snapshot_raw_iterator(SnapshotObject *self, PyObject *args, PyO
 static PyObject *snapshot_iter(SnapshotObject *self)
 {
     PyObject *no_args = PyTuple_New(0);
-    PyObject *it = no_args ? bkvpy_iterator_new(self->db, (PyObject *)self, no_args, NULL) : NULL;
+    PyObject *it = no_args ? bkvpy_iterator_new(self->db, (PyObject *)self, no_args, NULL, self->key_prefix) : NULL;
     Py_XDECREF(no_args);
     return it;
 }

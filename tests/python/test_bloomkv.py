@@ -326,6 +326,43 @@ def test_raw_iterator(db):
         it.seek_to_first()
 
 
+def test_prefixed_db(db):
+    for p in (b"a", b"b"):
+        for i in range(20):
+            db.put(p + b"%02d" % i, p)
+    pa = db.prefixed_db(b"a")
+    assert pa.db is db and pa.prefix == b"a"
+    assert pa.get(b"05") == b"a" and pa.get(b"zz", b"d") == b"d"
+    pa.put(b"05", b"new")
+    assert db.get(b"a05") == b"new"
+    pa.delete(b"06")
+    assert db.get(b"a06") is None
+    assert [k for k, _ in pa][:3] == [b"00", b"01", b"02"] and len(list(pa)) == 19
+    it = pa.iterator(start=b"10", stop=b"12", include_stop=True, include_value=False)
+    assert list(it) == [b"10", b"11", b"12"]
+    it = pa.iterator(include_value=False, reverse=True)
+    it.seek(b"03")
+    assert next(it) == b"02"
+    assert list(pa.iterator(prefix=b"1", include_value=False))[:2] == [b"10", b"11"]
+    sn = pa.snapshot()
+    pa.put(b"07", b"later")
+    assert sn.get(b"07") == b"a" and sn.multi_get([b"07", b"06"]) == [b"a", None]
+    assert [k for k, _ in sn.iterator(start=b"18")] == [b"18", b"19"]
+    with pytest.raises(NotImplementedError):
+        sn.find_value(b"a")
+    sn.close()
+    with pa.write_batch() as wb:
+        wb.put(b"x", b"1")
+        wb.delete(b"00")
+    assert db.get(b"ax") == b"1" and db.get(b"a00") is None
+    nested = pa.prefixed_db(b"1")
+    assert nested.prefix == b"a1" and nested.get(b"5") == b"a"
+    assert list(db.prefixed_db(b"\xff").iterator()) == []
+    db.close()
+    with pytest.raises(RuntimeError):
+        pa.get(b"05")
+
+
 def test_iterator_ranges(db):
     keys = [b"a", b"ab", b"abc", b"b", b"b\xff", b"b\xff\xff", b"c", b"\xff", b"\xff\xff"]
     for k in keys:

@@ -626,6 +626,7 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *   "bloomkv.num-files-at-level<N>"  decimal
  *   "bloomkv.sstables"               each level's tables: number:size[smallest .. largest]
  *   "bloomkv.bytes-at-level<N>"      decimal
+ *   "bloomkv.entries-at-level<N>"    decimal: entries in its tables (every version and tombstone counts)
  *   "bloomkv.write-amplification"    table bytes written per user byte written
  *   "bloomkv.space-amplification"    table bytes per byte of the last level (tiered: oldest run)
  *   "bloomkv.read-amplification"     tables consulted per get

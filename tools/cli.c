@@ -1,6 +1,7 @@
 /* The database subcommands of `bloomkv`. Keys and values are taken and
  * printed as they are, or as hex with --hex (for arbitrary bytes). Every
  * failure prints one line on stderr. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -90,7 +91,10 @@ static const usage_text usages[] = {
      "build: give an existing database a value index (or finish one: tables written before it are rewritten with "
      "value filters, in place; safe to interrupt and run again), searchable meanwhile; drop: remove it",
      "shape value-index terms wal-recovery"},
-    {"stats", "DB " RECOVERY_FLAG, "levels, tables, filter memory and counters", "wal-recovery"},
+    {"stats", "DB [--json] [--all] " RECOVERY_FLAG,
+     "what the database holds: tables, bytes and entries by level, the write-ahead log, disk use, the value index "
+     "(--json: one JSON object; --all: the engine's full report, with the counters of this command's own open)",
+     "json all wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
      "compact the key range from --from to --to (inclusive; without them, everything) down to the deepest "
      "level holding it, and print the tables before and after", "from to hex wal-recovery"},
@@ -1066,14 +1070,90 @@ int bkv_cli_find_value(int argc, char **argv) {
     return ec;
 }
 
+/* A size for people: bytes, KiB, MiB or GiB with one decimal. */
+static const char *human_bytes(unsigned long long n, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) v /= 1024, u++;
+    if (u == 0) snprintf(buf, cap, "%llu B", n);
+    else snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+static unsigned long long property_u64(bkv_db *db, const char *fmt, int level) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, level);
+    char *v = bkv_property(db, name);
+    unsigned long long n = v ? strtoull(v, NULL, 10) : 0;
+    bkv_free(v);
+    return n;
+}
+
+/* Bytes of the directory's files: all of them, and the write-ahead logs. */
+static void disk_use(const char *path, unsigned long long *total, unsigned long long *wal) {
+    *total = *wal = 0;
+    DIR *d = opendir(path);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
+        char p[4400];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", path, de->d_name) >= (int)sizeof p || lstat(p, &st) || !S_ISREG(st.st_mode))
+            continue;
+        *total += (unsigned long long)st.st_size;
+        size_t n = strlen(de->d_name);
+        if (n > 4 && strcmp(de->d_name + n - 4, ".log") == 0) *wal += (unsigned long long)st.st_size;
+    }
+    if (d) closedir(d);
+}
+
 int bkv_cli_stats(int argc, char **argv) {
     PARSE_OR_USAGE(1);
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_READ, &o, &db);
     if (ec) return ec;
-    char *s = bkv_property(db, "bloomkv.stats");
-    if (s) fputs(s, stdout);
-    bkv_free(s);
+    if (o.all) {
+        char *s = bkv_property(db, "bloomkv.stats");
+        if (s) fputs(s, stdout);
+        bkv_free(s);
+        bkv_close(db);
+        return 0;
+    }
+    /* What the files hold, not what this command's own open counted. */
+    unsigned long long total, wal, tables = 0, bytes = 0, entries = 0;
+    disk_use(pos[0], &total, &wal);
+    char *seq = bkv_property(db, "bloomkv.last-sequence"), *vi = bkv_property(db, "bloomkv.value-index");
+    char *space = bkv_property(db, "bloomkv.space-amplification");
+    if (o.json) printf("{\"path\":");
+    if (o.json) print_json_string(pos[0], strlen(pos[0]), 0);
+    else printf("database   %s (bloomkv %d.%d.%d)\nlevel  tables        size      entries\n", pos[0], BKV_VERSION_MAJOR,
+                BKV_VERSION_MINOR, BKV_VERSION_PATCH);
+    if (o.json) printf(",\"levels\":[");
+    for (int l = 0; l < 7; l++) {
+        unsigned long long t = property_u64(db, "bloomkv.num-files-at-level%d", l),
+                           b = property_u64(db, "bloomkv.bytes-at-level%d", l),
+                           n = property_u64(db, "bloomkv.entries-at-level%d", l);
+        tables += t, bytes += b, entries += n;
+        char h[32];
+        if (o.json) printf("%s{\"tables\":%llu,\"bytes\":%llu,\"entries\":%llu}", l ? "," : "", t, b, n);
+        else if (t || l == 0) printf("L%-4d %7llu %11s %12llu\n", l, t, human_bytes(b, h, sizeof h), n);
+    }
+    char h1[32], h2[32], h3[32];
+    if (o.json) {
+        printf("],\"tables\":%llu,\"table_bytes\":%llu,\"entries\":%llu,\"wal_bytes\":%llu,\"disk_bytes\":%llu,"
+               "\"last_sequence\":%s,\"space_amplification\":%s,\"value_index\":",
+               tables, bytes, entries, wal, total, seq ? seq : "0", space ? space : "0");
+        print_json_string(vi ? vi : "", vi ? strlen(vi) : 0, 0);
+        printf("}\n");
+    } else {
+        printf("total  %7llu %11s %12llu  (entries count every version and tombstone)\n", tables,
+               human_bytes(bytes, h1, sizeof h1), entries);
+        printf("write-ahead log %s, on disk %s in all; last sequence %s; space amplification %s\n",
+               human_bytes(wal, h2, sizeof h2), human_bytes(total, h3, sizeof h3), seq ? seq : "0", space ? space : "0");
+        printf("value index: %s\n", vi && *vi ? vi : "none");
+    }
+    bkv_free(seq);
+    bkv_free(vi);
+    bkv_free(space);
     bkv_close(db);
     return 0;
 }

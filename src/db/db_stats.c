@@ -371,15 +371,18 @@ char *bkv_property(bkv_db *db, const char *name) {
         bkv_db_unlock(db);
         return format("%.4f", name[8] == 'w' ? a.write : name[8] == 's' ? a.space : a.read);
     }
-    if (strncmp(name, "bloomkv.bytes-at-level", 22) == 0) {
+    int entries = strncmp(name, "bloomkv.entries-at-level", 24) == 0;
+    if (entries || strncmp(name, "bloomkv.bytes-at-level", 22) == 0) {
+        const char *digits = name + (entries ? 24 : 22);
         char *end;
-        long level = strtol(name + 22, &end, 10);
-        if (end == name + 22 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
+        long level = strtol(digits, &end, 10);
+        if (end == digits || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
         bkv_db_lock(db);
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < db->current->nfiles[level]; i++) bytes += db->current->files[level][i]->size;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < db->current->nfiles[level]; i++)
+            sum += entries ? db->current->files[level][i]->entries : db->current->files[level][i]->size;
         bkv_db_unlock(db);
-        return format("%llu", (unsigned long long)bytes);
+        return format("%llu", (unsigned long long)sum);
     }
     if (strcmp(name, "bloomkv.value-index") == 0) {
         bkv_buf b;

@@ -474,6 +474,22 @@ fi
 expect 3 "scan where no database is" -- "$B" scan "$D/plainro"
 stderr_has "in the tool's terms" "bloomkv put"
 
+# stats: what the files hold, for people or as JSON; --all the engine's report.
+expect 0 "stats" -- "$B" stats "$D/sc"
+if grep -q "^L0 " "$D/out" && grep -q "^write-ahead log " "$D/out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: stats lacks levels or the log: $(cat "$D/out")"
+fi
+expect 0 "stats --json" -- "$B" stats "$D/sc" --json
+if /usr/bin/python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert len(d["levels"]) == 7 and d["entries"] >= 0' "$D/out"; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: stats --json: $(cat "$D/out")"
+fi
+expect 0 "stats --all" -- "$B" stats "$D/sc" --all
+if grep -q "^counters:" "$D/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: stats --all"; fi
+
 # Options are spelled out: an abbreviation is refused (it once ran as
 # whichever option it happened to prefix), with the option meant named.
 expect 2 "abbreviated option" -- "$B" find-value "$ro" v00001 --cont

@@ -217,7 +217,17 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         named_next = 0;
         uint8_t *data;
         size_t len;
-        if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) break;
+        if ((rc = bkv_env_read_all(db->env, path, &data, &len, e))) {
+            /* Read-only, beside a writer: a WAL listed a moment ago and gone
+             * now was a spare it dropped, or one a flush made obsolete; the
+             * manifest then moved, and the open is made again
+             * (bkv_open_env). */
+            if (db->opts.read_only && !db->env->file_exists(db->env, path)) {
+                rc = BKV_OK;
+                continue;
+            }
+            break;
+        }
         int may_end_early = i + 1 >= newest, ended = 0;
         bkv_log_reader r;
         bkv_log_reader_init(&r, path, data, len, may_end_early || db->wal_marks);
@@ -569,18 +579,26 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     bkv_options_init(&adopted);
     int read_only = path && opts && !bkv_adopt_options(&adopted, sizeof adopted, opts, "bkv_options", &(bkv_err){{0}}) &&
                     adopted.read_only;
-    uint64_t number = 0, size = 0;
-    if (read_only) manifest_position(env, path, &number, &size);
-    int rc = open_once(path, opts, env, dbp);
+    if (!read_only) return open_once(path, opts, env, dbp);
     /* A read-only open takes no lock: a writer holding the database may
-     * compact a table away, or start a new manifest, between what this
-     * open read. When the manifest moved on meanwhile, it opens again. */
-    for (int tries = 0; read_only && rc != BKV_OK && rc != BKV_INVALID && rc != BKV_NOMEM && tries < 8; tries++) {
-        uint64_t now_number, now_size;
+     * compact a table away, drop a WAL or start a new manifest between
+     * what this open reads. What it read is the database only if the
+     * manifest did not move meanwhile (as a sequence lock); else it opens
+     * again, up to 8 times. */
+    int rc = BKV_IOERROR;
+    for (int tries = 0; tries < 8; tries++) {
+        uint64_t number, size, now_number, now_size;
+        manifest_position(env, path, &number, &size);
+        rc = open_once(path, opts, env, dbp);
+        if (rc == BKV_INVALID || rc == BKV_NOMEM) break;
         manifest_position(env, path, &now_number, &now_size);
         if (now_number == number && now_size == size) break;
-        number = now_number, size = now_size;
-        rc = open_once(path, opts, env, dbp);
+        if (rc == BKV_OK) {
+            bkv_close(*dbp);
+            *dbp = NULL;
+            rc = bkv_db_error(NULL, BKV_BUSY,
+                              &(bkv_err){"bkv_open: read_only: the database changed under every try to open it"});
+        }
     }
     return rc;
 }

@@ -7,8 +7,11 @@
 
 #include "bloomkv_filter.h"
 #include "cli.h"
+/* The installed tool is built without the benchmarks (CMakeLists.txt). */
+#ifndef BKV_TOOL_NO_BENCH
 #include "db_bench.h"
 #include "filter_bench.h"
+#endif
 
 typedef struct subcommand {
     const char *name;
@@ -18,14 +21,14 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"put", bkv_cli_put, "store a value under a key"},
-    {"get", bkv_cli_get, "print a key's value"},
-    {"delete", bkv_cli_delete, "delete a key"},
+    {"get", bkv_cli_get, "print the values of keys"},
+    {"delete", bkv_cli_delete, "delete keys"},
     {"scan", bkv_cli_scan, "print keys and values in order, optionally within a range"},
     {"load", bkv_cli_load, "bulk load tab-separated key/value lines"},
     {"find-value", bkv_cli_find_value, "print the keys whose value is a given value"},
     {"value-index", bkv_cli_value_index, "build a value index for an existing database, or drop it"},
-    {"stats", bkv_cli_stats, "levels, tables, filter memory, counters"},
-    {"compact", bkv_cli_compact, "flush and run every due compaction, or compact a key range"},
+    {"stats", bkv_cli_stats, "what a database holds: tables, bytes and entries by level, the log, disk use"},
+    {"compact", bkv_cli_compact, "compact everything, or a key range, down to the last level"},
     {"checkpoint", bkv_cli_checkpoint, "write a consistent copy of a database into a new directory"},
     {"destroy", bkv_cli_destroy, "delete a database"},
     {"repair", bkv_cli_repair, "point a lost CURRENT at the newest intact manifest"},
@@ -34,8 +37,10 @@ static const subcommand subcommands[] = {
     {"check", bkv_cli_check, "verify every checksum and invariant of a database"},
     {"dump-sst", bkv_cli_dump_sst, "describe one table file"},
     {"cluster", bkv_cli_cluster, "find-value HOST:PORT VALUE: search by value across a Redis Cluster (docs/redis.md)"},
+#ifndef BKV_TOOL_NO_BENCH
     {"bench", bkv_db_bench_main, "db_bench-style engine benchmark (fillrandom, readrandom, readmissing, ...)"},
     {"filter-bench", bkv_filter_bench_main, "measure a filter type: build cost, probe cost, false positives"},
+#endif
 };
 
 static void usage(FILE *out) {

@@ -288,8 +288,9 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * the WAL is replayed into memory only. Opens beside a writer in
      * another process (seeing the database as of this open: tables that
      * writer compacts away after it may then fail to read, BKV_IOERROR)
-     * and on read-only media. Writes, flush, compaction, checkpoint,
-     * ingest and value index builds are refused (BKV_INVALID). Never
+     * and on read-only media. Writes, flush, compaction, ingest and value
+     * index builds are refused (BKV_INVALID); a checkpoint works (what
+     * the WAL held goes into the copy's WAL). Never
      * creates a database, whatever create_if_missing says; a value index
      * drop or reshape is refused. Default 0. */
     int    read_only;

@@ -99,7 +99,8 @@ static const usage_text usages[] = {
      "compact the key range from --from to --to (inclusive; without them, everything) down to the deepest "
      "level holding it, and print the tables before and after", "from to hex wal-recovery"},
     {"checkpoint", "DB DIR " RECOVERY_FLAG,
-     "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own",
+     "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own; DB is "
+     "only read, and may be open in another process",
      "wal-recovery"},
     {"destroy", "DB", "delete the database: every file named as bloomkv names its files, then DB unless other files "
      "are in it; refused (exit 2, nothing removed) for a symbolic link or a directory that is not a database", ""},
@@ -1205,7 +1206,7 @@ int bkv_cli_compact(int argc, char **argv) {
 int bkv_cli_checkpoint(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     bkv_db *db;
-    int ec = open_db(pos[0], OPEN_WRITE, &o, &db);
+    int ec = open_db(pos[0], OPEN_READ, &o, &db); /* the source is only read: it may be open elsewhere */
     if (ec) return ec;
     int rc = bkv_checkpoint(db, pos[1]);
     if (rc) return fail_db(db, "checkpoint", rc);

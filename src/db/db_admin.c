@@ -11,6 +11,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
+#include "db/write_batch.h"
 #include "util/ikey.h"
 #include "util/mutex.h"
 
@@ -208,16 +209,42 @@ static int checkpoint_table(bkv_db *db, const char *dir, uint64_t number, bkv_er
  * never a copy of a WAL that writers are appending to. Tables are
  * immutable, so a hard link is a copy; the version's reference keeps them
  * from being deleted by a compaction meanwhile. */
+/* A read-only handle cannot flush its memtable (what its open replayed
+ * from the WALs) into the source: it goes into the checkpoint's WAL
+ * instead, each entry a record of its own sequence. REQUIRES: read-only
+ * (no write ever adds to db->mem). */
+static int write_memtable_to_log(bkv_db *db, bkv_wfile *f, bkv_err *e) {
+    bkv_log_writer lw;
+    bkv_log_writer_init(&lw, f);
+    bkv_batch *b = bkv_batch_create();
+    if (!b) return bkv_fail(e, BKV_NOMEM, "bkv_checkpoint: out of memory");
+    bkv_memtable_iter it;
+    bkv_memtable_iter_init(&it, db->mem);
+    int rc = BKV_OK;
+    for (bkv_memtable_iter_first(&it); !rc && bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
+        size_t ilen, vlen;
+        const uint8_t *ikey = bkv_memtable_iter_ikey(&it, &ilen), *val = bkv_memtable_iter_value(&it, &vlen);
+        bkv_parsed_ikey k = bkv_ikey_parse(ikey, ilen);
+        bkv_batch_clear(b);
+        rc = bkv_batch_add(b, k.type, k.ukey, k.ulen, val, vlen, e);
+        if (!rc) {
+            bkv_batch_set_sequence(&b->rep, k.seq);
+            rc = bkv_log_add_record(&lw, b->rep.data, b->rep.len, e);
+        }
+    }
+    bkv_batch_destroy(b);
+    return rc;
+}
+
 int bkv_checkpoint(bkv_db *db, const char *dir) {
     bkv_err e = {{0}};
     if (!db) return bkv_db_arg_error(db, "bkv_checkpoint");
-    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_checkpoint");
     if (!dir || !*dir) return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: no directory given"), &e);
     if (strlen(dir) > BKV_PATH_MAX - 64)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_checkpoint: path too long"), &e);
     int rc = db->env->create_dir(db->env, dir, bkv_dir_mode(db->opts.file_mode), 1, &e);
     if (rc) return bkv_db_error(db, rc, &e);
-    if ((rc = bkv_flush(db))) {
+    if (!db->opts.read_only && (rc = bkv_flush(db))) {
         db->env->remove_dir(db->env, dir, NULL);
         return rc;
     }
@@ -234,7 +261,8 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     bkv_wal_name(wal, dir, log_number);
     bkv_wfile *f;
     if (!rc && !(rc = db->env->new_writable(db->env, wal, db->opts.file_mode, &f, &e))) {
-        rc = bkv_file_sync(f, &e);
+        if (db->opts.read_only) rc = write_memtable_to_log(db, f, &e);
+        if (!rc) rc = bkv_file_sync(f, &e);
         int crc = bkv_file_close(f, rc ? NULL : &e);
         if (!rc) rc = crc;
     }

@@ -410,8 +410,11 @@ loader=$!
 sleep 0.2
 expect 0 "get beside a loading writer" -- "$B" get "$ro" r00042
 output_is "get beside a writer" "v00042"
+expect 0 "checkpoint beside a loading writer" -- "$B" checkpoint "$ro" "$D/ro-copy"
 wait "$loader"
 expect 0 "get after the load" -- "$B" get "$ro" w200000
+expect 0 "the checkpoint reads" -- "$B" get "$D/ro-copy" walkey
+output_is "the checkpoint holds what the WAL held" "walvalue"
 # A reading command pointed at a directory that is not a database leaves nothing there.
 mkdir "$D/plainro"
 expect 3 "scan of a directory that is no database" -- "$B" scan "$D/plainro" --limit 1

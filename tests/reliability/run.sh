@@ -6,7 +6,7 @@
 #   SCALE=ci   bash tests/reliability/run.sh     # CI: about 5 minutes here (jobs run nproc at a time)
 #   SCALE=long bash tests/reliability/run.sh     # over an hour, by hand (FUZZ_SECONDS=N per fuzz target, 600 by default)
 #
-# SCALE=ci: >= 200 crash cycles, >= 2000 power losses, the full sweeps and
+# SCALE=ci: >= 300 crash cycles (100 with four writers at once), >= 2000 power losses, the full sweeps and
 # matrix, FUZZ_SECONDS (60) per fuzz target. Any lost acknowledged write,
 # wrong value or sanitizer report fails the stage (the tests abort on the
 # first one), so a summary is only printed with zero of each.
@@ -70,7 +70,7 @@ done
 sum() { cat "$LOG"/*.out | grep "^reliability: $1=" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'; }
 echo
 echo "reliability summary (SCALE=$SCALE, $(($(date +%s) - start)) s):"
-echo "  crash cycles (kill -9):        $(sum crash_cycles) ($(sum crashes_during_open) before the open finished)"
+echo "  crash cycles (kill -9):        $(($(sum crash_cycles) + $(sum crash_cycles_concurrent_writers))) ($(sum crash_cycles_concurrent_writers) with four writers at once, $(sum crashes_during_open) before the open finished)"
 echo "  simulated power losses:        $(sum power_losses)"
 echo "  faults injected (fail-at-N):   $(sum faults_injected)"
 echo "  allocation failures injected:  $(sum allocation_failures_injected)"

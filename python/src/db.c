@@ -132,7 +132,7 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
                              "terms_name", "partition_filters", "filter_memory_budget",
                              /* plyvel's names for what bloomkv has, and what it leaves to LevelDB */
                              "lru_cache_size", "bloom_filter_bits", "paranoid_checks", "block_restart_interval",
-                             "comparator", "comparator_name", NULL};
+                             "comparator", "comparator_name", "read_only", NULL};
     if (self->db) {
         PyErr_SetString(PyExc_RuntimeError, "DB is already open");
         return -1;
@@ -146,14 +146,14 @@ static int db_init(DBObject *self, PyObject *args, PyObject *kwargs)
     const char *filter = NULL, *compression = NULL, *style = NULL, *recovery = NULL, *vindex = NULL,
                *terms_name = NULL;
     unsigned int file_mode = o.file_mode, partition_entries = o.value_partition_entries;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOzpOOipiOO:DB", kwlist, &path,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppzdzOiOOipziOzIpzIOzpOOipiOOp:DB", kwlist, &path,
                                      &o.create_if_missing, &o.error_if_exists, &filter, &o.bits_per_key,
                                      &compression, &write_buffer, &o.max_write_buffer_number, &block_size, &cache,
                                      &o.max_open_files, &o.memtable_filter, &style, &o.max_background_jobs,
                                      &file_size, &recovery, &file_mode, &o.optimize_filters_for_hits, &vindex,
                                      &partition_entries, &terms, &terms_name, &o.partition_filters, &budget,
                                      &lru_cache, &bloom_filter_bits, &paranoid_checks, &restart_interval,
-                                     &comparator, &comparator_name))
+                                     &comparator, &comparator_name, &o.read_only))
         return -1;
     /* Keys are ordered bytewise, LevelDB's default comparator: a database
      * asking for another would read back in another order. */

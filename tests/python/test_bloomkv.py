@@ -211,6 +211,27 @@ def test_write_batch_append_and_size(db):
     assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
 
 
+def test_read_only(tmp_path):
+    path = str(tmp_path / "ro")
+    with bloomkv.DB(path, create_if_missing=True) as db:
+        db.put(b"k", b"v")
+    def files():
+        return sorted((n, os.stat(os.path.join(path, n)).st_mtime_ns) for n in os.listdir(path))
+    before = files()
+    with bloomkv.DB(path, read_only=True) as ro:
+        assert ro.get(b"k") == b"v"
+        with pytest.raises(bloomkv.InvalidArgumentError):
+            ro.put(b"k", b"x")
+    assert files() == before  # nothing written, no LOCK made
+    writer = bloomkv.DB(path)  # holds the lock; a read-only open takes none
+    with bloomkv.DB(path, read_only=True) as ro:
+        assert ro.get(b"k") == b"v"
+    writer.close()
+    with pytest.raises(bloomkv.InvalidArgumentError):
+        bloomkv.DB(str(tmp_path / "none"), read_only=True, create_if_missing=True)
+    assert not os.path.exists(str(tmp_path / "none"))
+
+
 def test_plyvel_names(tmp_path):
     """plyvel's option and argument names open and read the same way."""
     path = str(tmp_path / "p")

@@ -96,8 +96,9 @@ static const usage_text usages[] = {
      "(--json: one JSON object; --all: the engine's full report, with the counters of this command's own open)",
      "json all wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
-     "compact the key range from --from to --to (inclusive; without them, everything) down to the deepest "
-     "level holding it, and print the tables before and after", "from to hex wal-recovery"},
+     "compact the keys from --from to --to (as in scan: at least every key K with from <= K < to; without "
+     "them, everything) down to the deepest level holding them, and print the tables before and after",
+     "from to hex wal-recovery"},
     {"checkpoint", "DB DIR " RECOVERY_FLAG,
      "write a consistent copy of DB into DIR (must not exist): tables hard-linked, a database of its own; DB is "
      "only read, and may be open in another process",

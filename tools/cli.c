@@ -538,8 +538,6 @@ static int key_list_add(key_list *kl, char *k, size_t len) {
     return 0;
 }
 
-static int unescape(const char *s, char **out, size_t *len);
-
 static int read_keys(const cli_opts *o, char **pos, const char *cmd, key_list *kl) {
     memset(kl, 0, sizeof *kl);
     int from_stdin = o->npos == 2 && strcmp(pos[1], "-") == 0;
@@ -1165,17 +1163,10 @@ static void describe_levels(bkv_db *db, char *out, size_t cap) {
     unsigned long long tables = 0, bytes = 0;
     char counts[128] = "";
     for (int l = 0; l < 7; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "bloomkv.num-files-at-level%d", l);
-        char *n = bkv_property(db, name);
-        snprintf(name, sizeof name, "bloomkv.bytes-at-level%d", l);
-        char *b = bkv_property(db, name);
-        unsigned long long nv = n ? strtoull(n, NULL, 10) : 0;
-        tables += nv;
-        bytes += b ? strtoull(b, NULL, 10) : 0;
-        snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%llu", l ? " " : "", nv);
-        bkv_free(n);
-        bkv_free(b);
+        unsigned long long n = property_u64(db, "bloomkv.num-files-at-level%d", l);
+        tables += n;
+        bytes += property_u64(db, "bloomkv.bytes-at-level%d", l);
+        snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%llu", l ? " " : "", n);
     }
     snprintf(out, cap, "%llu table%s, %llu bytes (by level: %s)", tables, tables == 1 ? "" : "s", bytes, counts);
 }

@@ -759,7 +759,9 @@ static PyObject *db_iter(DBObject *self)
 }
 
 /* A string property from the engine, or None for an unknown name. */
-static PyObject *property_text(DBObject *self, const char *name)
+/* A property from the engine as str (as_bytes: as bytes), or None for an
+ * unknown name. */
+static PyObject *property_text(DBObject *self, const char *name, int as_bytes)
 {
     if (!bkvpy_guard_enter(&self->guard, "DB"))
         return NULL;
@@ -770,7 +772,7 @@ static PyObject *property_text(DBObject *self, const char *name)
     bkvpy_guard_leave(&self->guard);
     if (!text)
         Py_RETURN_NONE;
-    PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+    PyObject *s = as_bytes ? PyBytes_FromString(text) : PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
     bkv_free(text);
     return s;
 }
@@ -780,7 +782,7 @@ static PyObject *db_property(DBObject *self, PyObject *args)
     const char *name;
     if (!PyArg_ParseTuple(args, "s:property", &name))
         return NULL;
-    return property_text(self, name);
+    return property_text(self, name, 0);
 }
 
 /* plyvel's get_property(name): bytes in, bytes out (None if unknown). */
@@ -788,19 +790,7 @@ static PyObject *db_get_property(DBObject *self, PyObject *name)
 {
     if (!PyBytes_Check(name))
         return PyErr_Format(PyExc_TypeError, "get_property() takes bytes, not %s", Py_TYPE(name)->tp_name);
-    if (!bkvpy_guard_enter(&self->guard, "DB"))
-        return NULL;
-    char *text;
-    const char *n = PyBytes_AS_STRING(name);
-    Py_BEGIN_ALLOW_THREADS
-    text = bkv_property(self->db, n);
-    Py_END_ALLOW_THREADS
-    bkvpy_guard_leave(&self->guard);
-    if (!text)
-        Py_RETURN_NONE;
-    PyObject *r = PyBytes_FromString(text);
-    bkv_free(text);
-    return r;
+    return property_text(self, PyBytes_AS_STRING(name), 1);
 }
 
 static int set_item_steal(PyObject *dict, const char *key, PyObject *value)
@@ -816,7 +806,7 @@ static int set_item_steal(PyObject *dict, const char *key, PyObject *value)
 static PyObject *db_stats(DBObject *self, PyObject *unused)
 {
     (void)unused;
-    PyObject *counters = property_text(self, "bloomkv.counters");
+    PyObject *counters = property_text(self, "bloomkv.counters", 0);
     if (!counters || counters == Py_None)
         return counters;
     PyObject *dict = PyDict_New();
@@ -848,9 +838,9 @@ static PyObject *db_stats(DBObject *self, PyObject *unused)
     for (int level = 0; level < BKV_MAX_LEVELS && !failed; level++) {
         char name[64];
         snprintf(name, sizeof name, "bloomkv.num-files-at-level%d", level);
-        PyObject *f = property_text(self, name);
+        PyObject *f = property_text(self, name, 0);
         snprintf(name, sizeof name, "bloomkv.bytes-at-level%d", level);
-        PyObject *b = property_text(self, name);
+        PyObject *b = property_text(self, name, 0);
         PyObject *fi = f && f != Py_None ? PyLong_FromUnicodeObject(f, 10) : NULL;
         PyObject *bi = b && b != Py_None ? PyLong_FromUnicodeObject(b, 10) : NULL;
         failed = !fi || !bi || PyList_Append(files, fi) < 0 || PyList_Append(bytes, bi) < 0;
@@ -863,7 +853,7 @@ static PyObject *db_stats(DBObject *self, PyObject *unused)
     for (size_t i = 0; i < 3 && !failed; i++) {
         char name[64];
         snprintf(name, sizeof name, "bloomkv.%s-amplification", amplifications[i]);
-        PyObject *text = property_text(self, name);
+        PyObject *text = property_text(self, name, 0);
         PyObject *value = text && text != Py_None ? PyFloat_FromString(text) : NULL;
         Py_XDECREF(text);
         snprintf(name, sizeof name, "%s-amplification", amplifications[i]);

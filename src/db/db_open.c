@@ -147,6 +147,16 @@ static int marked_log_after(bkv_db *db, const uint64_t *logs, size_t n, size_t f
     return 0;
 }
 
+/* Whether path's bytes are no longer the len bytes read into data. */
+static int log_changed(bkv_db *db, const char *path, const uint8_t *data, size_t len) {
+    uint8_t *now;
+    size_t now_len;
+    if (bkv_env_read_all(db->env, path, &now, &now_len, NULL)) return 1;
+    int changed = now_len != len || memcmp(now, data, len) != 0;
+    free(now);
+    return changed;
+}
+
 static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     char **names;
     size_t n;
@@ -261,9 +271,17 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
                 (rc = flush_recovered(db, rec, &mem, e)))
                 break;
         }
+        /* Read-only, beside a writer: the newest WAL may have been appended
+         * while it was read, some pages read before the writer passed and
+         * later ones after (a record cut short, whole ones after it). If
+         * its bytes changed since, the records before that point are a
+         * state the database had: kept, the rest dropped. Bytes that did
+         * not change are damage, as for any open. */
+        int live_tail = rc == BKV_CORRUPTION && db->opts.read_only && may_end_early && log_changed(db, path, data, len);
+        if (live_tail) rc = BKV_OK;
         /* Point in time: the state just before the first damage or lost end,
          * so nothing of a later log may be applied either. */
-        int stop_here = r.stopped;
+        int stop_here = r.stopped || live_tail;
         if (rc == BKV_NOTFOUND) {
             rc = BKV_OK;
             /* An older log cut short, or (nothing is written after an end

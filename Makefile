@@ -18,6 +18,9 @@ deps:
 # The side-by-side benchmark's peers (LevelDB, RocksDB) are linked into the
 # tool only when asked; the Makefile asks, a plain cmake build does not.
 PEERS ?= -DBKV_WITH_PEERS=ON
+# A test that hangs fails after this many seconds instead of running out
+# CI's clock with the whole suite.
+CTEST_TIMEOUT ?= 1500
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(PEERS) $(CMAKE_ARGS) >/dev/null
@@ -25,7 +28,7 @@ build:
 
 test: deps
 	@$(MAKE) build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j $(JOBS)
 
 # The whole tree with clang and -Werror (CI builds it; gcc runs the tests).
 CLANG_BUILD ?= build-clang
@@ -36,7 +39,7 @@ build-clang: deps
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON $(PEERS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(ASAN_BUILD) && ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j $(JOBS)
 
 # ThreadSanitizer over the tests that run threads.
 TSAN_BUILD ?= build-tsan
@@ -44,7 +47,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-fsanitize=thread -O1" \
 		-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
-	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'concurrency_test|memtable_test|db_test|iter_test|hardening_test|boundaries_test|ingest_test|value_search_test'
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -R 'concurrency_test|memtable_test|db_test|iter_test|hardening_test|boundaries_test|ingest_test|value_search_test'
 
 # libFuzzer (clang) over each target for FUZZ_SECONDS, growing fuzz/corpus.
 FUZZ_BUILD   ?= build-fuzz

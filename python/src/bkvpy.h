@@ -27,12 +27,17 @@ void bkvpy_guard_leave(bkvpy_guard *g);
 /* Marks the guard closed and waits for the calls under way to end. 0 when
  * it was already closed. */
 int bkvpy_guard_close(bkvpy_guard *g);
+/* Waits, the GIL released, until another thread brings *count to 0. */
+void bkvpy_wait_for_zero(const long *count);
 
 /* Objects that must be closed before their database (iterators and
- * snapshots) sit on its list of dependents. */
+ * snapshots) sit on its list of dependents. owner is the Python object
+ * the entry lives in: closing one waits with the GIL released, and the
+ * database holds owner meanwhile so that its own thread cannot free it. */
 typedef struct bkvpy_dependent {
     struct bkvpy_dependent *prev, *next;
     void (*close)(struct bkvpy_dependent *self);
+    PyObject *owner;
 } bkvpy_dependent;
 
 typedef struct DBObject {
@@ -43,6 +48,7 @@ typedef struct DBObject {
     PyObject *terms;         /* the caller's terms extractor, or NULL */
     char *terms_name;
     bkvpy_dependent dependents; /* list head */
+    long dependents_closing;    /* taken off the list, their handles not yet destroyed */
     PyObject *weakrefs;      /* the module's set of open databases holds a weak reference */
 } DBObject;
 
@@ -91,8 +97,12 @@ int bkvpy_bytes_get_pair(PyObject *a, PyObject *b, bkvpy_bytes *out_a, bkvpy_byt
 int bkvpy_fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     const char *const *names, Py_ssize_t max_positional, Py_ssize_t required, PyObject **out);
 
-void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep);
+void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep, PyObject *owner);
 void bkvpy_dependent_unlink(bkvpy_dependent *dep);
+/* Closes dep from its own side (close() or deallocation): off the list,
+ * then its handle destroyed, with db's close waiting for the destruction
+ * to end before it closes the engine. */
+void bkvpy_dependent_close(DBObject *db, bkvpy_dependent *dep);
 
 /* The snapshot argument of a read: None or a Snapshot of this database,
  * entered (bkvpy_snapshot_leave after the call). 0 with an exception. */

@@ -119,6 +119,7 @@ static PyObject *db_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     self->guard.closed = 1;
     self->dependents.next = self->dependents.prev = &self->dependents;
+    self->dependents_closing = 0;
     return (PyObject *)self;
 }
 
@@ -277,9 +278,16 @@ static int db_close_handle(DBObject *self)
         return BKV_OK;
     while (self->dependents.next != &self->dependents) {
         bkvpy_dependent *d = self->dependents.next;
+        /* An entry on the list has not begun its deallocation (that
+         * unlinks it first), so the reference is safe to take. */
+        PyObject *owner = Py_NewRef(d->owner);
         bkvpy_dependent_unlink(d);
         d->close(d);
+        Py_DECREF(owner);
     }
+    /* Some other thread may be destroying a handle it took off the list
+     * itself: the engine refuses to close until it is gone. */
+    bkvpy_wait_for_zero(&self->dependents_closing);
     bkv_db *db = self->db;
     self->db = NULL;
     int rc;

@@ -135,7 +135,7 @@ static IteratorObject *open_iterator(PyTypeObject *type, DBObject *db, PyObject 
     self->include_key = self->include_value = 1;
     self->key_prefix = NULL;
     self->dep.close = iterator_close_dependent;
-    bkvpy_dependent_link(db, &self->dep);
+    bkvpy_dependent_link(db, &self->dep, (PyObject *)self);
     return self;
 }
 
@@ -243,8 +243,7 @@ PyObject *bkvpy_iterator_new(DBObject *db, PyObject *snapshot, PyObject *args, P
 
 static void iterator_dealloc(IteratorObject *self)
 {
-    bkvpy_dependent_unlink(&self->dep);
-    iterator_destroy_handle(self);
+    bkvpy_dependent_close(self->db, &self->dep);
     Py_XDECREF(self->lower);
     Py_XDECREF(self->upper);
     Py_XDECREF(self->key_prefix);
@@ -428,8 +427,7 @@ static PyObject *iterator_seek_to_stop(IteratorObject *self, PyObject *unused)
 static PyObject *iterator_close(IteratorObject *self, PyObject *unused)
 {
     (void)unused;
-    bkvpy_dependent_unlink(&self->dep);
-    iterator_destroy_handle(self);
+    bkvpy_dependent_close(self->db, &self->dep);
     Py_RETURN_NONE;
 }
 

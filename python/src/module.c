@@ -129,16 +129,22 @@ int bkvpy_guard_close(bkvpy_guard *g)
     if (g->closed)
         return 0;
     g->closed = 1;
-    while (g->active > 0) {
+    bkvpy_wait_for_zero(&g->active);
+    return 1;
+}
+
+void bkvpy_wait_for_zero(const long *count)
+{
+    while (*count > 0) {
         Py_BEGIN_ALLOW_THREADS
         sched_yield();
         Py_END_ALLOW_THREADS
     }
-    return 1;
 }
 
-void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep)
+void bkvpy_dependent_link(DBObject *db, bkvpy_dependent *dep, PyObject *owner)
 {
+    dep->owner = owner;
     bkvpy_dependent *head = &db->dependents;
     dep->next = head->next;
     dep->prev = head;
@@ -153,6 +159,18 @@ void bkvpy_dependent_unlink(bkvpy_dependent *dep)
     dep->prev->next = dep->next;
     dep->next->prev = dep->prev;
     dep->prev = dep->next = NULL;
+}
+
+void bkvpy_dependent_close(DBObject *db, bkvpy_dependent *dep)
+{
+    int listed = dep->next != NULL;
+    if (listed) {
+        bkvpy_dependent_unlink(dep);
+        db->dependents_closing++;
+    }
+    dep->close(dep);
+    if (listed)
+        db->dependents_closing--;
 }
 
 static void collect_problem(void *arg, const char *problem)

@@ -70,14 +70,13 @@ PyObject *bkvpy_snapshot_new(DBObject *self)
     s->guard.closed = 0;
     s->guard.active = 0;
     s->dep.close = snapshot_close_dependent;
-    bkvpy_dependent_link(self, &s->dep);
+    bkvpy_dependent_link(self, &s->dep, (PyObject *)s);
     return (PyObject *)s;
 }
 
 static void snapshot_dealloc(SnapshotObject *self)
 {
-    bkvpy_dependent_unlink(&self->dep);
-    snapshot_release(self);
+    bkvpy_dependent_close(self->db, &self->dep);
     Py_XDECREF(self->db);
     Py_XDECREF(self->key_prefix);
     PyObject_Free(self);
@@ -86,8 +85,7 @@ static void snapshot_dealloc(SnapshotObject *self)
 static PyObject *snapshot_close(SnapshotObject *self, PyObject *unused)
 {
     (void)unused;
-    bkvpy_dependent_unlink(&self->dep);
-    snapshot_release(self);
+    bkvpy_dependent_close(self->db, &self->dep);
     Py_RETURN_NONE;
 }
 

@@ -852,6 +852,48 @@ def test_close_while_other_threads_read(path):
     assert outcomes == ["closed"] * 3
 
 
+def test_close_while_other_threads_open_and_close_handles(path):
+    # Each round, readers open and drop iterators, raw iterators and
+    # snapshots (closing some, leaving others to deallocation) while the
+    # main thread closes the database: a handle a reader is tearing down
+    # must neither be freed under the close nor outlive it. The switch
+    # interval is shortened so that the threads interleave often.
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for round_no in range(60):
+            d = bloomkv.DB("%s-%d" % (path, round_no), create_if_missing=True)
+            fill(d, 200)
+            outcomes = []
+
+            def reader():
+                try:
+                    while True:
+                        list(d.iterator(prefix=b"k0000"))
+                        s = d.snapshot()
+                        it = s.iterator()
+                        next(it)
+                        it.close()
+                        raw = d.raw_iterator()
+                        raw.seek_to_first()
+                        del raw
+                        s.close()
+                except RuntimeError:
+                    outcomes.append("closed")
+                except Exception as e:  # pragma: no cover
+                    outcomes.append(e)
+
+            threads = [threading.Thread(target=reader) for _ in range(3)]
+            for th in threads:
+                th.start()
+            d.close()
+            for th in threads:
+                th.join()
+            assert outcomes == ["closed"] * 3
+    finally:
+        sys.setswitchinterval(old_interval)
+
+
 # ---- filters ------------------------------------------------------------------------
 
 STATIC = ["ribbon", "fuse8", "fuse16", "xor8"]

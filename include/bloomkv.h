@@ -494,7 +494,9 @@ BKV_EXPORT void bkv_find_iter_destroy(bkv_find_iter *it);
 
 /* Snapshots: a consistent view of the database at the moment of creation,
  * for gets and iterators (bkv_read_options.snapshot). Compaction keeps
- * every version a live snapshot can see. NULL when out of memory. A read
+ * every version a live snapshot can see. NULL when db is NULL or memory
+ * ran out, the reason then in bkv_errmsg(db) (a status would be
+ * BKV_INVALID or BKV_NOMEM). A read
  * with another database's snapshot fails with BKV_INVALID; releasing a
  * snapshot that db does not hold (again, or another database's) does
  * nothing. A snapshot must not be used after its release. */

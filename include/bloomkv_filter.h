@@ -15,6 +15,12 @@
  * Thread safety: probing a filter is safe from any number of threads at
  * once; adding to a filter needs exclusive access.
  *
+ * Errors: a call returns a BKV_* status and leaves no message behind
+ * (bkv_errmsg is the engine's): the statuses below say what each means,
+ * and bkv_filter_open writes its reason into the caller's buffer. The
+ * engine calls these functions itself, so a filter call made inside an
+ * engine call never replaces the message of an engine error.
+ *
  * Ownership: every bkv_filter handle is freed with bkv_filter_destroy()
  * (handles are made by _create/_build/_open and ended by _destroy, as in
  * the engine's API). A handle from bkv_filter_open() borrows the caller's

@@ -282,7 +282,7 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
 static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
     BKV_ASSERT_LOCKED(db);
     const bkv_tree_version *v = db->current;
-    for (int l = BKV_NUM_LEVELS - 1; l >= 0; l--)
+    for (int l = BKV_MAX_LEVELS - 1; l >= 0; l--)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             const bkv_file_meta *f = v->files[l][i];
             if ((!end || bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, end, elen) <= 0) &&
@@ -324,7 +324,7 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
  * REQUIRES: db->mu. */
 static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number) {
     BKV_ASSERT_LOCKED(db);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < db->current->nfiles[l]; i++) {
             const bkv_file_meta *f = db->current->files[l][i];
             if (!atomic_load_explicit(&f->value_unindexed, memory_order_relaxed)) continue;

@@ -42,7 +42,7 @@ bkv_compaction *bkv_pick_compaction(bkv_db *db) {
 /* No table below the output level may hold this user key. */
 static int is_base_level_for_key(const bkv_compaction *c, const uint8_t *k, size_t kl) {
     if (c->output_level == 0) return c->tiered_bottommost;
-    for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
+    for (int l = c->output_level + 1; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < c->version->nfiles[l]; i++) {
             const bkv_file_meta *f = c->version->files[l][i];
             size_t sl, ll;
@@ -57,7 +57,7 @@ static int is_base_level_for_key(const bkv_compaction *c, const uint8_t *k, size
  * decides its filter policy. */
 static int output_is_bottom(const bkv_compaction *c) {
     if (c->output_level == 0) return c->tiered_bottommost;
-    for (int l = c->output_level + 1; l < BKV_NUM_LEVELS; l++)
+    for (int l = c->output_level + 1; l < BKV_MAX_LEVELS; l++)
         if (c->version->nfiles[l]) return 0;
     return 1;
 }

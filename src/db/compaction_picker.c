@@ -57,7 +57,7 @@ static double static_target(const bkv_options *o, int level) {
 static double level_target(const bkv_options *o, const bkv_tree_version *v, int level) {
     if (!o->level_compaction_dynamic_level_bytes) return static_target(o, level);
     int last = 0;
-    for (int l = BKV_NUM_LEVELS - 1; l >= 1 && !last; l--)
+    for (int l = BKV_MAX_LEVELS - 1; l >= 1 && !last; l--)
         if (v->nfiles[l]) last = l;
     if (level >= last) return static_target(o, level);
     double t = (double)level_bytes(v, last);
@@ -157,7 +157,7 @@ static int add_outputs_inputs(const bkv_tree_version *v, bkv_compaction *c) {
         free(all);
     }
     int gp = c->output_level + 1;
-    if (gp < BKV_NUM_LEVELS && overlapping(v, gp, lo, lol, hi, hil, &c->grandparents, &c->ngrand)) return -1;
+    if (gp < BKV_MAX_LEVELS && overlapping(v, gp, lo, lol, hi, hil, &c->grandparents, &c->ngrand)) return -1;
     return 0;
 }
 
@@ -202,7 +202,7 @@ static int level0_inputs(const bkv_tree_version *v, bkv_compaction *c) {
 
 /* The level of a table of v, or -1. */
 static int level_of(const bkv_tree_version *v, const bkv_file_meta *f) {
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (v->files[l][i] == f) return l;
     return -1;
@@ -221,7 +221,7 @@ static int same_filter_policy(const bkv_options *o, int a, int b) {
 static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
     int best = -1;
     double best_score = 1.0;
-    for (int l = 0; l < BKV_NUM_LEVELS - 1; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS - 1; l++) {
         double score = l == 0 ? (double)v->nfiles[0] / o->level0_compaction_trigger
                               : (double)level_bytes(v, l) / level_target(o, v, l);
         if (score >= best_score && !(l == 0 && any_busy(v->files[0], v->nfiles[0]))) {
@@ -233,7 +233,7 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     bkv_file_meta *sought = NULL;
     if (best < 0 && (sought = atomic_load_explicit(&v->seek_compact, memory_order_acquire)) && !sought->being_compacted)
         best = level_of(v, sought);
-    if (best < 0 || best == BKV_NUM_LEVELS - 1 || (best == 0 && any_busy(v->files[0], v->nfiles[0]))) return NULL;
+    if (best < 0 || best == BKV_MAX_LEVELS - 1 || (best == 0 && any_busy(v->files[0], v->nfiles[0]))) return NULL;
     bkv_compaction *c = new_compaction(v, best, best + 1);
     if (!c) return NULL;
     c->for_seeks = sought != NULL;

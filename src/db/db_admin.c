@@ -36,7 +36,7 @@ static int manifest_intact(const bkv_env *env, const char *path, uint64_t number
     if (!db) return bkv_fail(e, BKV_NOMEM, "out of memory");
     uint64_t log_number = 0;
     int rc = bkv_vset_replay(db, number, &log_number, e);
-    for (int l = 0; tables && !rc && l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; tables && !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
             bkv_table_name(t, path, db->current->files[l][i]->number);
@@ -253,7 +253,7 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     uint64_t last_sequence = db->last_sequence, next_file = db->next_file;
     bkv_db_unlock(db);
-    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) rc = checkpoint_table(db, dir, v->files[l][i]->number, &e);
     /* Numbers from the source's counter on: no table number is reused. */
     uint64_t log_number = next_file, manifest_number = next_file + 1;
@@ -308,7 +308,7 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
     int rc = BKV_OK;
-    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
             const bkv_file_meta *f = v->files[l][i];
             /* Wholly outside the range: nothing; wholly inside: all of it. */

@@ -325,7 +325,7 @@ static void check_wal_chain(checker *c, const char *dir, live_wal *w, size_t n) 
 static void check_files_present(checker *c, const char *dir, const char *manifest) {
     const bkv_env *env = bkv_env_posix();
     char p[BKV_PATH_MAX];
-    for (int level = 0; level < BKV_NUM_LEVELS; level++)
+    for (int level = 0; level < BKV_MAX_LEVELS; level++)
         for (size_t i = 0; i < c->live->nfiles[level]; i++) {
             bkv_table_name(p, dir, c->live->files[level][i]->number);
             if (!env->file_exists(env, p)) report(c, "%s: missing (%s lists it at level %d)", p, manifest, level);
@@ -567,5 +567,9 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
         }
     }
     bkv_table_close(t);
+    /* A description cut short by its output (a full disk, a closed pipe)
+     * is an error, not a table that reads short. */
+    if (fflush(out) || ferror(out))
+        return bkv_db_error(NULL, BKV_IOERROR, &(bkv_err){"bkv_dump_table: could not write the description"});
     return rc;
 }

@@ -319,7 +319,7 @@ static int memtables_overlap(const bkv_db *db, const ingest_file *files, size_t 
 
 /* Where f goes: see the file comment. REQUIRES: db->mu held. */
 static int pick_level(const bkv_db *db, const ingest_file *f, uint64_t seq) {
-    const int last = BKV_NUM_LEVELS - 1;
+    const int last = BKV_MAX_LEVELS - 1;
     if (db->opts.compaction_style == BKV_COMPACTION_TIERED) return 0; /* every run lives in level 0 */
     if (seq == 0) return last;
     for (int l = 0; l <= last; l++)
@@ -354,7 +354,7 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
     db->compacting = 1;
     int overlap = db->snapshots.next != &db->snapshots;
     for (size_t i = 0; i < n && !overlap; i++)
-        for (int l = 0; l < BKV_NUM_LEVELS && !overlap; l++) overlap = level_overlaps(db->current, l, &files[i]);
+        for (int l = 0; l < BKV_MAX_LEVELS && !overlap; l++) overlap = level_overlaps(db->current, l, &files[i]);
     uint64_t seq = 0;
     rc = BKV_OK;
     if (overlap) {

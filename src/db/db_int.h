@@ -74,7 +74,6 @@ typedef struct bkv_db_counters {
         seek_compactions, subcompactions;
 } bkv_db_counters;
 
-_Static_assert(BKV_NUM_LEVELS == BKV_MAX_LEVELS, "one level count");
 
 /* Counters every read bumps live in stripes a cache line apart (or more),
  * each thread writing its own: two threads reading never write the same
@@ -121,7 +120,7 @@ struct bkv_db {
     int compacting;                /* a compaction (or an ingest placing tables) is in progress */
     int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
     int manifest_busy;             /* an edit is being appended to the manifest, without mu */
-    bkv_buf compact_pointer[BKV_NUM_LEVELS]; /* leveled: where the next compaction of a level starts */
+    bkv_buf compact_pointer[BKV_MAX_LEVELS]; /* leveled: where the next compaction of a level starts */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
     bkv_memtable *mem;             /* active memtable, written by the write leader only */
@@ -263,12 +262,11 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
                   void **val, size_t *vlen, bkv_err *e);
 
 /* bkv_db_get_at over the sources newer than table stop_file only (file
- * numbers start at 1; 0 reads them all): BKV_DB_REACHED when none of them
- * holds a version of the key the snapshot sees, so that the newest one is
- * in stop_file or older. */
-#define BKV_DB_REACHED 100 /* beside BKV_OK and BKV_NOTFOUND */
+ * numbers start at 1; 0 reads them all). *reached is set to 1, with
+ * BKV_NOTFOUND, when none of them holds a version of the key the snapshot
+ * sees, so that the newest one is in stop_file or older. */
 int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
-                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e);
+                      uint64_t stop_file, int *reached, void **val, size_t *vlen, bkv_err *e);
 
 /* Value index (db_value.c). setup fixes the parameters (after the manifest
  * is read, before any table is written); open builds the index over the

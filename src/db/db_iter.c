@@ -86,7 +86,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     drop_children(it);
     const bkv_tree_version *v = it->rs.version;
     size_t nfiles = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) nfiles += v->nfiles[l];
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) nfiles += v->nfiles[l];
     size_t cap = nfiles + (size_t)it->rs.nimm + 1;
     bkv_ikey_iter **children = malloc(cap * sizeof *children);
     it->tables = malloc((nfiles ? nfiles : 1) * sizeof *it->tables);
@@ -103,7 +103,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     for (int i = 0; !rc && i < it->rs.nimm; i++)
         if (!(children[n++] = bkv_memtable_ikey_iter_new(it->rs.imm[i]))) rc = BKV_NOMEM;
     bkv_hash ph = prefix ? bkv_hash_bytes_seeded(prefix, plen, BKV_PREFIX_SEED) : 0;
-    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++) {
         if (l > 0 && !prefix) {
             /* Without a prefix to filter tables by, a deeper level is one
              * lazily opened run. */

@@ -377,7 +377,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     bkv_edit_free(&rec.edit);
     /* Every table the version names must exist: a missing one is damage
      * (reported now, naming it), not an empty key range. */
-    for (int l = 0; !rc && l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
             bkv_table_name(t, db->path, db->current->files[l][i]->number);
@@ -420,7 +420,7 @@ static void free_db(bkv_db *db) {
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
     bkv_buf_free(&db->group);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->bg_cv);
     pthread_cond_destroy(&db->work_cv);
@@ -514,7 +514,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     db->owner.on_obsolete = bkv_db_table_obsolete;
     db->owner.ctx = db;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&db->compact_pointer[l]);
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_init(&db->compact_pointer[l]);
 
     char p[BKV_PATH_MAX];
     bkv_current_name(p, path);
@@ -641,7 +641,7 @@ int bkv_close(bkv_db *db) {
     int rc = bkv_db_sync_retired_logs(db, &e);
     if (db->logfile) {
         if (!rc && !db->bg_error) rc = bkv_db_mark_log(db, 0, db->last_sequence, &e);
-        int close_rc = bkv_file_close(db->logfile, NULL);
+        int close_rc = bkv_file_close(db->logfile, rc ? NULL : &e); /* the first error keeps its message */
         if (!rc) rc = close_rc;
         db->logfile = NULL;
     }

@@ -196,29 +196,35 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
 #define GET_SAMPLING 64
 
 static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
-                      bkv_hash h, uint64_t stop_file, int *asked, void **val, size_t *vlen, bkv_err *e) {
+                      bkv_hash h, uint64_t stop_file, int *reached, int *asked, void **val, size_t *vlen, bkv_err *e) {
     int rc = BKV_NOTFOUND;
     const bkv_tree_version *v = rs->version;
     /* Every candidate's filter line is requested before the first is
      * probed: on a miss the get waits for one memory latency, not one a
      * level. */
-    const bkv_file_meta *level_file[BKV_NUM_LEVELS];
+    const bkv_file_meta *level_file[BKV_MAX_LEVELS];
     for (size_t i = 0; i < v->nfiles[0]; i++)
         if (bkv_file_meta_holds(v->files[0][i], key, klen))
             bkv_filter_prefetch(atomic_load_explicit(&v->files[0][i]->key_filter, memory_order_acquire), h);
-    for (int l = 1; l < BKV_NUM_LEVELS; l++)
+    for (int l = 1; l < BKV_MAX_LEVELS; l++)
         if ((level_file[l] = bkv_tree_version_level_file(v, l, key, klen)))
             bkv_filter_prefetch(atomic_load_explicit(&level_file[l]->key_filter, memory_order_acquire), h);
     for (size_t i = 0; i < v->nfiles[0]; i++) {
         const bkv_file_meta *f = v->files[0][i];
-        if (stop_file && f->number == stop_file) return BKV_DB_REACHED;
+        if (stop_file && f->number == stop_file) {
+            *reached = 1;
+            return BKV_NOTFOUND;
+        }
         if (!bkv_file_meta_holds(f, key, klen)) continue;
         ++*asked;
         if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
     }
-    for (int l = 1; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 1; l < BKV_MAX_LEVELS; l++) {
         const bkv_file_meta *f = level_file[l];
-        if (f && stop_file && f->number == stop_file) return BKV_DB_REACHED;
+        if (f && stop_file && f->number == stop_file) {
+            *reached = 1;
+            return BKV_NOTFOUND;
+        }
         if (!f) continue;
         ++*asked;
         if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
@@ -227,7 +233,8 @@ static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro,
 }
 
 int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
-                      uint64_t stop_file, void **val, size_t *vlen, bkv_err *e) {
+                      uint64_t stop_file, int *reached, void **val, size_t *vlen, bkv_err *e) {
+    *reached = 0;
     uint64_t nth = atomic_fetch_add_explicit(&db->stripes[bkv_stripe_index()].c.gets, 1, memory_order_relaxed);
     bkv_hash h = bkv_hash_bytes(key, klen);
     BKV_COUNT(db, key_hashes, 1);
@@ -235,7 +242,7 @@ int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
     read_tally tally = {0};
     int asked = 0;
     if (!memtables_get(&tally, rs, key, klen, h, &rc, val, vlen)) {
-        rc = tables_get(db, &tally, ro, rs, key, klen, h, stop_file, &asked, val, vlen, e);
+        rc = tables_get(db, &tally, ro, rs, key, klen, h, stop_file, reached, &asked, val, vlen, e);
         if (asked >= 2 && nth % GET_SAMPLING == 0 && !stop_file)
             bkv_db_charge_seeks(db, rs->version, key, klen, GET_SAMPLING);
     }
@@ -245,7 +252,8 @@ int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_sta
 
 int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                   void **val, size_t *vlen, bkv_err *e) {
-    return bkv_db_get_before(db, ro, rs, key, klen, 0, val, vlen, e);
+    int reached;
+    return bkv_db_get_before(db, ro, rs, key, klen, 0, &reached, val, vlen, e);
 }
 
 /* A multi-get's keys, in key order. */
@@ -318,6 +326,11 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
     bkv_err ro_err = {{0}};
     bkv_read_options local;
     if (bkv_db_read_options(db, &ro, &local, &ro_err)) return bkv_db_error(db, BKV_INVALID, &ro_err);
+    /* Every per-key array below is at most 32 bytes an element (the sorted
+     * keys): a count whose arrays cannot be sized is refused, not wrapped. */
+    _Static_assert(sizeof(mg_key) <= 32, "per-key arrays fit the bound below");
+    if (n > SIZE_MAX / 32)
+        return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_multi_get: too many keys for one call"});
     size_t cap = n ? n : 1;
     multi_get g = {.db = db, .keys = keys, .klens = klens, .vals = vals, .vlens = vlens, .statuses = statuses};
     g.hashes = malloc(cap * sizeof *g.hashes);
@@ -358,7 +371,7 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
                 g.idx[m++] = sorted[j].i;
         if (m) mg_ask_table(&g, v->files[0][fi], m);
     }
-    for (int l = 1; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 1; l < BKV_MAX_LEVELS; l++) {
         size_t fi = 0, nf = v->nfiles[l];
         for (size_t j = 0; j < n && fi < nf;) {
             const bkv_file_meta *f = v->files[l][fi];
@@ -382,9 +395,15 @@ int bkv_multi_get(bkv_db *db, const bkv_read_options *ro, size_t n, const void *
 }
 
 const bkv_snapshot *bkv_snapshot_create(bkv_db *db) {
-    if (!db) return NULL;
+    if (!db) {
+        bkv_db_arg_error(NULL, "bkv_snapshot_create");
+        return NULL;
+    }
     bkv_snapshot *s = malloc(sizeof *s);
-    if (!s) return NULL;
+    if (!s) {
+        bkv_db_error(db, BKV_NOMEM, NULL);
+        return NULL;
+    }
     bkv_db_lock(db);
     /* An ingest at sequence 0 counted on no snapshot being live until its
      * tables are in (db_ingest.c): this one would see them appear. */

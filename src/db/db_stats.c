@@ -124,7 +124,7 @@ static bkv_cache_entry *open_table(bkv_db *db, bkv_file_meta *f) {
 /* What bytes() counts over the tables of v that are open now. */
 static uint64_t open_tables_sum(bkv_db *db, const bkv_tree_version *v, size_t (*bytes)(const bkv_table *)) {
     uint64_t total = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             bkv_cache_entry *e = open_table(db, v->files[l][i]);
             if (!e) continue;
@@ -166,7 +166,7 @@ static void filter_report(bkv_db *db, const bkv_tree_version *v, bkv_buf *b) {
     append(b, "key filters%s:  level  bits/key  expected FPR  (open tables)\n",
            db->opts.filter_memory_budget ? " (sized by filter_memory_budget)" : "");
     double reads = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         double bits = 0, keys = 0, fp_keys = 0, l0_fp = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             bkv_cache_entry *e = open_table(db, v->files[l][i]);
@@ -204,12 +204,12 @@ static amplification amplifications(bkv_db *db, const bkv_tree_version *v) {
     if (user) a.write = (double)(flushed + compacted) / (double)user;
     if (gets) a.read = (double)consulted / (double)gets;
     uint64_t total = 0, base = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) total += v->files[l][i]->size;
     if (db->opts.compaction_style == BKV_COMPACTION_TIERED) {
         if (v->nfiles[0]) base = v->files[0][v->nfiles[0] - 1]->size;
     } else {
-        for (int l = BKV_NUM_LEVELS - 1; l >= 0 && !base; l--)
+        for (int l = BKV_MAX_LEVELS - 1; l >= 0 && !base; l--)
             for (size_t i = 0; i < v->nfiles[l]; i++) base += v->files[l][i]->size;
     }
     if (base) a.space = (double)total / (double)base;
@@ -281,7 +281,7 @@ static char *stats_report(bkv_db *db) {
     append(&b, "sequence %llu, memtable %zu bytes, %d immutable, %zu arena bytes kept for reuse%s\n",
            (unsigned long long)seq, mem, nimm, kept, err ? ", READ-ONLY after an error" : "");
     append(&b, "level  files        bytes      entries\n");
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         uint64_t bytes = 0, entries = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) bytes += v->files[l][i]->size, entries += v->files[l][i]->entries;
         if (v->nfiles[l] || l == 0)
@@ -324,7 +324,7 @@ static char *sstables_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
     bkv_tree_version *v = ref_current(db);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         append(&b, "--- level %d ---\n", l);
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             const bkv_file_meta *f = v->files[l][i];
@@ -358,7 +358,7 @@ char *bkv_property(bkv_db *db, const char *name) {
     if (strncmp(name, "bloomkv.num-files-at-level", 26) == 0) {
         char *end;
         long level = strtol(name + 26, &end, 10);
-        if (end == name + 26 || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
+        if (end == name + 26 || *end || level < 0 || level >= BKV_MAX_LEVELS) return NULL;
         bkv_db_lock(db);
         size_t n = db->current->nfiles[level];
         bkv_db_unlock(db);
@@ -376,7 +376,7 @@ char *bkv_property(bkv_db *db, const char *name) {
         const char *digits = name + (entries ? 24 : 22);
         char *end;
         long level = strtol(digits, &end, 10);
-        if (end == digits || *end || level < 0 || level >= BKV_NUM_LEVELS) return NULL;
+        if (end == digits || *end || level < 0 || level >= BKV_MAX_LEVELS) return NULL;
         bkv_db_lock(db);
         uint64_t sum = 0;
         for (size_t i = 0; i < db->current->nfiles[level]; i++)

@@ -224,7 +224,7 @@ int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
     if (!(db->vindex = bkv_vindex_new((int)db->vrec.shape, &db->vparams, (int)db->vrec.order)))
         return bkv_fail(e, BKV_NOMEM, "out of memory creating the value index");
     bkv_vindex_set_publish_lock(db->vindex, &db->vindex_lock);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < db->current->nfiles[l]; i++) index_table(db, db->current->files[l][i], 1);
     bkv_vindex_commit(db->vindex);
     return BKV_OK;
@@ -563,7 +563,7 @@ static void free_index_plan(finder *fd) {
 }
 
 static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number) {
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (v->files[l][i]->number == number) return v->files[l][i];
     return NULL;
@@ -641,7 +641,7 @@ static uint64_t snapshot_entries(bkv_db *db, const bkv_read_state *rs, const bkv
     bkv_buf lo;
     bkv_buf_init(&lo);
     int cut = after && !bkv_ikey_seek_key(&lo, after->data, after->len);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < rs->version->nfiles[l]; i++) {
             const bkv_file_meta *f = rs->version->files[l][i];
             if (!cut || bkv_ikey_compare(f->smallest, f->smallest_len, lo.data, lo.len) >= 0) {
@@ -715,7 +715,7 @@ static int add_table_part(void *arg, uint32_t first_block, uint32_t last_block) 
 #define SUMMARY_AHEAD (STAGE_SPACING * BKV_TABLE_PREFETCH_STAGES)
 static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int read_flags) {
     size_t n = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) n += rs->version->nfiles[l];
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) n += rs->version->nfiles[l];
     typedef struct maybe_table {
         bkv_cache_entry *entry;
         uint64_t number;
@@ -724,7 +724,7 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
     maybe_table mstack[64], *maybe = n <= 64 ? mstack : malloc(n * sizeof *maybe);
     int rc = files && maybe ? 0 : BKV_NOMEM;
     size_t nfiles = 0, nmaybe = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS && !rc; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS && !rc; l++)
         for (size_t i = 0; i < rs->version->nfiles[l]; i++) files[nfiles++] = rs->version->files[l][i];
     bkv_cache_entry *ring[SUMMARY_AHEAD] = {0};
     for (size_t i = 0; !rc && i < nfiles + SUMMARY_AHEAD; i++) {
@@ -881,7 +881,7 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
         if (!bkv_vindex_broken(db->vindex)) {
             rc = search_index(fd, rs, hashes, 0);
         } else {
-            for (int l = 0; l < BKV_NUM_LEVELS; l++)
+            for (int l = 0; l < BKV_MAX_LEVELS; l++)
                 for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
                     rc = add_leaf(fd, &(bkv_vleaf_ref){rs->version->files[l][i]->number, 0, 0, UINT32_MAX});
         }
@@ -1112,8 +1112,9 @@ static int next_candidate(bkv_find_iter *it) {
         /* A candidate that is the newest version in its table needs only
          * the newer sources asked: when none holds the key, the value
          * found in the partition is the answer, without reading it again. */
-        int rc = bkv_db_get_before(it->db, it->rop, &it->rs, k, kl, file, &v, &vn, &it->err);
-        if (rc == BKV_DB_REACHED) {
+        int reached;
+        int rc = bkv_db_get_before(it->db, it->rop, &it->rs, k, kl, file, &reached, &v, &vn, &it->err);
+        if (reached) {
             BKV_COUNT(it->db, value_candidates_proven, 1);
             return set_result(it, k, kl, it->cand_val.data, it->cand_val.len);
         }

@@ -43,14 +43,14 @@ double bkv_filter_budget_bits(const bkv_tree_version *v, uint64_t budget_bytes, 
     /* Runs: every level-0 table, then one per deeper level. */
     uint64_t n[MAX_RUNS];
     size_t runs = 0, target;
-    for (size_t i = 0; i < v->nfiles[0] && runs < MAX_RUNS - BKV_NUM_LEVELS; i++) n[runs++] = v->files[0][i]->entries;
+    for (size_t i = 0; i < v->nfiles[0] && runs < MAX_RUNS - BKV_MAX_LEVELS; i++) n[runs++] = v->files[0][i]->entries;
     if (level == 0) {
         target = runs;
         n[runs++] = run_entries;
     } else {
         target = SIZE_MAX;
     }
-    for (int l = 1; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 1; l < BKV_MAX_LEVELS; l++) {
         uint64_t entries = level_entries(v, l);
         if (l == level) {
             target = runs;

@@ -169,13 +169,13 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             e->has_last_sequence = 1;
             break;
         case TAG_DELETED_FILE:
-            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)))
+            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_MAX_LEVELS || !(p = bkv_get_varint64(p, end, &b)))
                 goto bad;
             if (bkv_edit_delete_file(e, (int)a, b)) goto nomem;
             break;
         case TAG_NEW_FILE:
         case TAG_INGESTED_FILE: {
-            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_NUM_LEVELS || !(p = bkv_get_varint64(p, end, &b)) ||
+            if (!(p = bkv_get_varint64(p, end, &a)) || a >= BKV_MAX_LEVELS || !(p = bkv_get_varint64(p, end, &b)) ||
                 !(p = bkv_get_varint64(p, end, &c)) || !(p = bkv_get_varint64(p, end, &d)) ||
                 !(p = bkv_get_varint64(p, end, &sseq)) || !(p = bkv_get_varint64(p, end, &lseq)) || sseq > lseq ||
                 !(p = bkv_get_varint64(p, end, &slen)) || slen > (uint64_t)(end - p) || slen < BKV_IKEY_TRAILER)
@@ -247,7 +247,7 @@ bkv_tree_version *bkv_tree_version_new(void) {
 }
 
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (v->files[l][i]->number == number) return 1;
     return 0;
@@ -255,7 +255,7 @@ int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
 
 int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t klen, int seeks) {
     bkv_file_meta *newest = NULL;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         /* Level 0's tables overlap (newest first); deeper, one may hold k. */
         size_t n = l == 0 ? v->nfiles[0] : 1;
         for (size_t i = 0; i < n; i++) {
@@ -279,7 +279,7 @@ charge:;
 
 void bkv_tree_version_unref(bkv_tree_version *v) {
     if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1) return;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         for (size_t i = 0; i < v->nfiles[l]; i++) bkv_file_meta_unref(v->files[l][i]);
         free(v->files[l]);
         free(v->fences[l]);
@@ -310,7 +310,7 @@ static int deleted(const bkv_version_edit *e, int level, uint64_t number) {
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out) {
     bkv_tree_version *v = bkv_tree_version_new();
     if (!v) return BKV_NOMEM;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         size_t cap = base->nfiles[l];
         for (size_t i = 0; i < edit->nadded; i++) cap += edit->added[i].level == l;
         if (!cap) continue;
@@ -361,7 +361,7 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
 }
 
 int bkv_tree_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *edit) {
-    for (int l = 0; l < BKV_NUM_LEVELS; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (bkv_edit_add_file(edit, l, v->files[l][i])) return BKV_NOMEM;
     return BKV_OK;

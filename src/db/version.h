@@ -18,9 +18,7 @@
 #include "util/ikey.h"
 #include "util/status.h"
 
-#include "bloomkv.h"
-
-#define BKV_NUM_LEVELS BKV_MAX_LEVELS /* the public per-level options have one slot per level */
+#include "bloomkv.h" /* BKV_MAX_LEVELS: the public per-level options have one slot per level */
 
 /* Told when a file no longer belongs to any version (its last reference
  * is gone after a compaction removed it), so it can be deleted. */
@@ -67,15 +65,15 @@ typedef struct bkv_value_index_rec {
 
 typedef struct bkv_tree_version {
     atomic_int refs;               /* taken under the db mutex, dropped anywhere */
-    bkv_file_meta **files[BKV_NUM_LEVELS];
-    size_t nfiles[BKV_NUM_LEVELS];
+    bkv_file_meta **files[BKV_MAX_LEVELS];
+    size_t nfiles[BKV_MAX_LEVELS];
     /* Below level 0, for a get's binary search: every user key of the
      * level starts with the first fence_skip[l] bytes of its first table's
      * smallest key, and fences[l][i] holds the next eight bytes of table
      * i's largest key (big-endian, zero-padded): one array to search, not
      * a pointer per step to a meta and then to its key. */
-    uint64_t *fences[BKV_NUM_LEVELS];
-    size_t fence_skip[BKV_NUM_LEVELS];
+    uint64_t *fences[BKV_MAX_LEVELS];
+    size_t fence_skip[BKV_MAX_LEVELS];
     /* A table of this version that reads have paid for more than its
      * compaction would cost, or NULL; set by readers without the mutex. */
     _Atomic(bkv_file_meta *) seek_compact;

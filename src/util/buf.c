@@ -29,8 +29,12 @@ void bkv_buf_clear(bkv_buf *b) {
 int bkv_buf_grow(bkv_buf *b, size_t n) {
     if (b->oom) return -1;
     if (b->cap - b->len >= n) return 0;
+    if (n > SIZE_MAX - b->len) { /* no buffer holds that much */
+        b->oom = 1;
+        return -1;
+    }
     size_t cap = b->cap ? b->cap : 64;
-    while (cap - b->len < n) cap *= 2;
+    while (cap - b->len < n) cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
     uint8_t *d = b->borrowed ? malloc(cap) : realloc(b->data, cap);
     if (!d) {
         b->oom = 1;

@@ -37,7 +37,9 @@ static inline uint64_t bkv_splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* The checksum used for every on-disk structure: XXH3-64 with seed 0. */
+/* XXH3-64 with seed 0: the checksum of serialized filters and of the
+ * structures docs/format.md describes without a seed of their own (WAL
+ * records and table blocks seed theirs with their type). */
 uint64_t bkv_checksum(const void *data, size_t len);
 
 #endif

@@ -29,7 +29,7 @@ static bkv_file_meta *table(uint64_t number, uint64_t size, char lo, char hi, ui
 
 typedef struct fixture {
     bkv_tree_version *v;
-    bkv_buf pointers[BKV_NUM_LEVELS];
+    bkv_buf pointers[BKV_MAX_LEVELS];
     bkv_options o;
 } fixture;
 
@@ -37,7 +37,7 @@ static void start(fixture *fx) {
     memset(fx, 0, sizeof *fx);
     fx->v = bkv_tree_version_new();
     assert_non_null(fx->v);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_init(&fx->pointers[l]);
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_init(&fx->pointers[l]);
     bkv_options_init(&fx->o);
     fx->o.write_buffer_size = 1000;
     fx->o.level0_compaction_trigger = 4;
@@ -70,7 +70,7 @@ static void add(fixture *fx, int level, bkv_file_meta *f) { assert_int_equal(try
 
 static void finish(fixture *fx) {
     bkv_tree_version_unref(fx->v);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) bkv_buf_free(&fx->pointers[l]);
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_free(&fx->pointers[l]);
 }
 
 static bkv_compaction *pick(fixture *fx) { return bkv_compaction_pick(&fx->o, fx->v, fx->pointers); }

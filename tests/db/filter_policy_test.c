@@ -25,13 +25,13 @@ typedef struct level_filters {
     double bits_per_key;   /* filter bits over entries, summed over tables */
 } level_filters;
 
-static void inspect(bkv_db *db, level_filters out[BKV_NUM_LEVELS]) {
-    memset(out, 0, sizeof(level_filters) * BKV_NUM_LEVELS);
+static void inspect(bkv_db *db, level_filters out[BKV_MAX_LEVELS]) {
+    memset(out, 0, sizeof(level_filters) * BKV_MAX_LEVELS);
     bkv_db_lock(db);
     bkv_tree_version *v = db->current;
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         uint64_t bits = 0, keys = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             bkv_cache_entry *e;
@@ -95,10 +95,10 @@ static void filters_follow_the_level_policy(void **state) {
     /* Leave a few fresh tables in level 0. */
     put_keys(db, 3000, 1, 0);
     assert_int_equal(bkv_flush(db), BKV_OK);
-    level_filters lf[BKV_NUM_LEVELS];
+    level_filters lf[BKV_MAX_LEVELS];
     inspect(db, lf);
     int bottom = -1, middle = 0;
-    for (int l = 1; l < BKV_NUM_LEVELS; l++)
+    for (int l = 1; l < BKV_MAX_LEVELS; l++)
         if (lf[l].tables) bottom = l;
     assert_true(lf[0].tables > 0);
     assert_int_equal(lf[0].types_seen, 1 << BKV_FILTER_BLOOM);
@@ -152,10 +152,10 @@ static void partitioned_filters_in_a_database(void **state) {
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     put_keys(db, 20000, 7919, 0);
     assert_int_equal(bkv_flush(db), BKV_OK);
-    level_filters lf[BKV_NUM_LEVELS];
+    level_filters lf[BKV_MAX_LEVELS];
     inspect(db, lf);
     size_t tables = 0, partitioned = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
     assert_true(tables > 2);
     assert_int_equal(partitioned, tables);
     uint64_t blocks = test_counter(db, "blocks-read");
@@ -174,7 +174,7 @@ static void partitioned_filters_in_a_database(void **state) {
     /* bloomkv dump describes a partitioned filter. */
     bkv_db_lock(db);
     uint64_t number = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS && !number; l++)
+    for (int l = 0; l < BKV_MAX_LEVELS && !number; l++)
         if (db->current->nfiles[l]) number = db->current->files[l][0]->number;
     bkv_db_unlock(db);
     assert_true(number > 0);
@@ -199,7 +199,7 @@ static void partitioned_filters_in_a_database(void **state) {
     assert_int_equal(bkv_flush(db), BKV_OK);
     inspect(db, lf);
     tables = partitioned = 0;
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) tables += lf[l].tables, partitioned += lf[l].partitioned;
     assert_true(tables > partitioned);
     expect_keys(db, 20000, 7);
     assert_int_equal(bkv_close(db), BKV_OK);
@@ -251,10 +251,10 @@ static void budget_sizes_filters_by_level(void **state) {
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     put_keys(db, 2000, 1, 0);
     assert_int_equal(bkv_flush(db), BKV_OK);
-    level_filters lf[BKV_NUM_LEVELS];
+    level_filters lf[BKV_MAX_LEVELS];
     inspect(db, lf);
     int bottom = 0;
-    for (int l = 1; l < BKV_NUM_LEVELS; l++)
+    for (int l = 1; l < BKV_MAX_LEVELS; l++)
         if (lf[l].tables) bottom = l;
     assert_true(bottom >= 2 && lf[0].tables > 0);
     if (!(lf[0].bits_per_key > lf[bottom].bits_per_key + 2))

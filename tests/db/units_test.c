@@ -133,7 +133,7 @@ static void apply_orders_levels(void **state) {
     bkv_tree_version *v4;
     assert_int_equal(bkv_tree_version_apply(v, &e, &v4), BKV_OK);
     bkv_edit_free(&e);
-    for (int l = 0; l < BKV_NUM_LEVELS; l++) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         assert_int_equal(v4->nfiles[l], v3->nfiles[l]);
         for (size_t i = 0; i < v3->nfiles[l]; i++) assert_int_equal(v4->files[l][i]->number, v3->files[l][i]->number);
     }

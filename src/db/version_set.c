@@ -185,6 +185,7 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
         return bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
     }
     db->manifest_busy = 1;
+    const bkv_tree_version *base = db->current;
     bkv_db_unlock(db);
     rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
     if (!rc) rc = bkv_file_sync(db->manifest, e);
@@ -192,6 +193,11 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     bkv_db_lock(db);
     db->manifest_busy = 0;
     pthread_cond_broadcast(&db->bg_cv);
+    /* nv was made from base: had current moved meanwhile (manifest_busy
+     * is what keeps it still), installing nv would drop that change, so
+     * the database stops taking writes instead. */
+    if (!rc && BKV_NEVER(db->current != base))
+        rc = bkv_internal_error(e, "the version changed while its edit was being logged");
     if (rc) {
         bkv_tree_version_unref(nv);
         return bkv_db_set_bg_error(db, rc, e);

@@ -209,6 +209,14 @@ static int add_value_terms(bkv_table_builder *b, unsigned type, const uint8_t *v
 int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
                           size_t vlen, bkv_err *e) {
     if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
+    /* On in release builds too: a table whose keys are out of order would
+     * answer gets and seeks wrongly, and one comparison refuses it. */
+    if (ilen < BKV_IKEY_TRAILER ||
+        (b->last_ikey.len && bkv_ikey_compare(b->last_ikey.data, b->last_ikey.len, ikey, ilen) >= 0)) {
+        b->failed = 1;
+        return bkv_fail(e, BKV_CORRUPTION, "%s: entry %llu does not follow the one before it in internal-key order",
+                        b->name, (unsigned long long)b->props.num_entries);
+    }
     if (b->opts.value_filter) {
         int rc = add_value_terms(b, bkv_ikey_type(ikey, ilen), val, vlen, e);
         if (rc) {
@@ -475,6 +483,8 @@ static int write_value_tags(bkv_table_builder *b, bkv_handle *th, bkv_err *e) {
 }
 
 int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
+    /* A table missing the entry that failed must never be written whole. */
+    if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
     int rc = flush_data_block(b, e);
     if (rc) return rc;
     b->props.data_bytes = b->offset;

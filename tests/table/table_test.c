@@ -686,6 +686,40 @@ static void value_tags_match_every_entry(void **state) {
     }
 }
 
+/* An entry that does not follow the one before it (a smaller user key,
+ * or the same user key at a newer sequence, or the same entry twice)
+ * fails the builder, and the builder stays failed. */
+static void builder_refuses_entries_out_of_order(void **state) {
+    (void)state;
+    static const struct {
+        const char *second;
+        uint64_t seq;
+    } cases[] = {{"a", 5}, {"b", 6}, {"b", 5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/order%zu.sst", dir, c);
+        bkv_wfile *f;
+        assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+        bkv_table_options o = {.block_size = 1024, .restart_interval = 16, .filter_type = BKV_FILTER_BLOOM,
+                               .bits_per_key = 10};
+        bkv_table_builder *b = bkv_table_builder_new(&o, f, path);
+        uint8_t ik[16];
+        ik[0] = 'b';
+        bkv_put_u64(ik + 1, bkv_pack_trailer(5, BKV_TYPE_VALUE));
+        assert_int_equal(bkv_table_builder_add(b, ik, 9, (const uint8_t *)"v", 1, NULL), BKV_OK);
+        ik[0] = (uint8_t)cases[c].second[0];
+        bkv_put_u64(ik + 1, bkv_pack_trailer(cases[c].seq, BKV_TYPE_VALUE));
+        bkv_err e = {{0}};
+        assert_int_equal(bkv_table_builder_add(b, ik, 9, (const uint8_t *)"v", 1, &e), BKV_CORRUPTION);
+        assert_non_null(strstr(e.msg, "internal-key order"));
+        ik[0] = 'z';
+        assert_int_not_equal(bkv_table_builder_add(b, ik, 9, (const uint8_t *)"v", 1, NULL), BKV_OK);
+        assert_int_not_equal(bkv_table_builder_finish(b, NULL), BKV_OK);
+        bkv_table_builder_free(b);
+        assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(point_reads_all_compressions),
@@ -696,6 +730,7 @@ int main(void) {
         cmocka_unit_test(index_seeks_match_whole_keys),
         cmocka_unit_test(readers_in_order_prefetch_ahead),
         cmocka_unit_test(value_tags_match_every_entry),
+        cmocka_unit_test(builder_refuses_entries_out_of_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

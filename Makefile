@@ -71,13 +71,13 @@ reliability:
 # LevelDB and RocksDB (those built in) on 1 M keys, on a temporary database.
 run: deps
 	@$(MAKE) build
-	@$(BUILD)/bloomkv filter-bench --keys 1000000
+	@$(BUILD)/bloomkv-bench filters --keys 1000000
 	@echo
-	@$(BUILD)/bloomkv bench --compare --num 1000000 --rounds 3 \
+	@$(BUILD)/bloomkv-bench db --compare --num 1000000 --rounds 3 \
 		--benchmarks fillrandom,readrandom,readmissing,readseq,seekrandom,multireadrandom,overwrite
 	@echo
 	@echo "search by value (bloomkv: bit-sliced value index; LevelDB, RocksDB: a full scan)"
-	@$(BUILD)/bloomkv bench --compare --num 500000 --value_index bitsliced --searches 1000 \
+	@$(BUILD)/bloomkv-bench db --compare --num 500000 --value_index bitsliced --searches 1000 \
 		--benchmarks fillrandom,findvalue
 	@if [ -f $(BUILD)/bloomkv_redis.so ] && command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then \
 		echo; echo "the Redis module beside Redis's own types (one node)"; \

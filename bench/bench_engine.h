@@ -1,4 +1,4 @@
-/* The engine adapters of `bloomkv bench`: one struct of functions per
+/* The engine adapters of `bloomkv-bench db`: one struct of functions per
  * engine, so one workload generator and timing loop drives them all. */
 #ifndef BKV_BENCH_ENGINE_H
 #define BKV_BENCH_ENGINE_H

@@ -1,5 +1,5 @@
 /*
- * `bloomkv bench` over several engines, thread counts and rounds: runs
+ * `bloomkv-bench db` over several engines, thread counts and rounds: runs
  * every combination, alternating the engines inside each round and
  * rotating which goes first from one round to the next (a machine that
  * drifts over minutes then favours none of them), and reports medians

@@ -1,5 +1,5 @@
 /*
- * `bloomkv bench`: a db_bench-style benchmark. Benchmarks are named and
+ * `bloomkv-bench db`: a db_bench-style benchmark. Benchmarks are named and
  * flagged as in LevelDB's db_bench; keys are 16-byte decimal strings, and
  * values pseudo-random bytes of --value_size that start with a value id
  * (the key's number, or with --value_distinct P, that number modulo P% of
@@ -29,7 +29,7 @@
 #include "bloomkv.h"
 #include "bench_engine.h"
 #include "db_bench.h"
-#include "cli.h"
+#include "options.h"
 
 /* ---- workload ---- */
 
@@ -419,7 +419,7 @@ static long run_threads(run_state *s, const char *name, uint64_t *found, uint64_
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: bloomkv bench [--benchmarks LIST] [--num N] [--reads N] [--key_size 16] [--value_size 100]\n"
+            "usage: bloomkv-bench db [--benchmarks LIST] [--num N] [--reads N] [--key_size 16] [--value_size 100]\n"
             "                     [--bloom_bits 10] [--filter blocked|bloom|none] [--cache_size BYTES]\n"
             "                     [--write_buffer_size BYTES] [--compression none|lz4|zstd] [--db DIR]\n"
             "                     [--use_existing_db] [--seed S] [--sync] [--histogram] [--json]\n"
@@ -770,7 +770,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"target_file_size", required_argument, 0, 'Y'},
         {"filter_stats", no_argument, 0, '%'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    if (bkv_cli_exact_options(argc, argv, opts, NULL)) {
+    if (bkv_exact_options("bloomkv-bench", argc, argv, opts, NULL)) {
         usage(stderr);
         return 2;
     }

@@ -5,7 +5,7 @@
 
 #include "bench_engine.h"
 
-/* `bloomkv bench`: argv[0] is "bench". Returns an exit status. */
+/* `bloomkv-bench db`: argv[0] is "db". Returns an exit status. */
 int bkv_db_bench_main(int argc, char **argv);
 
 #define BENCH_MAX_BENCHMARKS 32

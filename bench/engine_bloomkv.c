@@ -1,4 +1,4 @@
-/* `bloomkv bench` adapter for bloomkv itself. */
+/* `bloomkv-bench db` adapter for bloomkv itself. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* `bloomkv bench` adapter for LevelDB, through its C API (Debian's
+/* `bloomkv-bench db` adapter for LevelDB, through its C API (Debian's
  * libleveldb-dev). Settings mirror bloomkv's: write buffer, block size,
  * block cache, Bloom bits per key; LevelDB offers no LZ4/zstd, so those
  * run uncompressed. */

@@ -1,4 +1,4 @@
-/* `bloomkv bench` adapter for RocksDB, through its C API (Debian's
+/* `bloomkv-bench db` adapter for RocksDB, through its C API (Debian's
  * librocksdb-dev). RocksDB is configured the way its own tuning guide
  * ("Setup Options and Basic Tuning") says for the memory bloomkv gets;
  * docs/benchmarks.md lists each setting with its reason:

@@ -1,5 +1,5 @@
 /*
- * `bloomkv filter-bench`: builds a filter over N random distinct keys and
+ * `bloomkv-bench filters`: builds a filter over N random distinct keys and
  * measures it. Before timing anything it checks that every inserted key is
  * found (a filter with a false negative is broken, however fast).
  *
@@ -16,7 +16,7 @@
 #include "bench_util.h"
 #include "bloomkv_filter.h"
 #include "filter_bench.h"
-#include "cli.h"
+#include "options.h"
 
 typedef struct bench_config {
     int type;
@@ -272,7 +272,7 @@ static int compare_anchor(const bench_config *base, int have_keys, int json) {
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: bloomkv filter-bench [--type T] [--keys N] [--bits-per-key B | --fpr E]\n"
+            "usage: bloomkv-bench filters [--type T] [--keys N] [--bits-per-key B | --fpr E]\n"
             "                            [--queries Q] [--seed S] [--json] [--space-table] [--compare-anchor]\n"
             "types: bloom blocked ribbon fuse8 fuse16 xor8 cuckoo8 cuckoo12 cuckoo16 counting\n"
             "Builds a filter over N random distinct keys, checks it has no false negative, and\n"
@@ -310,7 +310,7 @@ int bkv_filter_bench_main(int argc, char **argv) {
         {"space-table", no_argument, 0, 'S'},
         {"compare-anchor", no_argument, 0, 'A'},
         {0, 0, 0, 0}};
-    if (bkv_cli_exact_options(argc, argv, opts, NULL)) return 2;
+    if (bkv_exact_options("bloomkv-bench", argc, argv, opts, NULL)) return 2;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

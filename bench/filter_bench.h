@@ -1,7 +1,7 @@
 #ifndef BKV_FILTER_BENCH_H
 #define BKV_FILTER_BENCH_H
 
-/* `bloomkv filter-bench`: argv[0] is "filter-bench". Returns an exit status. */
+/* `bloomkv-bench filters`: argv[0] is "filters". Returns an exit status. */
 int bkv_filter_bench_main(int argc, char **argv);
 
 #endif

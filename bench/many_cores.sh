@@ -18,7 +18,7 @@
 # READ_ONLY="" (labels that skip the fills); MISSING_PER_THREAD=2000000
 # and RANDOM_PER_THREAD=500000 reads per thread. Every engine gets a 4 MiB
 # write buffer, an 8 MiB cache, 10 bits per key and no compression:
-# `bloomkv bench`'s defaults, under which RocksDB is configured as its
+# `bloomkv-bench db`'s defaults, under which RocksDB is configured as its
 # tuning guide says (bench/engine_rocksdb.c).
 # Writes OUT_DIR/raw.tsv (label, benchmark, threads, round, ops/s) and
 # OUT_DIR/summary.txt.
@@ -54,7 +54,7 @@ run() { # LABEL BENCHMARK THREADS ROUND ARGS...
     local label=$1 what=$2 threads=$3 round=$4
     shift 4
     local r
-    r=$("${bin[$label]}" bench --engine "${eng[$label]}" --threads "$threads" --benchmarks "$what" --json "$@" \
+    r=$("${bin[$label]}" db --engine "${eng[$label]}" --threads "$threads" --benchmarks "$what" --json "$@" \
         2>>"$out/stderr.txt" | rate)
     printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$what" "$threads" "$round" "${r:-0}" | tee -a "$raw"
 }
@@ -68,7 +68,7 @@ for label in "${labels[@]}"; do
     e=${eng[$label]}
     if [ -z "${readdb[$e]:-}" ]; then
         readdb[$e]=$WORK/read-$e
-        "${bin[$label]}" bench --engine "$e" --db "${readdb[$e]}" --num "$READ_KEYS" \
+        "${bin[$label]}" db --engine "$e" --db "${readdb[$e]}" --num "$READ_KEYS" \
             --benchmarks fillrandom,compact >/dev/null 2>>"$out/stderr.txt"
     fi
 done

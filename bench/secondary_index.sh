@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bloomkv's value index against the composite-key secondary index users
 # build by hand (value + key -> "", written in the row's batch), on
-# bloomkv, LevelDB and RocksDB, through `bloomkv bench`:
+# bloomkv, LevelDB and RocksDB, through `bloomkv-bench db`:
 # write throughput, bytes on disk and lookup latency for a unique value
 # and for 1% and 10% value domains (that share of the entries distinct).
 #
@@ -24,7 +24,7 @@ run() { # ENGINE INDEX DISTINCT ARGS...: with INDEX none, the fill alone
     shift 3
     [ "$index" = none ] && benchmarks=fillrandom,compact
     rm -rf "$WORK/db"
-    out=$("$B" bench --engine "$engine" --db "$WORK/db" --num "$N" --benchmarks "$benchmarks" \
+    out=$("$B" db --engine "$engine" --db "$WORK/db" --num "$N" --benchmarks "$benchmarks" \
         --value_distinct "$pct" --searches 500 --json "$@" 2>/dev/null)
     fill=$(echo "$out" | grep '"benchmark":"fillrandom"')
     first=$(echo "$out" | grep '"benchmark":"findvalue"' | head -1)

@@ -14,8 +14,8 @@
 set -eu
 build=$(cd "$1" && pwd)
 out=$(realpath -m "$2")
-link=$(cat "$build/CMakeFiles/bloomkv.dir/link.txt")
-link=$(printf '%s\n' "$link" | sed -E 's#(/usr/lib/[^ ]*/lib[^ /]*)\.so#\1.a#g; s#-o bloomkv #-o '"$out"' #')
+link=$(cat "$build/CMakeFiles/bloomkv-bench.dir/link.txt")
+link=$(printf '%s\n' "$link" | sed -E 's#(/usr/lib/[^ ]*/lib[^ /]*)\.so#\1.a#g; s#-o bloomkv-bench #-o '"$out"' #')
 extra=""
 case "$link" in *librocksdb.a*) extra="/usr/lib/x86_64-linux-gnu/libsnappy.a /usr/lib/x86_64-linux-gnu/libgflags.a /usr/lib/x86_64-linux-gnu/libz.a /usr/lib/x86_64-linux-gnu/libbz2.a" ;; esac
 case "$link" in *libleveldb.a*) case "$extra" in *libsnappy.a*) ;; *) extra="$extra /usr/lib/x86_64-linux-gnu/libsnappy.a" ;; esac ;; esac

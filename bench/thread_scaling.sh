@@ -34,9 +34,9 @@ bench() { # DB BENCHMARK THREADS: ops per second
         args="--use_existing_db --num $N --reads $((4 * N)) --compact_for_reads 0"
     fi
     # shellcheck disable=SC2086
-    "$B" bench --engine "$ENGINE" --db "$db" $args --threads "$threads" --benchmarks "$what" --json 2>/dev/null | rate
+    "$B" db --engine "$ENGINE" --db "$db" $args --threads "$threads" --benchmarks "$what" --json 2>/dev/null | rate
 }
-"$B" bench --engine "$ENGINE" --db "$WORK/a" --num "$N" --benchmarks fillrandom,compact >/dev/null 2>&1
+"$B" db --engine "$ENGINE" --db "$WORK/a" --num "$N" --benchmarks fillrandom,compact >/dev/null 2>&1
 cp -r "$WORK/a" "$WORK/b"
 echo "# benchmark round one_thread two_processes two_threads processes/one threads/one threads/processes"
 for round in $(seq "$ROUNDS"); do

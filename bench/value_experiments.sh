@@ -38,7 +38,7 @@ search() { # DB N SHAPE ORDER PARAMS...
     local db=$1 n=$2 shape=$3 order=$4
     shift 4
     local line
-    line=$("$B" bench --db "$db" --use_existing_db --num "$n" --benchmarks findvalue --value_index "$shape" \
+    line=$("$B" db --db "$db" --use_existing_db --num "$n" --benchmarks findvalue --value_index "$shape" \
         --value_index_order "$order" --searches "$SEARCHES" --json "$@" 2>/dev/null | grep '"findvalue"')
     local leaves probed scanned matched vi inner_b leaf_b
     leaves=$(echo "$line" | num leaves)
@@ -51,13 +51,13 @@ search() { # DB N SHAPE ORDER PARAMS...
     echo "$(echo "$line" | num micros_per_op) $leaves $probed $scanned $matched ${leaf_b:-0} ${inner_b:-0}"
 }
 scan() { # DB N: the full scan's micros per search
-    "$B" bench --db "$1" --use_existing_db --num "$2" --benchmarks findvalue_scan --scan_searches 3 --json \
+    "$B" db --db "$1" --use_existing_db --num "$2" --benchmarks findvalue_scan --scan_searches 3 --json \
         2>/dev/null | grep '"findvalue_scan"' | num micros_per_op
 }
 fill() { # DB N PARAMS...: micros per fillrandom op
     local db=$1 n=$2
     shift 2
-    "$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null |
+    "$B" db --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null |
         grep '"fillrandom"' | num micros_per_op
 }
 best_order() { # file with "order micros ..." rows: the fastest row
@@ -145,7 +145,7 @@ fi
 fill_counters() { # DB N PARAMS...: micros/op, index update seconds, nodes recomputed, updates
     local db=$1 n=$2 line
     shift 2
-    line=$("$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null | grep '"fillrandom"')
+    line=$("$B" db --db "$db" --num "$n" --benchmarks fillrandom,compact --json "$@" 2>/dev/null | grep '"fillrandom"')
     echo "$(echo "$line" | num micros_per_op) $(awk "BEGIN{printf \"%.2f\", $(echo "$line" | num value-index-update-micros)/1e6}") $(echo "$line" | num value-index-nodes-recomputed) $(echo "$line" | num value-index-updates)"
 }
 if want write; then
@@ -166,7 +166,7 @@ fi
 # each plan forced, at 1 M entries and the middle size.
 plan_search() { # DB N PLAN SEARCHES DISTINCT_PCT: micros per search, results per search, share of scan plans
     local line
-    line=$("$B" bench --db "$1" --use_existing_db --num "$2" --benchmarks findvalue --value_index bitsliced \
+    line=$("$B" db --db "$1" --use_existing_db --num "$2" --benchmarks findvalue --value_index bitsliced \
         --find_plan "$3" --searches "$4" --value_distinct "$5" --json 2>/dev/null | grep '"findvalue"')
     echo "$(echo "$line" | num micros_per_op) $(echo "$line" | num results) $(echo "$line" | num plan_scan)"
 }
@@ -177,7 +177,7 @@ for n in $(echo "$SIZES" | cut -d' ' -f1) $MID; do
         pct=$(awk "BEGIN{p = 100 / ($f * $n); if (p > 100) p = 100; printf \"%.8f\", p}")
         searches=$(awk "BEGIN{print ($f >= 0.01) ? 3 : ($f >= 0.001 ? 20 : 200)}")
         db="$WORK/plan"
-        "$B" bench --db "$db" --num "$n" --benchmarks fillrandom,compact --value_index bitsliced \
+        "$B" db --db "$db" --num "$n" --benchmarks fillrandom,compact --value_index bitsliced \
             --value_distinct "$pct" >/dev/null 2>&1
         set -- $(plan_search "$db" "$n" auto "$searches" "$pct")
         auto=$1 results=$2 share=$3
@@ -196,7 +196,7 @@ rm -rf "$WORK/w"
 measure() { # DB N SHAPE BENCHMARK SEARCHES PARAMS...
     local db=$1 n=$2 shape=$3 bm=$4 searches=$5 line
     shift 5
-    line=$("$B" bench --db "$db" --use_existing_db --num "$n" --benchmarks "$bm" --value_index "$shape" \
+    line=$("$B" db --db "$db" --use_existing_db --num "$n" --benchmarks "$bm" --value_index "$shape" \
         --searches "$searches" --compact_for_reads 0 --json "$@" 2>/dev/null | grep "\"$bm\"")
     local f v out=""
     for f in micros_per_op p50_us p99_us p999_us cold_open_ms value_index_memory_bytes found; do
@@ -260,7 +260,7 @@ fi
 if want workloads; then
 echo "# E9a: shape run fill_us warm_us warm_p50 warm_p99 warm_p999 cold_us cold_p50 cold_p99 cold_p999 open_ms found" >"$OUT/churn.dat"
 for shape in paged bitsliced; do
-    fill_us=$("$B" bench --db "$WORK/churn-$shape" --num "$MID" --benchmarks fillrandom,overwrite,deleterandom,compact \
+    fill_us=$("$B" db --db "$WORK/churn-$shape" --num "$MID" --benchmarks fillrandom,overwrite,deleterandom,compact \
         --value_index $shape --json 2>/dev/null | grep '"fillrandom"' | num micros_per_op)
     fills[$shape]=$fill_us
 done
@@ -282,7 +282,7 @@ echo "# E9b: shape run idle_us idle_p50 idle_p99 idle_p999 writing_us writing_p5
 for run in $(seq "$RUNS"); do
     for shape in paged bitsliced; do
         warm_up "$WORK/churn-$shape"
-        line=$("$B" bench --db "$WORK/churn-$shape" --use_existing_db --num "$MID" --value_index $shape \
+        line=$("$B" db --db "$WORK/churn-$shape" --use_existing_db --num "$MID" --value_index $shape \
             --benchmarks findvalue,findvaluewhilewriting --searches 5000 --compact_for_reads 0 --histogram --json 2>/dev/null)
         idle=$(echo "$line" | grep '"findvalue"')
         busy=$(echo "$line" | grep '"findvaluewhilewriting"')

@@ -7,11 +7,6 @@
 
 #include "bloomkv_filter.h"
 #include "cli.h"
-/* The installed tool is built without the benchmarks (CMakeLists.txt). */
-#ifndef BKV_TOOL_NO_BENCH
-#include "db_bench.h"
-#include "filter_bench.h"
-#endif
 
 typedef struct subcommand {
     const char *name;
@@ -37,10 +32,6 @@ static const subcommand subcommands[] = {
     {"check", bkv_cli_check, "verify every checksum and invariant of a database"},
     {"dump-sst", bkv_cli_dump_sst, "describe one table file"},
     {"cluster", bkv_cli_cluster, "find-value HOST:PORT VALUE: search by value across a Redis Cluster (docs/redis.md)"},
-#ifndef BKV_TOOL_NO_BENCH
-    {"bench", bkv_db_bench_main, "db_bench-style engine benchmark (fillrandom, readrandom, readmissing, ...)"},
-    {"filter-bench", bkv_filter_bench_main, "measure a filter type: build cost, probe cost, false positives"},
-#endif
 };
 
 static void usage(FILE *out) {
@@ -70,6 +61,11 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "bench") == 0 || strcmp(argv[1], "filter-bench") == 0) {
+        fprintf(stderr, "bloomkv: the benchmarks are a program of their own: bloomkv-bench %s (in the build tree)\n",
+                strcmp(argv[1], "bench") == 0 ? "db" : "filters");
+        return 2;
+    }
     fprintf(stderr, "bloomkv: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

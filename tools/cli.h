@@ -21,15 +21,6 @@ int bkv_cli_value_index(int argc, char **argv);
 /* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
  * into a malloc'd buffer; -1 (and *out NULL) on bad input or no memory. */
 int bkv_cli_decode(const char *s, int hex, char **out, size_t *len);
-/* getopt_long takes any unambiguous prefix of a long option (--cont ran as
- * --continue-on-error where --count was meant): every option must be
- * spelled out. An unknown one is refused on stderr ("bloomkv CMD: unknown
- * option"), naming the nearest of opts that flags lists (names separated
- * by spaces; NULL: all): one it begins, or one within two edits. 0, or -1
- * after the message. Stops at "--"; a required value is skipped, so it may
- * start with "--". */
-struct option;
-int bkv_cli_exact_options(int argc, char **argv, const struct option *opts, const char *flags);
 /* `bloomkv cluster find-value HOST:PORT VALUE` (tools/cluster.c). */
 int bkv_cli_cluster(int argc, char **argv);
 int bkv_cli_dump_sst(int argc, char **argv);

@@ -10,7 +10,7 @@
  *
  * Probe schemes studied, at 10 bits per key over 10 M keys and
  * 10-20 M absent keys: "sim" is a simulation with splitmix64 hashes,
- * "bench" is filter-bench on this build (negative probe ns, single / batch,
+ * "bench" is bloomkv-bench filters on this build (negative probe ns, single / batch,
  * at 64 M keys):
  *
  *   scheme (k = 6 unless said)                 fpr       probe cost
@@ -69,7 +69,7 @@ static int blocked_add(bkv_filter *f, bkv_hash h, bool atomic) {
     return BKV_OK;
 }
 
-/* Ways to test a line, picked by the filter's size (filter-bench --type
+/* Ways to test a line, picked by the filter's size (bloomkv-bench filters --type
  * blocked --keys N on this 2-core VM, alternated runs, absent keys, ns;
  * cd71840, before batches tested three bits first, below):
  *
@@ -109,7 +109,7 @@ static inline int probe_line_exit(const uint8_t *line, uint32_t g, unsigned k) {
  * mispredicts about once a key, which in a batch (the line already
  * requested, nothing to wait for) is most of the cost. All three of the
  * first bits are set for one absent key in eight, so this exit is
- * predicted. filter-bench --type blocked --keys 64000000 --queries
+ * predicted. bloomkv-bench filters --type blocked --keys 64000000 --queries
  * 10000000, negative ns single / batch, ten alternated runs (cd71840):
  * exit per bit 28.5-39.7 / 13.5-17.3 (2.06-2.57x); three, then the rest
  * 28.9-41.8 / 9.9-15.1 (2.63-3.16x). The same test for single probes

@@ -1,5 +1,5 @@
 /* False-positive models. They size filters (choice of k and bits) and give
- * the "theory" figures filter-bench prints beside its measurements. */
+ * the "theory" figures bloomkv-bench filters prints beside its measurements. */
 #include <math.h>
 
 #include "filter/filter_int.h"

@@ -94,7 +94,7 @@ static inline uint64_t load_word(const uint8_t *p) { return bkv_get_u64(p); }
  * checked together, then the rest: an absent key's first wrong column is
  * a coin toss per column, so an exit after each one mispredicted about
  * once a key, while all three of the first are right for one absent key
- * in eight, an exit that is predicted. filter-bench --type ribbon --fpr
+ * in eight, an exit that is predicted. bloomkv-bench filters --type ribbon --fpr
  * 0.0078 --queries 5000000, absent keys, ns single / batch, three
  * alternated runs (460cf97): 10 M keys 44.2-61.4 / 27.8-38.1 with an
  * exit per column, 35.8-49.3 / 21.1-32.5 three first; 1 M 31.9-32.0 /
@@ -176,7 +176,7 @@ static void ribbon_may_contain_batch(const bkv_filter *f, const bkv_hash *h, siz
  * filter: practically smaller than Bloom and Xor" (2021), give the space
  * overhead of standard Ribbon with 128-bit bands as a few percent growing
  * slowly with n; the steps here were tuned at 8ff5ada so that
- * filter-bench sees build retries below 1% at every size from 1 k to
+ * bloomkv-bench filters sees build retries below 1% at every size from 1 k to
  * 64 M keys (docs/design.md, Filters). The "/ 1.04" in the bits-per-key
  * conversion below is the same overhead, taken as its mid value. */
 static uint64_t slots_for(size_t n) {

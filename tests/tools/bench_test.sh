@@ -8,7 +8,7 @@ set -u
 B="$1"
 pass=0 fail=0
 for engine in bloomkv leveldb rocksdb; do
-    out=$("$B" bench --engine "$engine" --num 20000 --reads 5000 \
+    out=$("$B" db --engine "$engine" --num 20000 --reads 5000 \
         --benchmarks fillrandom,compact,readrandom,readmissing,readseq,multireadrandom,findvalue,findvalue_first,findvalue_and,findvalue_scan \
         --value_index hierarchy --searches 200 --scan_searches 2 --filter_stats --json 2>/dev/null)
     status=$?
@@ -48,7 +48,7 @@ for engine in bloomkv leveldb rocksdb; do
     fi
     # The composite-key secondary index users build by hand: every search
     # finds its key through the index, on every engine.
-    out=$("$B" bench --engine "$engine" --num 5000 --benchmarks fillrandom,overwrite,findvalue \
+    out=$("$B" db --engine "$engine" --num 5000 --benchmarks fillrandom,overwrite,findvalue \
         --secondary_index composite --searches 200 --json 2>/dev/null)
     check "composite index exit status" "$?" 0
     check "composite index findvalue found" "$(field findvalue found)" 200
@@ -57,7 +57,7 @@ done
 # The paged value index from a cold cache: every search reopens the
 # database with its pages dropped, finds its key, and absent values none.
 engine="bloomkv (paged, cold)"
-out=$("$B" bench --num 20000 --benchmarks fillrandom,compact,findvalue,findvalue_absent --value_index paged \
+out=$("$B" db --num 20000 --benchmarks fillrandom,compact,findvalue,findvalue_absent --value_index paged \
     --searches 40 --cold --json 2>/dev/null)
 check "findvalue found" "$(field findvalue found)" 40
 check "findvalue_absent found" "$(field findvalue_absent found)" 0
@@ -66,7 +66,7 @@ check "index memory reported" "$(field findvalue value_index_memory_bytes | grep
 
 # Partitioned filters and a filter memory budget: same answers, and the
 # per-benchmark blocks read and filter memory are reported.
-out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom,readmissing \
+out=$("$B" db --num 20000 --reads 5000 --benchmarks fillrandom,readrandom,readmissing \
     --partition_filters --filter_partition_size 1024 --filter_memory_budget 20000 --json 2>/dev/null)
 pfield() { echo "$out" | grep "\"benchmark\":\"$1\"" | grep -o "\"$2\":[0-9.]*" | cut -d: -f2; }
 for want in "readrandom found 5000" "readmissing found 0"; do
@@ -85,10 +85,10 @@ fi
 
 # The background threads' knobs reach the engine: one thread, or a
 # compaction thread run below the caller, still fill and find every key.
-out=$("$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
-    --max_background_jobs 1 --json 2>/dev/null; "$B" bench --num 20000 --reads 5000 \
+out=$("$B" db --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
+    --max_background_jobs 1 --json 2>/dev/null; "$B" db --num 20000 --reads 5000 \
     --benchmarks fillrandom,readrandom --write_buffer_size 65536 --compaction_nice 10 --json 2>/dev/null; \
-    "$B" bench --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
+    "$B" db --num 20000 --reads 5000 --benchmarks fillrandom,readrandom --write_buffer_size 65536 \
     --max_subcompactions 4 --json 2>/dev/null)
 found=$(echo "$out" | grep '"benchmark":"readrandom"' | grep -o '"found":[0-9]*' | cut -d: -f2 | tr '\n' ' ')
 if [ "$found" = "5000 5000 5000 " ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: thread knobs: found '$found'"; fi
@@ -99,8 +99,8 @@ if [ "$found" = "5000 5000 5000 " ]; then pass=$((pass + 1)); else fail=$((fail 
 # engine its own directory.
 raw=$(mktemp)
 sweepdb=$(mktemp -d)
-engines=$("$B" bench --engine rocksdb --num 10 --benchmarks fillrandom >/dev/null 2>&1 && echo 3 || echo 1)
-out=$("$B" bench --compare --num 5000 --threads 1,2 --rounds 2 --raw "$raw" --db "$sweepdb/db" \
+engines=$("$B" db --engine rocksdb --num 10 --benchmarks fillrandom >/dev/null 2>&1 && echo 3 || echo 1)
+out=$("$B" db --compare --num 5000 --threads 1,2 --rounds 2 --raw "$raw" --db "$sweepdb/db" \
     --benchmarks fillrandom,readrandom 2>/dev/null)
 status=$?
 lines=$(grep -vc '^#' "$raw")
@@ -118,7 +118,7 @@ if [ "$engines" = 1 ] || [ "$firsts" = 2 ]; then pass=$((pass + 1)); else fail=$
 rm -rf "$raw" "$sweepdb"
 
 # The anchor table: one row per anchor, each with our figures beside.
-rows=$("$B" filter-bench --compare-anchor --keys 20000 --json 2>/dev/null | grep -c '"anchor"')
+rows=$("$B" filters --compare-anchor --keys 20000 --json 2>/dev/null | grep -c '"anchor"')
 if [ "$rows" = 6 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: compare-anchor gave $rows rows"; fi
 
 # Bad flags fail at once, before any benchmark runs, with the flag named.
@@ -126,7 +126,7 @@ expect_fail() { # expect_fail STATUS MESSAGE -- args...
     local want=$1 msg=$2
     shift 3
     local err
-    err=$("$B" bench "$@" 2>&1 >/dev/null)
+    err=$("$B" db "$@" 2>&1 >/dev/null)
     local got=$?
     if [ "$got" -eq "$want" ] && echo "$err" | grep -q -- "$msg"; then pass=$((pass + 1)); else
         fail=$((fail + 1))

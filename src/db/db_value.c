@@ -1,5 +1,5 @@
 /*
- * Search by value (docs/design.md, "Value index").
+ * Search by value (docs/design.md, "Search by value").
  *
  * A search hashes its term once. The value index names the table
  * partitions whose filters may hold it; the memtables' term indexes name
@@ -65,8 +65,8 @@ static uint32_t auto_bits(uint32_t p) {
 /* A paged index reads a row per filter word a term's bits fall in, from
  * every table whose summary says "maybe": a term's bits go in two words
  * (two reads instead of k). Confined that way, k bits answer "maybe"
- * more often; two more bring the rate back (docs/design.md, "Two-word
- * probes": at m = 32 bits per value, 6 spread bits 2.3e-5, 6 in two
+ * more often; two more bring the rate back (a simulation at f73b5ce: at
+ * m = 32 bits per value, 6 spread bits 2.3e-5, 6 in two
  * words 6.6e-5, 8 in two words 2.0e-5). The in-memory shapes read every
  * filter's words anyway, and keep the spread. */
 #define TWO_WORD_EXTRA_HASHES 2

@@ -27,6 +27,7 @@
 
 #include "bench_util.h"
 #include "bloomkv.h"
+#include "bloomkv_filter.h"
 #include "bench_engine.h"
 #include "db_bench.h"
 #include "options.h"

@@ -54,10 +54,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
-#include "bloomkv_common.h" /* BKV_EXPORT, versions, status codes */
-#include "bloomkv_filter.h" /* bkv_hash, filter types */
+#include "bloomkv_common.h" /* BKV_EXPORT, versions, status codes, filter types */
 
 #ifdef __cplusplus
 extern "C" {
@@ -697,10 +695,16 @@ BKV_EXPORT size_t bkv_batch_approximate_size(const bkv_batch *b);
  * or drop is reported whatever the wal_recovery mode. */
 BKV_EXPORT int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg);
 
-/* Writes a readable description of one table file to out: properties,
- * index, filter header and, with entries, every entry (keys and values
- * printed with C escapes). An error is described in bkv_errmsg(NULL). */
-BKV_EXPORT int bkv_dump_table(const char *file, int entries, FILE *out);
+/* Writes a readable description of one table file through write:
+ * properties, index, filter header and, with entries, every entry (keys
+ * and values printed with C escapes), in pieces of text that end at no
+ * particular place. write returns 0, or non-zero to stop the dump, which
+ * then fails with BKV_IOERROR. Errors: BKV_INVALID (file or write NULL),
+ * BKV_IOERROR (the file cannot be read, or write failed), BKV_CORRUPTION
+ * (the table is damaged: what was written so far stands), BKV_NOMEM;
+ * each described in bkv_errmsg(NULL). */
+BKV_EXPORT int bkv_dump_table(const char *file, int entries,
+                              int (*write)(void *arg, const char *text, size_t len), void *arg);
 
 #ifdef __cplusplus
 }

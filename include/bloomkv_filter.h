@@ -50,23 +50,7 @@ BKV_EXPORT bkv_hash bkv_hash_bytes(const void *data, size_t len);
  * never re-hashes: hashing with the right seed is the caller's job. */
 BKV_EXPORT bkv_hash bkv_hash_bytes_seeded(const void *data, size_t len, uint64_t seed);
 
-/* ---- Filter types ------------------------------------------------------ */
-
-enum {
-    BKV_FILTER_NONE = 0,          /* no filter: every probe answers "maybe" */
-    BKV_FILTER_BLOOM = 1,         /* standard Bloom, k probes over all m bits */
-    BKV_FILTER_BLOCKED_BLOOM = 2, /* all k probes of a key in one 64-byte line */
-    /* Static: built once over all keys (bkv_filter_build), never added to. */
-    BKV_FILTER_RIBBON = 3,        /* standard Ribbon, 128-bit bands: fpr 2^-r in ~1.0x r bits */
-    BKV_FILTER_FUSE8 = 4,         /* binary fuse, 8-bit fingerprints: fpr 1/256, ~9 bits/key */
-    BKV_FILTER_FUSE16 = 5,        /* binary fuse, 16-bit fingerprints */
-    BKV_FILTER_XOR8 = 6,          /* xor filter, 8-bit fingerprints: ~9.8 bits/key */
-    /* Deletable: bkv_filter_delete removes a key added before. */
-    BKV_FILTER_CUCKOO8 = 7,       /* cuckoo, 4-slot buckets, 8/12/16-bit fingerprints */
-    BKV_FILTER_CUCKOO12 = 8,
-    BKV_FILTER_CUCKOO16 = 9,
-    BKV_FILTER_COUNTING = 10      /* counting Bloom, 4-bit saturating counters */
-};
+/* ---- Filter types: BKV_FILTER_* (bloomkv_common.h) ------------------- */
 
 /* "bloom", "blocked", "ribbon", "fuse8", "fuse16", "xor8", "cuckoo8",
  * "cuckoo12", "cuckoo16", "counting", "none"; NULL for an unknown type. */

@@ -1192,9 +1192,14 @@ int bkv_cli_check(int argc, char **argv) {
     return exit_status(rc); /* a wrong path is not damage */
 }
 
+static int write_stdout(void *arg, const char *text, size_t len) {
+    (void)arg;
+    return fwrite(text, 1, len, stdout) == len ? 0 : -1;
+}
+
 int bkv_cli_dump_sst(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    if (bkv_dump_table(pos[0], o.entries, stdout) == BKV_OK) return 0;
+    if (bkv_dump_table(pos[0], o.entries, write_stdout, NULL) == BKV_OK) return 0;
     fprintf(stderr, "bloomkv: dump-sst: %s\n", bkv_errmsg(NULL));
     return EXIT_ERROR;
 }

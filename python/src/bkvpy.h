@@ -15,6 +15,7 @@
 #include <Python.h>
 
 #include "bloomkv.h"
+#include "bloomkv_filter.h"
 
 typedef struct bkvpy_guard {
     int closed;

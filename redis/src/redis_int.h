@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "bloomkv.h"
+#include "bloomkv_filter.h"
 /* redismodule.h defines the API's function pointers in every file that
  * includes it; module.c owns them, the others only refer to them. */
 #ifndef BKV_REDIS_OWNS_API

@@ -455,11 +455,10 @@ static void put_escaped(FILE *out, const uint8_t *p, size_t n) {
     }
 }
 
-int bkv_dump_table(const char *file, int entries, FILE *out) {
+static int dump_table(const char *file, int entries, FILE *out) {
     bkv_table_stats st = {0};
     bkv_table *t;
     bkv_err e = {{0}};
-    if (!file || !out) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_dump_table: file or out is NULL"});
     int rc = bkv_table_open(bkv_env_posix(), file, 1, NULL, &st, &t, &e);
     if (rc) return bkv_db_error(NULL, rc, &e);
     const bkv_table_props *p = bkv_table_properties(t);
@@ -567,9 +566,32 @@ int bkv_dump_table(const char *file, int entries, FILE *out) {
         }
     }
     bkv_table_close(t);
+    return rc;
+}
+
+/* The description is printed with stdio into a stream whose writes go to
+ * the caller's function, so no stdio type crosses the public header. */
+typedef struct dump_sink {
+    int (*write)(void *arg, const char *text, size_t len);
+    void *arg;
+} dump_sink;
+
+static ssize_t sink_write(void *cookie, const char *buf, size_t n) {
+    const dump_sink *sink = cookie;
+    return sink->write(sink->arg, buf, n) ? -1 : (ssize_t)n;
+}
+
+int bkv_dump_table(const char *file, int entries, int (*write)(void *arg, const char *text, size_t len), void *arg) {
+    if (!file || !write) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_dump_table: file or write is NULL"});
+    dump_sink sink = {write, arg};
+    FILE *out = fopencookie(&sink, "w", (cookie_io_functions_t){.write = sink_write});
+    if (!out) return bkv_db_error(NULL, BKV_NOMEM, NULL);
+    int rc = dump_table(file, entries, out);
     /* A description cut short by its output (a full disk, a closed pipe)
      * is an error, not a table that reads short. */
-    if (fflush(out) || ferror(out))
-        return bkv_db_error(NULL, BKV_IOERROR, &(bkv_err){"bkv_dump_table: could not write the description"});
+    int cut = fflush(out) != 0 || ferror(out);
+    fclose(out);
+    if (cut && rc == BKV_OK)
+        rc = bkv_db_error(NULL, BKV_IOERROR, &(bkv_err){"bkv_dump_table: could not write the description"});
     return rc;
 }

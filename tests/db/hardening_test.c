@@ -623,6 +623,11 @@ static int count_result(void *arg, const void *k, size_t kl, const void *v, size
 
 /* NULL handles and pointers are refused; snapshots are checked against the
  * database they came from and released at most once. */
+static int write_nowhere(void *arg, const char *text, size_t len) {
+    (void)arg, (void)text, (void)len;
+    return 0;
+}
+
 static void library_contract(void **state) {
     (void)state;
     char db[300], db2[300];
@@ -630,8 +635,8 @@ static void library_contract(void **state) {
     sub(db2, sizeof db2, "contract2");
     assert_int_equal(bkv_open(db, NULL, NULL), BKV_INVALID);
     assert_int_equal(bkv_check(NULL, NULL, NULL), BKV_INVALID);
-    assert_int_equal(bkv_dump_table(NULL, 0, stdout), BKV_INVALID);
-    assert_int_equal(bkv_dump_table("x", 0, NULL), BKV_INVALID);
+    assert_int_equal(bkv_dump_table(NULL, 0, write_nowhere, NULL), BKV_INVALID);
+    assert_int_equal(bkv_dump_table("x", 0, NULL, NULL), BKV_INVALID);
     bkv_filter *f;
     assert_int_equal(bkv_filter_create(NULL, 10, &f), BKV_INVALID);
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};

@@ -24,9 +24,9 @@ for kind in shared static; do
     fi
 done
 # The soname carries major.minor before 1.0.
-if [ -n "$(find "$T/prefix" -name libbloomkv.so.0.2)" ]; then pass=$((pass + 1)); else
+if [ -n "$(find "$T/prefix" -name libbloomkv.so.0.3)" ]; then pass=$((pass + 1)); else
     fail=$((fail + 1))
-    echo "FAIL: no libbloomkv.so.0.2 installed"
+    echo "FAIL: no libbloomkv.so.0.3 installed"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -98,6 +98,12 @@ enum {
 
 typedef struct bkv_db bkv_db;
 typedef struct bkv_batch bkv_batch;
+
+/* One level's key filter policy (bkv_options.level_options). */
+typedef struct bkv_level_options {
+    int    filter_type;   /* a BKV_FILTER_* type, or < 0: bkv_options.filter_type */
+    double bits_per_key;  /* <= 0: bkv_options.bits_per_key (or the filter memory budget's) */
+} bkv_level_options;
 typedef struct bkv_snapshot bkv_snapshot;
 typedef struct bkv_iter bkv_iter;
 
@@ -164,9 +170,13 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    tiered_max_size_amplification; /* percent: merge everything when the newer runs exceed
                                            this share of the oldest; default 200 */
     int    max_background_jobs;         /* background threads (flushes and compactions); default 2 */
-    /* Per-level filter policy: < 0 means "use filter_type / bits_per_key". */
-    int    filter_type_per_level[BKV_MAX_LEVELS];   /* default all -1 */
-    double bits_per_key_per_level[BKV_MAX_LEVELS];  /* default all -1 */
+    /* Per-level filter policy: NULL, or level_options_count entries,
+     * entry i for level i; levels past the count keep the defaults, and a
+     * count above BKV_MAX_LEVELS is refused. Read by the call the options
+     * are given to (bkv_open, bkv_table_writer_create), which keeps a copy:
+     * the array need not outlive it. Default NULL, 0. */
+    const bkv_level_options *level_options;
+    size_t level_options_count;
     int    optimize_filters_for_hits;   /* no key filter on the bottommost level (saves ~90% of
                                            filter memory; misses then cost one block read); default 0 */
 
@@ -220,8 +230,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * level-0 table, each deeper level) gets a false-positive rate
      * proportional to its number of keys, which minimizes the expected
      * block reads of a missing get for that memory; re-chosen from the
-     * current level sizes for each new table. bits_per_key_per_level wins
-     * where set. Default 0: bits_per_key everywhere. */
+     * current level sizes for each new table. A level's bits_per_key in
+     * level_options wins where set. Default 0: bits_per_key everywhere. */
     uint64_t filter_memory_budget;
     /* 1: write-ahead logs are written through a shared map of the file
      * (when the env and the file system allow), so an unsynced write is

@@ -211,11 +211,8 @@ static int level_of(const bkv_tree_version *v, const bkv_file_meta *f) {
 /* A table moved down whole keeps its filter: only where the two levels
  * ask for the same one. */
 static int same_filter_policy(const bkv_options *o, int a, int b) {
-    int ta = o->filter_type_per_level[a] >= 0 ? o->filter_type_per_level[a] : o->filter_type;
-    int tb = o->filter_type_per_level[b] >= 0 ? o->filter_type_per_level[b] : o->filter_type;
-    double ba = o->bits_per_key_per_level[a] > 0 ? o->bits_per_key_per_level[a] : o->bits_per_key;
-    double bb = o->bits_per_key_per_level[b] > 0 ? o->bits_per_key_per_level[b] : o->bits_per_key;
-    return ta == tb && ba == bb;
+    return bkv_level_filter_type(o, a) == bkv_level_filter_type(o, b) &&
+           bkv_level_bits_per_key(o, a) == bkv_level_bits_per_key(o, b);
 }
 
 static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {

@@ -121,6 +121,7 @@ struct bkv_db {
     int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
     int manifest_busy;             /* an edit is being appended to the manifest, without mu */
     bkv_buf compact_pointer[BKV_MAX_LEVELS]; /* leveled: where the next compaction of a level starts */
+    bkv_level_options level_options[BKV_MAX_LEVELS]; /* opts.level_options points here (db_open.c) */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
     bkv_memtable *mem;             /* active memtable, written by the write leader only */
@@ -306,6 +307,14 @@ int bkv_adopt_options(void *dst, size_t dst_size, const void *src, const char *w
 #define BKV_OPTIONS_SIZE_MAX 4096
 /* BKV_INVALID, naming the option and its allowed range, unless o is valid. */
 int bkv_check_options(const bkv_options *o, bkv_err *e);
+/* Copies o's per-level policy into own (the defaults past its count) and
+ * points o at the copy, so o no longer refers to the caller's array. */
+void bkv_options_own_levels(bkv_options *o, bkv_level_options own[BKV_MAX_LEVELS]);
+/* Level level's key filter type and bits per key under o; whether its
+ * bits per key are set for it (then a filter budget leaves it alone). */
+int bkv_level_filter_type(const bkv_options *o, int level);
+double bkv_level_bits_per_key(const bkv_options *o, int level);
+int bkv_level_sets_bits(const bkv_options *o, int level);
 /* The mode of a directory the engine creates for file_mode: search
  * permission wherever it grants read (0644 -> 0755, 0600 -> 0700). */
 unsigned bkv_dir_mode(unsigned file_mode);

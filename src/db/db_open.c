@@ -501,6 +501,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     }
     db->env = env;
     db->opts = *opts;
+    bkv_options_own_levels(&db->opts, db->level_options);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     db->cpus = cpus > 0 ? (int)cpus : 1;
     bkv_mutex_init_adaptive(&db->mu);

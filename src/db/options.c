@@ -46,10 +46,27 @@ static void default_options(bkv_options *o) {
     o->wal_mmap = 1;
     o->compact_for_reads = 1;
     o->release_free_memory = 1;
-    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
-        o->filter_type_per_level[i] = -1;
-        o->bits_per_key_per_level[i] = -1;
-    }
+}
+
+void bkv_options_own_levels(bkv_options *o, bkv_level_options own[BKV_MAX_LEVELS]) {
+    for (size_t i = 0; i < BKV_MAX_LEVELS; i++)
+        own[i] = i < o->level_options_count ? o->level_options[i] : (bkv_level_options){-1, -1};
+    o->level_options = own;
+    o->level_options_count = BKV_MAX_LEVELS;
+}
+
+int bkv_level_filter_type(const bkv_options *o, int level) {
+    size_t l = (size_t)level;
+    return l < o->level_options_count && o->level_options[l].filter_type >= 0 ? o->level_options[l].filter_type
+                                                                              : o->filter_type;
+}
+
+double bkv_level_bits_per_key(const bkv_options *o, int level) {
+    return bkv_level_sets_bits(o, level) ? o->level_options[level].bits_per_key : o->bits_per_key;
+}
+
+int bkv_level_sets_bits(const bkv_options *o, int level) {
+    return (size_t)level < o->level_options_count && o->level_options[level].bits_per_key > 0;
 }
 
 void bkv_init_sized(void *dst, size_t size, const void *defaults, size_t own) {
@@ -135,13 +152,16 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
             "filter_type = %d, must be a BKV_FILTER_* type", o->filter_type);
     REQUIRE(o->filter_type == BKV_FILTER_NONE || (o->bits_per_key > 0 && o->bits_per_key <= 100),
             "bits_per_key = %g, must be in (0, 100]", o->bits_per_key);
-    for (int i = 0; i < BKV_MAX_LEVELS; i++) {
-        REQUIRE(o->filter_type_per_level[i] < 0 || o->filter_type_per_level[i] == BKV_FILTER_NONE ||
-                    bkv_filter_type_name(o->filter_type_per_level[i]),
-                "filter_type_per_level[%d] = %d, must be < 0 (the default) or a BKV_FILTER_* type", i,
-                o->filter_type_per_level[i]);
-        REQUIRE(o->bits_per_key_per_level[i] <= 100, "bits_per_key_per_level[%d] = %g, must be <= 100", i,
-                o->bits_per_key_per_level[i]);
+    REQUIRE(o->level_options_count <= BKV_MAX_LEVELS, "level_options_count = %zu, must be at most %d (BKV_MAX_LEVELS)",
+            o->level_options_count, BKV_MAX_LEVELS);
+    REQUIRE(!o->level_options_count || o->level_options, "level_options is NULL with level_options_count %zu",
+            o->level_options_count);
+    for (size_t i = 0; i < o->level_options_count; i++) {
+        const bkv_level_options *l = &o->level_options[i];
+        REQUIRE(l->filter_type < 0 || l->filter_type == BKV_FILTER_NONE || bkv_filter_type_name(l->filter_type),
+                "level_options[%zu].filter_type = %d, must be < 0 (the default) or a BKV_FILTER_* type", i,
+                l->filter_type);
+        REQUIRE(l->bits_per_key <= 100, "level_options[%zu].bits_per_key = %g, must be <= 100", i, l->bits_per_key);
     }
     REQUIRE(o->filter_partition_size == 0 || (o->filter_partition_size >= 64 && o->filter_partition_size <= (1u << 26)),
             "filter_partition_size = %zu, must be 0 (4096) or 64..2^26", o->filter_partition_size);

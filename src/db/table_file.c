@@ -10,12 +10,11 @@ double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, i
 }
 
 bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams) {
-    bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16, .filter_type = o->filter_type,
-                            .bits_per_key = o->bits_per_key, .compression = o->compression,
+    bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16,
+                            .filter_type = bkv_level_filter_type(o, level),
+                            .bits_per_key = bkv_level_bits_per_key(o, level), .compression = o->compression,
                             .filter_partition_size = o->partition_filters ? (o->filter_partition_size ? o->filter_partition_size : 4096) : 0,
                             .prefix_extractor = o->prefix_extractor};
-    if (o->filter_type_per_level[level] >= 0) to.filter_type = o->filter_type_per_level[level];
-    if (o->bits_per_key_per_level[level] > 0) to.bits_per_key = o->bits_per_key_per_level[level];
     /* Gets that reach the bottom mostly find their key there (the
      * workload has few misses), so its filter would rarely say no. */
     if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;
@@ -41,7 +40,7 @@ int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, 
     int rc = db->env->new_writable(db->env, tf->path, db->opts.file_mode, &tf->file, e);
     if (rc) return rc;
     bkv_table_options to = bkv_table_options_for(&db->opts, level, bottommost, db->has_vrec ? &db->vparams : NULL);
-    if (budget_bits >= 0 && db->opts.bits_per_key_per_level[level] <= 0) {
+    if (budget_bits >= 0 && !bkv_level_sets_bits(&db->opts, level)) {
         /* Below a bit per key a filter would answer "maybe" to most absent keys. */
         if (budget_bits < 1) to.filter_type = BKV_FILTER_NONE;
         else to.bits_per_key = budget_bits;

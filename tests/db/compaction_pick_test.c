@@ -145,7 +145,9 @@ static void level0_takes_the_oldest_and_what_overlaps_it(void **state) {
 
     /* Levels with different filter settings: a table is rewritten, not moved. */
     start(&fx);
-    fx.o.bits_per_key_per_level[0] = 16;
+    bkv_level_options levels[1] = {{.filter_type = -1, .bits_per_key = 16}};
+    fx.o.level_options = levels;
+    fx.o.level_options_count = 1;
     for (int i = 0; i < 4; i++) add(&fx, 0, table(10 + (uint64_t)i, 500, (char)('a' + 3 * i), (char)('b' + 3 * i), 100 * (uint64_t)(i + 1)));
     c = pick(&fx);
     assert_non_null(c);

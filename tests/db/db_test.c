@@ -317,7 +317,10 @@ static void model_with_leveled_compaction(void **state) {
     o.level_size_multiplier = 4;
     /* Blocked Bloom where tables come and go, Ribbon (built once, ~30%
      * smaller) below. */
-    for (int l = 1; l < BKV_MAX_LEVELS; l++) o.filter_type_per_level[l] = BKV_FILTER_RIBBON;
+    bkv_level_options levels[BKV_MAX_LEVELS] = {{.filter_type = -1}};
+    for (int l = 1; l < BKV_MAX_LEVELS; l++) levels[l].filter_type = BKV_FILTER_RIBBON;
+    o.level_options = levels;
+    o.level_options_count = BKV_MAX_LEVELS;
     run_model("leveled", o, 0);
 }
 

@@ -83,13 +83,21 @@ static void filters_follow_the_level_policy(void **state) {
     o.level_size_multiplier = 4;
     o.level0_compaction_trigger = 8;
     o.level0_slowdown_trigger = o.level0_stop_trigger = 1 << 20;
-    o.filter_type_per_level[0] = BKV_FILTER_BLOOM;
-    o.bits_per_key_per_level[0] = 16;
+    bkv_level_options levels[1] = {{.filter_type = BKV_FILTER_BLOOM, .bits_per_key = 16}};
+    o.level_options = levels;
+    o.level_options_count = 1;
     o.filter_type = BKV_FILTER_BLOCKED_BLOOM;
     o.bits_per_key = 6;
     o.optimize_filters_for_hits = 1;
+    /* More levels than the engine has is refused, naming the field. */
+    o.level_options_count = BKV_MAX_LEVELS + 1;
     bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "level_options_count"));
+    o.level_options_count = 1;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    /* The open kept a copy: the caller's array may change or go. */
+    levels[0] = (bkv_level_options){.filter_type = 12345, .bits_per_key = 1e9};
     put_keys(db, 20000, 7919, 0);
     assert_int_equal(bkv_compact(db), BKV_OK);
     /* Leave a few fresh tables in level 0. */
@@ -244,7 +252,9 @@ static void budget_sizes_filters_by_level(void **state) {
     small_tree_options(&o);
     o.level0_slowdown_trigger = o.level0_stop_trigger = 1 << 20;
     o.filter_memory_budget = 40000 * 6 / 8; /* 6 bits per key on average at 40000 keys */
-    o.bits_per_key_per_level[1] = 12;
+    bkv_level_options levels[2] = {{.filter_type = -1, .bits_per_key = -1}, {.filter_type = -1, .bits_per_key = 12}};
+    o.level_options = levels;
+    o.level_options_count = 2;
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     put_keys(db, 40000, 7919, 0);

@@ -356,14 +356,45 @@ BKV_EXPORT int bkv_open(const char *path, const bkv_options *opts /* NULL = defa
  * db is live; BKV_INVALID for a handle that is not open. */
 BKV_EXPORT int bkv_close(bkv_db *db);
 
+/* Stores val under key (replacing any value), or deletes key (deleting a
+ * key that is absent is not an error). The bytes are copied before the
+ * call returns. wo NULL: the defaults (no sync). On return the write is
+ * visible to every later read, is with the OS (a crash of the process
+ * keeps it) and, with wo->sync, on the device (a power loss keeps it).
+ * Thread safety: any number of threads may write at once; concurrent
+ * writes are grouped into one WAL record.
+ * Errors, each with a message for bkv_errmsg(db):
+ *   BKV_INVALID   db NULL, a NULL key or value with a length, a key over
+ *                 BKV_MAX_KEY_SIZE or a value over BKV_MAX_VALUE_SIZE, an
+ *                 uninitialized wo, or a database opened read-only;
+ *   BKV_IOERROR   the WAL could not be written or synced (the write may
+ *                 or may not survive a crash; from then on every write
+ *                 returns this error: the database must be reopened);
+ *   BKV_NOMEM     no memory for the write;
+ *   any earlier background error (a failed flush or compaction), which
+ *                 likewise stops every later write. */
 BKV_EXPORT int bkv_put(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen,
                        const void *val, size_t vlen);
 BKV_EXPORT int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen);
-/* Applies a batch atomically: after a crash, all of it or none of it. */
+/* Applies a batch atomically (one WAL record: after a crash, all of it or
+ * none of it; readers never see part of it), as bkv_put does one write.
+ * An empty batch does nothing and returns BKV_OK. The batch stays the
+ * caller's, unchanged. Errors: those of bkv_put (BKV_INVALID also for a
+ * NULL batch). */
 BKV_EXPORT int bkv_write(bkv_db *db, const bkv_write_options *wo, const bkv_batch *batch);
 
-/* BKV_OK with *val (malloc'd; free with bkv_free) and *vlen, or
- * BKV_NOTFOUND. */
+/* The value of key at ro's snapshot (the latest state when ro or its
+ * snapshot is NULL): BKV_OK with *val (malloc'd; free with bkv_free) and
+ * *vlen, or BKV_NOTFOUND (*val NULL). Hashes the key once and reads no
+ * table block that a table's key filter rules out.
+ * Thread safety: any number of threads, beside writers, without a lock.
+ * Errors (*val NULL, a message for bkv_errmsg(db)):
+ *   BKV_INVALID     db, key (with a length), val or vlen NULL, an
+ *                   uninitialized ro, or another database's snapshot;
+ *   BKV_CORRUPTION  a block the read needed is damaged (named: file and
+ *                   offset); never a wrong value;
+ *   BKV_IOERROR     a table could not be read;
+ *   BKV_NOMEM       no memory for the value or a block. */
 BKV_EXPORT int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen,
                        void **val, size_t *vlen);
 
@@ -521,14 +552,25 @@ BKV_EXPORT void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap);
  * not valid, next and prev do nothing, key and value return NULL with a
  * length of 0. After the loop, check bkv_iter_status: an error (damage,
  * out of memory) ends the iteration early rather than skip entries. */
+/* Creates an iterator, not yet on an entry: seek first. *out is set only
+ * on success; bounds with the lower after the upper give an iterator
+ * with no entry. Errors (a message for bkv_errmsg(db)): BKV_INVALID (db
+ * or out NULL, an uninitialized ro, another database's snapshot),
+ * BKV_NOMEM, BKV_IOERROR or BKV_CORRUPTION (a table could not be opened). */
 BKV_EXPORT int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out);
+/* Frees it and lets go of what it holds; NULL does nothing. */
 BKV_EXPORT void bkv_iter_destroy(bkv_iter *it);
+/* Moves: to the first or last key, to the first key >= key, or one step.
+ * A move that meets an error leaves the iterator not valid, with the
+ * error in bkv_iter_status. */
 BKV_EXPORT void bkv_iter_seek_to_first(bkv_iter *it);
 BKV_EXPORT void bkv_iter_seek_to_last(bkv_iter *it);
 BKV_EXPORT void bkv_iter_seek(bkv_iter *it, const void *key, size_t klen); /* first key >= key */
 BKV_EXPORT void bkv_iter_next(bkv_iter *it);
 BKV_EXPORT void bkv_iter_prev(bkv_iter *it);
+/* 1 when on an entry, 0 past either end or after an error. */
 BKV_EXPORT int bkv_iter_valid(const bkv_iter *it);
+/* The entry's key and value, owned by the iterator. */
 BKV_EXPORT const void *bkv_iter_key(const bkv_iter *it, size_t *klen);
 BKV_EXPORT const void *bkv_iter_value(const bkv_iter *it, size_t *vlen);
 /* BKV_OK, or the error that ended iteration (detail in bkv_errmsg). */
@@ -676,9 +718,18 @@ BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);
 BKV_EXPORT const char *bkv_errmsg(bkv_db *db);
 
 /* Write batches. */
-BKV_EXPORT bkv_batch *bkv_batch_create(void);   /* NULL when out of memory */
+/* A batch: writes collected in memory, applied by bkv_write at once. It
+ * belongs to no database, is owned by its creator (free it with
+ * bkv_batch_destroy; NULL does nothing) and is used by one thread at a
+ * time. bkv_batch_create returns NULL when out of memory; clear empties a
+ * batch for reuse. */
+BKV_EXPORT bkv_batch *bkv_batch_create(void);
 BKV_EXPORT void bkv_batch_destroy(bkv_batch *b);
 BKV_EXPORT void bkv_batch_clear(bkv_batch *b);
+/* Adds a put or a delete, copying the bytes; later operations on the same
+ * key win. Errors (a message for bkv_errmsg(NULL)): BKV_INVALID (b NULL,
+ * a NULL key or value with a length, a key or value over its maximum),
+ * BKV_NOMEM (the batch is unchanged). */
 BKV_EXPORT int bkv_batch_put(bkv_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
 BKV_EXPORT int bkv_batch_delete(bkv_batch *b, const void *key, size_t klen);
 BKV_EXPORT uint32_t bkv_batch_count(const bkv_batch *b);

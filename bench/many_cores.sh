@@ -8,10 +8,10 @@
 #
 #   bench/many_cores.sh OUT_DIR LABEL=BINARY:ENGINE...
 #
-#   bench/many_cores.sh out new=./bloomkv:bloomkv rocksdb=./bloomkv:rocksdb \
-#       base=./bloomkv-1738a70:bloomkv
+#   bench/many_cores.sh out new=./bloomkv-bench:bloomkv rocksdb=./bloomkv-bench:rocksdb \
+#       base=./bloomkv-bench-1738a70:bloomkv
 #
-# BINARY is a `bloomkv` tool (bench/static_tool.sh makes one that runs
+# BINARY is a `bloomkv-bench` program (bench/static_tool.sh makes one that runs
 # where no library is installed). Settings by environment, with defaults:
 # FILL_KEYS=1000000 READ_KEYS=2000000 ROUNDS=3 FILL_THREADS="1 2 4 8 16"
 # READ_THREADS="1 4 16" FILL_ONLY="" (labels that skip the reads)

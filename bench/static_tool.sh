@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Relinks a built `bloomkv` tool as one static binary, for a machine that
+# Relinks a built `bloomkv-bench` as one static binary, for a machine that
 # has none of Debian's libraries (a many-core box borrowed for a scaling
 # run): every shared library on its link line becomes the archive Debian
 # ships beside it, with what those archives need after them.

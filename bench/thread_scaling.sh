@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two threads against one, beside two processes against one.
 #
-#   bench/thread_scaling.sh BLOOMKV_BINARY [N] [ROUNDS] [ENGINE] > table.txt
+#   bench/thread_scaling.sh BLOOMKV_BENCH [N] [ROUNDS] [ENGINE] > table.txt
 #
 # A ratio of two threads to one mixes what the engine shares between
 # threads with what the machine shares between its cores (caches, memory

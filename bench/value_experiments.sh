@@ -5,7 +5,7 @@
 # sizes, hierarchy orders, filter sizes, value domains, the paper's
 # one-filter-per-table layout, and the write cost of keeping the index.
 #
-#   bench/value_experiments.sh BLOOMKV_BINARY OUT_DIR [SCALE]
+#   bench/value_experiments.sh BLOOMKV_BENCH OUT_DIR [SCALE]
 #
 # SCALE=full (default) uses N = 1M, 10M, 30M (about 30 minutes and 4 GB
 # of disk here); SCALE=small uses N = 100k, 300k, 1M (a minute). Results

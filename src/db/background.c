@@ -172,7 +172,7 @@ void *bkv_db_background(void *arg) {
     int urgent = index == 0, compacts = alone || index > 0;
     if (!alone && index > 0) lower_thread_priority(db->opts.compaction_nice);
     while (!db->shutting_down) {
-        if (urgent && atomic_load_explicit(&db->retired_pending, memory_order_relaxed)) {
+        if (urgent && bkv_wal_set_pending(&db->wals)) {
             sync_retired_logs(db);
             continue;
         }

@@ -341,7 +341,7 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
 void bkv_fork_prepare(bkv_db *db) {
     if (!db) return;
     pthread_mutex_lock(&db->grace_mu);
-    pthread_mutex_lock(&db->log_sync_mu);
+    bkv_wal_set_fork_prepare(&db->wals);
     pthread_mutex_lock(&db->vindex_update_mu);
     pthread_rwlock_wrlock(&db->vindex_lock);
     bkv_db_lock(db);
@@ -356,7 +356,7 @@ void bkv_fork_parent(bkv_db *db) {
     bkv_db_unlock(db);
     pthread_rwlock_unlock(&db->vindex_lock);
     pthread_mutex_unlock(&db->vindex_update_mu);
-    pthread_mutex_unlock(&db->log_sync_mu);
+    bkv_wal_set_fork_parent(&db->wals);
     pthread_mutex_unlock(&db->grace_mu);
 }
 
@@ -368,6 +368,6 @@ void bkv_fork_child(bkv_db *db) {
     BKV_NOTE_OWNER(db, 0);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
-    pthread_mutex_init(&db->log_sync_mu, NULL);
+    bkv_wal_set_fork_child(&db->wals);
     pthread_mutex_init(&db->grace_mu, NULL);
 }

@@ -17,10 +17,10 @@
 #include "util/event.h"
 #include "valueindex/vindex.h"
 #include "log/log.h"
+#include "db/log_sync.h"
 
 #include "util/check.h"
 
-#define BKV_MAX_IMM 16
 #define BKV_MAX_BACKGROUND_JOBS 16
 #define BKV_MAX_SUBCOMPACTIONS 8
 #define BKV_DEFAULT_SUBCOMPACTIONS 2
@@ -134,22 +134,7 @@ struct bkv_db {
     bkv_wfile *logfile;            /* the active WAL, used by the write leader */
     bkv_log_writer log;
     int log_marked;                /* leader only: the active WAL holds its durable mark (log_sync.c) */
-    /* WALs a memtable switch ended but did not sync (log_sync.c): synced,
-     * with the directory, and closed by a background thread, or by the
-     * leader of the first synced write that needs them durable. */
-    pthread_mutex_t log_sync_mu;   /* guards retired_log, nretired; held across their syncs */
-    bkv_wfile *retired_log[BKV_MAX_IMM + 1];
-    uint64_t retired_next[BKV_MAX_IMM + 1]; /* the number of the WAL that followed each */
-    int nretired;
-    atomic_int retired_pending;    /* nretired > 0, readable without log_sync_mu */
-    atomic_uint_fast64_t durable_below; /* every WAL numbered below it is synced, and its name */
-    int wal_marks;                 /* the manifest recovered says its WALs follow log_sync.c (tag 8) */
-    /* The next WAL, created ahead by a background thread so a memtable
-     * switch does not wait for the file system (log_sync.c). Under mu. */
-    bkv_wfile *spare_log;
-    uint64_t spare_number;
-    uint64_t newest_wal;           /* the number of the WAL last started or being started */
-    uint64_t spare_for;            /* newest_wal when a spare was last tried: one try each */
+    bkv_wal_set wals;              /* the WALs behind the active one (log_sync.h) */
     bkv_writer *writers_head, *writers_tail;
     atomic_int queued_writers;     /* in that queue (changed under mu, read without it) */
     int cpus;                      /* processors online at open: whether a waiting writer may yield */
@@ -352,12 +337,16 @@ int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e);
  * want: whether it should make one now. make: creates it (a failure only leaves the next switch
  * to create its own); REQUIRES: db->mu held, released meanwhile. take:
  * hands the spare to a memtable switch, or returns NULL; either way its
- * number becomes newest_wal. REQUIRES: db->mu held. drop: closes and
+ * number becomes the newest WAL. REQUIRES: db->mu held. drop: closes and
  * removes it; REQUIRES: no background thread running. */
 int bkv_db_want_spare_log(const bkv_db *db);
 void bkv_db_make_spare_log(bkv_db *db);
 bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number);
 void bkv_db_drop_spare_log(bkv_db *db);
+/* Frees what is left of the WAL set with its handle: retired WALs a
+ * failed sync left are closed unsynced, the spare is removed.
+ * REQUIRES: no background thread. */
+void bkv_db_free_wals(bkv_db *db);
 /* Closes a WAL nothing was written to and removes its file. */
 void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number);
 /* Whether the WAL at path holds a durable mark; one that cannot be read

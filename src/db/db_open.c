@@ -214,7 +214,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
          * record before it can tell. */
         if (named_next && logs[i] != named_next) {
             /* Its name was lost with the power before it was synced. */
-            if (db->wal_marks && !marked_log_after(db, logs, nlogs, i)) break;
+            if (bkv_wal_set_marks(&db->wals) && !marked_log_after(db, logs, nlogs, i)) break;
             if (db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) break;
             if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE) {
                 char missing[BKV_PATH_MAX];
@@ -240,7 +240,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         }
         int may_end_early = i + 1 >= newest, ended = 0;
         bkv_log_reader r;
-        bkv_log_reader_init(&r, path, data, len, may_end_early || db->wal_marks);
+        bkv_log_reader_init(&r, path, data, len, may_end_early || bkv_wal_set_marks(&db->wals));
         r.on_damage = db->opts.wal_recovery;
         while ((rc = bkv_log_read_record(&r, e)) == BKV_OK) {
             const uint8_t *rep = r.record.data;
@@ -288,7 +288,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
              * record) with bytes dropped after its end. */
             if (!may_end_early && !r.stopped && (!ended || r.dropped_bytes)) {
                 unsigned long long cut_at = len - r.dropped_bytes;
-                int power_loss = !ended && db->wal_marks && !marked_log_after(db, logs, nlogs, i + 1);
+                int power_loss = !ended && bkv_wal_set_marks(&db->wals) && !marked_log_after(db, logs, nlogs, i + 1);
                 if (power_loss || db->opts.wal_recovery == BKV_WAL_RECOVERY_POINT_IN_TIME) stop_here = 1;
                 else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE && ended)
                     rc = bkv_fail(e, BKV_CORRUPTION, "%s: damage at offset %llu, after the log's end record", path,
@@ -296,7 +296,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
                 else if (db->opts.wal_recovery == BKV_WAL_RECOVERY_ABSOLUTE)
                     rc = bkv_fail(e, BKV_CORRUPTION, "%s: truncated at offset %llu (a newer log exists, "
                                   "but this one lacks its end record%s)", path, cut_at,
-                                  db->wal_marks ? ", and a later one records that it was synced" : "");
+                                  bkv_wal_set_marks(&db->wals) ? ", and a later one records that it was synced" : "");
             }
         }
         bkv_log_reader_free(&r);
@@ -348,8 +348,7 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     db->mem_log = number;
     /* Older WALs are obsolete once the manifest naming this one is
      * written, which syncs the directory too. */
-    atomic_store(&db->durable_below, number);
-    db->newest_wal = number;
+    bkv_wal_set_started(&db->wals, number);
     return BKV_OK;
 }
 
@@ -402,8 +401,7 @@ static void free_db(bkv_db *db) {
         free(s);
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
-    for (int i = 0; i < db->nretired; i++) bkv_file_close(db->retired_log[i], NULL);
-    bkv_db_drop_spare_log(db);
+    bkv_db_free_wals(db);
     if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);
@@ -415,7 +413,6 @@ static void free_db(bkv_db *db) {
     pthread_rwlock_destroy(&db->vindex_lock);
     pthread_mutex_destroy(&db->vindex_update_mu);
     pthread_mutex_destroy(&db->grace_mu);
-    pthread_mutex_destroy(&db->log_sync_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
@@ -508,7 +505,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
     pthread_mutex_init(&db->grace_mu, NULL);
-    pthread_mutex_init(&db->log_sync_mu, NULL);
+    bkv_wal_set_init(&db->wals);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     bkv_buf_init(&db->group);

@@ -35,6 +35,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/log_sync.h"
 #include "db/write_batch.h"
 #include "log/log.h"
 
@@ -54,55 +55,55 @@ int bkv_wal_has_mark(const bkv_env *env, const char *path) {
 
 /* REQUIRES: log_sync_mu. */
 static int sync_retired_locked(bkv_db *db, bkv_err *e) {
-    if (db->nretired == 0) return BKV_OK;
+    if (db->wals.nretired == 0) return BKV_OK;
     int rc = BKV_OK;
-    for (int i = 0; i < db->nretired; i++) {
-        if (!rc) rc = bkv_file_sync(db->retired_log[i], e);
-        int close_rc = bkv_file_close(db->retired_log[i], rc ? NULL : e);
+    for (int i = 0; i < db->wals.nretired; i++) {
+        if (!rc) rc = bkv_file_sync(db->wals.retired[i], e);
+        int close_rc = bkv_file_close(db->wals.retired[i], rc ? NULL : e);
         if (!rc) rc = close_rc;
     }
-    uint64_t below = db->retired_next[db->nretired - 1];
-    db->nretired = 0;
+    uint64_t below = db->wals.retired_next[db->wals.nretired - 1];
+    db->wals.nretired = 0;
     if (!rc) rc = db->env->sync_dir(db->env, db->path, e);
-    if (!rc) atomic_store_explicit(&db->durable_below, below, memory_order_release);
+    if (!rc) atomic_store_explicit(&db->wals.durable_below, below, memory_order_release);
     /* Cleared last: whoever sees nothing pending sees durable_below too. */
-    atomic_store_explicit(&db->retired_pending, 0, memory_order_release);
+    atomic_store_explicit(&db->wals.retired_pending, 0, memory_order_release);
     return rc;
 }
 
 int bkv_db_sync_retired_logs(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_UNLOCKED(db);
-    if (!atomic_load_explicit(&db->retired_pending, memory_order_acquire)) return BKV_OK;
-    pthread_mutex_lock(&db->log_sync_mu);
+    if (!atomic_load_explicit(&db->wals.retired_pending, memory_order_acquire)) return BKV_OK;
+    pthread_mutex_lock(&db->wals.mu);
     int rc = sync_retired_locked(db, e);
-    pthread_mutex_unlock(&db->log_sync_mu);
+    pthread_mutex_unlock(&db->wals.mu);
     return rc;
 }
 
 int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e) {
     BKV_ASSERT_UNLOCKED(db);
-    pthread_mutex_lock(&db->log_sync_mu);
+    pthread_mutex_lock(&db->wals.mu);
     /* Full only if the background is stuck behind one long compaction
      * while the memtables turn over: then this writer pays the sync. */
-    int rc = db->nretired == BKV_MAX_IMM + 1 ? sync_retired_locked(db, e) : BKV_OK;
-    db->retired_log[db->nretired] = f;
-    db->retired_next[db->nretired] = next;
-    db->nretired++;
-    atomic_store_explicit(&db->retired_pending, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&db->log_sync_mu);
+    int rc = db->wals.nretired == BKV_MAX_IMM + 1 ? sync_retired_locked(db, e) : BKV_OK;
+    db->wals.retired[db->wals.nretired] = f;
+    db->wals.retired_next[db->wals.nretired] = next;
+    db->wals.nretired++;
+    atomic_store_explicit(&db->wals.retired_pending, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&db->wals.mu);
     return rc;
 }
 
 int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
     if (db->log_marked || !db->logfile) return BKV_OK;
-    if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log) {
+    if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < db->mem_log) {
         if (!sync) return BKV_OK; /* a later write marks it, once the background has synced */
         int rc = bkv_db_sync_retired_logs(db, e);
         if (rc) return rc;
         /* An earlier failed sync dropped its WALs unsynced (and put the
          * database in its error state): never acknowledge a synced write
          * that recovery could drop with them. */
-        if (atomic_load_explicit(&db->durable_below, memory_order_acquire) < db->mem_log)
+        if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < db->mem_log)
             return bkv_fail(e, BKV_IOERROR, "an older WAL could not be synced; %06llu.log cannot take synced writes",
                             (unsigned long long)db->mem_log);
     }
@@ -116,7 +117,7 @@ int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
 }
 
 int bkv_db_want_spare_log(const bkv_db *db) {
-    return !db->spare_log && db->logfile && !db->bg_error && db->spare_for != db->newest_wal;
+    return !db->wals.spare && db->logfile && !db->bg_error && db->wals.spare_for != db->wals.newest;
 }
 
 void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
@@ -129,7 +130,7 @@ void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
 void bkv_db_make_spare_log(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     uint64_t number = db->next_file++;
-    db->spare_for = db->newest_wal;
+    db->wals.spare_for = db->wals.newest;
     bkv_db_unlock(db);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
@@ -138,26 +139,52 @@ void bkv_db_make_spare_log(bkv_db *db) {
     bkv_db_lock(db);
     /* A switch that found no spare started a WAL numbered above this one
      * meanwhile: this one could never follow it. */
-    if (f && number < db->newest_wal) {
+    if (f && number < db->wals.newest) {
         bkv_db_unlock(db);
         bkv_db_discard_wal(db, f, number);
         bkv_db_lock(db);
         f = NULL;
     }
-    db->spare_log = f;
-    db->spare_number = number;
+    db->wals.spare = f;
+    db->wals.spare_number = number;
 }
 
 bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number) {
     BKV_ASSERT_LOCKED(db);
-    bkv_wfile *f = db->spare_log;
-    db->spare_log = NULL;
-    *number = f ? db->spare_number : db->next_file++;
-    db->newest_wal = *number;
+    bkv_wfile *f = db->wals.spare;
+    db->wals.spare = NULL;
+    *number = f ? db->wals.spare_number : db->next_file++;
+    db->wals.newest = *number;
     return f;
 }
 
 void bkv_db_drop_spare_log(bkv_db *db) {
-    if (db->spare_log) bkv_db_discard_wal(db, db->spare_log, db->spare_number);
-    db->spare_log = NULL;
+    if (db->wals.spare) bkv_db_discard_wal(db, db->wals.spare, db->wals.spare_number);
+    db->wals.spare = NULL;
 }
+
+void bkv_db_free_wals(bkv_db *db) {
+    for (int i = 0; i < db->wals.nretired; i++) bkv_file_close(db->wals.retired[i], NULL);
+    db->wals.nretired = 0;
+    bkv_db_drop_spare_log(db);
+    pthread_mutex_destroy(&db->wals.mu);
+}
+
+void bkv_wal_set_init(bkv_wal_set *w) { pthread_mutex_init(&w->mu, NULL); }
+
+int bkv_wal_set_pending(bkv_wal_set *w) { return atomic_load_explicit(&w->retired_pending, memory_order_relaxed); }
+
+void bkv_wal_set_note_marks(bkv_wal_set *w) { w->marks = 1; }
+
+int bkv_wal_set_marks(const bkv_wal_set *w) { return w->marks; }
+
+void bkv_wal_set_started(bkv_wal_set *w, uint64_t number) {
+    atomic_store(&w->durable_below, number);
+    w->newest = number;
+}
+
+void bkv_wal_set_fork_prepare(bkv_wal_set *w) { pthread_mutex_lock(&w->mu); }
+
+void bkv_wal_set_fork_parent(bkv_wal_set *w) { pthread_mutex_unlock(&w->mu); }
+
+void bkv_wal_set_fork_child(bkv_wal_set *w) { pthread_mutex_init(&w->mu, NULL); }

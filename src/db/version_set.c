@@ -66,7 +66,7 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
         if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
         if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
-        if (ed.wal_marks) db->wal_marks = 1;
+        if (ed.wal_marks) bkv_wal_set_note_marks(&db->wals);
         bkv_tree_version *nv;
         rc = bkv_tree_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);

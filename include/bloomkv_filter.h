@@ -179,6 +179,26 @@ BKV_EXPORT int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_
 
 BKV_EXPORT void bkv_filter_destroy(bkv_filter *f);
 
+/* A filter moved in pieces (a server dumping a large filter in chunks):
+ * its encoded header, the first BKV_FILTER_HEADER_BYTES bytes of
+ * bkv_filter_encode's output, describes it; its payload, the bytes probes
+ * read, follows in any number of pieces. */
+#define BKV_FILTER_HEADER_BYTES 64
+/* The payload of f and its length (owned by f, valid while f is). */
+BKV_EXPORT const void *bkv_filter_payload(const bkv_filter *f, size_t *len);
+/* A writable filter with the header's type and geometry, validated as
+ * bkv_filter_open validates a header, and a zeroed payload: what the
+ * header describes before any payload arrives. A payload longer than
+ * max_payload bytes (the caller's bound, checked before anything is
+ * allocated) is BKV_INVALID; a damaged header BKV_CORRUPTION; BKV_NOMEM.
+ * err as for bkv_filter_open. */
+BKV_EXPORT int bkv_filter_open_header(const void *header, size_t len, size_t max_payload, bkv_filter **out,
+                                      char *err, size_t errlen);
+/* Copies len bytes into f's payload at offset: BKV_INVALID unless f is
+ * writable and the bytes lie within the payload. Any bytes are a filter
+ * that probes safely; wrong ones only answer wrongly for their keys. */
+BKV_EXPORT int bkv_filter_load_payload(bkv_filter *f, size_t offset, const void *data, size_t len);
+
 /* Bytes of memory the handle holds: its structure, and its payload when
  * it has one of its own (not when it probes a caller's buffer in place). */
 BKV_EXPORT size_t bkv_filter_memory(const bkv_filter *f);

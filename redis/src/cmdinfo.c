@@ -6,7 +6,8 @@
  *
  * Arguments are written as a line of items, each [TOKEN=]name:type with
  * "?" (optional) or "*" (may repeat) after it; type is key, string,
- * integer, double or pure (a token alone); {item item}* groups items that
+ * integer, double or pure (a token alone: TOKEN=name:pure names it apart
+ * from its token); {item item}* groups items that
  * repeat together (MSET's key value pairs).
  */
 #include <stdlib.h>
@@ -44,15 +45,15 @@ static const cmd_doc docs[] = {
     {"bkv.refused", "Refuses a command that would take away a slot key and its rows", -2, 0, 0, 0, 0,
      "command:string argument:string*"},
     {"bf.reserve", "Creates an empty Bloom filter", -4, 1, 0, 1, RW_INSERT,
-     "key:key error_rate:double capacity:integer EXPANSION=expansion:integer? NONSCALING:pure?"},
+     "key:key error_rate:double capacity:integer EXPANSION=expansion:integer? NONSCALING=nonscaling:pure?"},
     {"bf.add", "Adds an item to a Bloom filter", 3, 1, 0, 1, RW_INSERT, "key:key item:string"},
     {"bf.madd", "Adds items to a Bloom filter", -3, 1, 0, 1, RW_INSERT, "key:key item:string*"},
     {"bf.insert", "Adds items to a Bloom filter, creating it with the given parameters", -4, 1, 0, 1, RW_INSERT,
-     "key:key CAPACITY=capacity:integer? ERROR=error:double? EXPANSION=expansion:integer? NOCREATE:pure? "
-     "NONSCALING:pure? ITEMS=item:string*"},
+     "key:key CAPACITY=capacity:integer? ERROR=error:double? EXPANSION=expansion:integer? NOCREATE=nocreate:pure? "
+     "NONSCALING=nonscaling:pure? ITEMS=items:pure item:string*"},
     {"bf.exists", "Whether an item may be in a Bloom filter", 3, 1, 0, 1, RO, "key:key item:string"},
     {"bf.mexists", "Whether items may be in a Bloom filter", -3, 1, 0, 1, RO, "key:key item:string*"},
-    {"bf.info", "A Bloom filter's parameters and use", -2, 1, 0, 1, RO, "key:key field:string?"},
+    {"bf.info", "A Bloom filter's parameters and use", -2, 1, 0, 1, RO, "key:key single_value:string?"},
     {"bf.card", "The number of items added to a Bloom filter", 2, 1, 0, 1, RO, "key:key"},
     {"cf.reserve", "Creates an empty cuckoo filter", -3, 1, 0, 1, RW_INSERT,
      "key:key capacity:integer BUCKETSIZE=bucketsize:integer? MAXITERATIONS=maxiterations:integer? "
@@ -61,14 +62,26 @@ static const cmd_doc docs[] = {
     {"cf.addnx", "Adds an item to a cuckoo filter unless it may be there", 3, 1, 0, 1, RW_INSERT,
      "key:key item:string"},
     {"cf.insert", "Adds items to a cuckoo filter, creating it with the given capacity", -4, 1, 0, 1, RW_INSERT,
-     "key:key CAPACITY=capacity:integer? NOCREATE:pure? ITEMS=item:string*"},
+     "key:key CAPACITY=capacity:integer? NOCREATE=nocreate:pure? ITEMS=items:pure item:string*"},
     {"cf.insertnx", "Adds items to a cuckoo filter unless they may be there", -4, 1, 0, 1, RW_INSERT,
-     "key:key CAPACITY=capacity:integer? NOCREATE:pure? ITEMS=item:string*"},
+     "key:key CAPACITY=capacity:integer? NOCREATE=nocreate:pure? ITEMS=items:pure item:string*"},
     {"cf.exists", "Whether an item may be in a cuckoo filter", 3, 1, 0, 1, RO, "key:key item:string"},
     {"cf.mexists", "Whether items may be in a cuckoo filter", -3, 1, 0, 1, RO, "key:key item:string*"},
     {"cf.del", "Deletes one copy of an item from a cuckoo filter", 3, 1, 0, 1, RW_UPDATE, "key:key item:string"},
     {"cf.count", "How many copies of an item a cuckoo filter may hold", 3, 1, 0, 1, RO, "key:key item:string"},
     {"cf.info", "A cuckoo filter's parameters and use", 2, 1, 0, 1, RO, "key:key"},
+    {"bf.debug", "Describes a Bloom filter's sub-filters: bytes, bits, probes, capacity, items, error rate", 2, 1, 0,
+     1, RO, "key:key"},
+    {"cf.debug", "Describes a cuckoo filter in one line: buckets, items, deletes, sub-filters", 2, 1, 0, 1, RO,
+     "key:key"},
+    {"bf.scandump", "Returns a Bloom filter in pieces, one per call, for BF.LOADCHUNK", 3, 1, 0, 1, RO,
+     "key:key iterator:integer"},
+    {"bf.loadchunk", "Restores a piece of a Bloom filter that BF.SCANDUMP returned", 4, 1, 0, 1, RW_INSERT,
+     "key:key iterator:integer data:string"},
+    {"cf.scandump", "Returns a cuckoo filter in pieces, one per call, for CF.LOADCHUNK", 3, 1, 0, 1, RO,
+     "key:key iterator:integer"},
+    {"cf.loadchunk", "Restores a piece of a cuckoo filter that CF.SCANDUMP returned", 4, 1, 0, 1, RW_INSERT,
+     "key:key iterator:integer data:string"},
     {"bkv.filter.build", "Builds a static filter (ribbon, fuse, xor...) over the given items", -5, 1, 0, 1, OW,
      "key:key type:string error_rate:double item:string*"},
     {"bkv.filter.exists", "Whether an item may be in a static filter", 3, 1, 0, 1, RO, "key:key item:string"},
@@ -122,7 +135,7 @@ static int parse_item(const char **p, RedisModuleCommandArg *a, RedisModuleComma
         else if (!strcmp(type, "string")) a->type = REDISMODULE_ARG_TYPE_STRING;
         else if (!strcmp(type, "integer")) a->type = REDISMODULE_ARG_TYPE_INTEGER;
         else if (!strcmp(type, "double")) a->type = REDISMODULE_ARG_TYPE_DOUBLE;
-        else if (!strcmp(type, "pure")) a->type = REDISMODULE_ARG_TYPE_PURE_TOKEN, a->token = a->name;
+        else if (!strcmp(type, "pure")) a->type = REDISMODULE_ARG_TYPE_PURE_TOKEN, a->token = a->token ? a->token : a->name;
         else return -1;
     }
     for (; *s == '?' || *s == '*'; s++) a->flags |= *s == '?' ? REDISMODULE_CMD_ARG_OPTIONAL : REDISMODULE_CMD_ARG_MULTIPLE;

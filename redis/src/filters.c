@@ -23,16 +23,24 @@
 #define BLOB_VERSION 1
 #define BLOB_HEADER 64
 #define FILTER_ENCVER 1
-#define MAX_SUBS 64
+/* Sub-filters a stack may grow to: each is at least as large as the one
+ * before, so this bounds only the smallest, slowest-growing stacks. */
+#define MAX_SUBS 4096
 #define BF_DEFAULT_ERROR 0.01
 #define BF_DEFAULT_CAPACITY 100
 #define BF_DEFAULT_EXPANSION 2
-#define BF_TIGHTENING 0.5 /* each new sub-filter halves the error rate, so the sum stays under twice the first */
+/* A scaling filter's sub-filters take half the error rate, then a quarter,
+ * and so on, so their sum, the rate an absent item meets, stays under the
+ * requested one however far the stack grows (a non-scaling filter's one
+ * sub-filter takes the requested rate itself). */
+#define BF_TIGHTENING 0.5
 #define CF_DEFAULT_CAPACITY 1024
 #define CF_DEFAULT_EXPANSION 1
 #define CF_DEFAULT_MAX_ITERATIONS 20
+#define CF_MAX_FILTERS 32 /* RedisBloom's cf-max-expansions default: past it, "Maximum expansions reached" */
 #define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets */
 #define CF_TYPE BKV_FILTER_CUCKOO12
+#define CF_FINGERPRINT_BITS 12 /* CF_TYPE's */
 /* A client's numbers become sizes only within these bounds: a sub-filter
  * of 2^30 items is about 1.2 GB at 1%, and each growth step is checked
  * against it before it is multiplied. */
@@ -55,8 +63,8 @@ typedef struct fstack {
     uint64_t expansion;
     uint64_t items, deletes;
     uint64_t bucket_size, max_iterations; /* CF: as reserved (reported by CF.INFO) */
-    uint32_t nsubs;
-    sub_filter subs[MAX_SUBS];
+    uint32_t nsubs, subs_cap;
+    sub_filter *subs;       /* grown as needed: a small filter pays for one */
 } fstack;
 
 static RedisModuleType *bf_type, *cf_type, *static_type;
@@ -88,7 +96,19 @@ static void fstack_free(fstack *s) {
         filter_bytes -= bkv_filter_memory(s->subs[i].f);
         bkv_filter_destroy(s->subs[i].f);
     }
+    RedisModule_Free(s->subs);
     RedisModule_Free(s);
+}
+
+/* Appends sf; BKV_FULL past MAX_SUBS. */
+static int push_sub(fstack *s, sub_filter sf) {
+    if (s->nsubs == MAX_SUBS) return BKV_FULL;
+    if (s->nsubs == s->subs_cap) {
+        s->subs_cap = s->subs_cap ? 2 * s->subs_cap : 1;
+        s->subs = RedisModule_Realloc(s->subs, s->subs_cap * sizeof *s->subs);
+    }
+    s->subs[s->nsubs++] = sf;
+    return BKV_OK;
 }
 
 /* BKV_FULL: no room for another sub-filter (or its capacity is past
@@ -105,8 +125,7 @@ static int add_sub(fstack *s, uint64_t capacity, double error) {
         return BKV_NOMEM;
     }
     filter_bytes += bkv_filter_memory(f);
-    s->subs[s->nsubs++] = (sub_filter){f, capacity, 0};
-    return BKV_OK;
+    return push_sub(s, (sub_filter){f, capacity, 0});
 }
 
 /* The next sub-filter's capacity, or 0 past MAX_CAPACITY (no overflow). */
@@ -124,7 +143,7 @@ static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t ex
     s->error = error;
     s->expansion = expansion;
     s->nonscaling = nonscaling;
-    if ((*rc = add_sub(s, capacity, error))) {
+    if ((*rc = add_sub(s, capacity, kind == KIND_BF && !nonscaling ? error * BF_TIGHTENING : error))) {
         fstack_free(s);
         return NULL;
     }
@@ -238,7 +257,7 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
         }
         sub_filter sf = {f, get64(b + off), get64(b + off + 8)};
         filter_bytes += bkv_filter_memory(f);
-        s->subs[s->nsubs++] = sf;
+        push_sub(s, sf); /* room: nsubs was checked against MAX_SUBS */
         off += 24 + fl;
         bkv_filter_info fi;
         bkv_filter_get_info(f, &fi);
@@ -263,6 +282,142 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
     if (off != len) {
         snprintf(why, wl, "filter blob has %zu bytes after its last sub-filter", len - off);
         fstack_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- SCANDUMP and LOADCHUNK: a filter moved in pieces ----
+ *
+ * RedisBloom's protocol, bloomkv's bytes. Iterator 1's chunk is the
+ * stack's description: the blob header, then per sub-filter its capacity,
+ * count and encoded filter header (the library's 64 bytes), then an XXH3
+ * of all of it, so any damaged byte is refused. Every later chunk is a
+ * piece of one sub-filter's payload, at most DUMP_CHUNK bytes, numbered
+ * 2 + its offset in the payloads laid end to end; a chunk ends at its
+ * sub-filter's end. LOADCHUNK takes back exactly the chunks SCANDUMP
+ * gives: a header into an empty key (a filter whose payloads are zero
+ * until their chunks come), then each chunk where it was. */
+
+#define DUMP_CHUNK ((size_t)16 << 20)
+
+/* RedisBloom's error texts, which clients of its chunked dumps match. */
+static const char *bad_header(int kind) { return kind == KIND_BF ? "received bad data" : "Couldn't create filter!"; }
+static const char *bad_position(int kind) {
+    return kind == KIND_BF ? "invalid offset - no link found" : "Invalid position";
+}
+static const char *bad_chunk(int kind, int too_big) {
+    return kind == KIND_CF ? "Couldn't load chunk!" : too_big ? "invalid chunk - Too big for current filter"
+                                                              : "received bad data";
+}
+#define DUMP_SUB 80 /* capacity, count, encoded filter header */
+
+static size_t sub_payload_len(const sub_filter *sf) {
+    size_t n;
+    bkv_filter_payload(sf->f, &n);
+    return n;
+}
+
+/* The chunk starting at byte off of the payloads: its sub-filter, offset
+ * in it and length; 0 when off is not where SCANDUMP starts a chunk. */
+static int chunk_at(const fstack *s, uint64_t off, uint32_t *sub, size_t *sub_off, size_t *len) {
+    uint64_t base = 0;
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        size_t n = sub_payload_len(&s->subs[i]);
+        if (off < base + n) {
+            size_t in = (size_t)(off - base);
+            if (in % DUMP_CHUNK) return 0;
+            *sub = i, *sub_off = in, *len = n - in < DUMP_CHUNK ? n - in : DUMP_CHUNK;
+            return 1;
+        }
+        base += n;
+    }
+    return 0;
+}
+
+static char *encode_dump_header(const fstack *s, size_t *len) {
+    size_t n = BLOB_HEADER + (size_t)s->nsubs * DUMP_SUB + 8;
+    char *b = RedisModule_Alloc(n), *blob = NULL;
+    size_t blob_len;
+    /* The blob's own header, written by the one encoder of it. */
+    fstack head = *s;
+    head.nsubs = 0;
+    blob = encode_blob(&head, &blob_len);
+    memcpy(b, blob, BLOB_HEADER);
+    RedisModule_Free(blob);
+    put64(b + 56, s->nsubs);
+    char *p = b + BLOB_HEADER;
+    for (uint32_t i = 0; i < s->nsubs; i++, p += DUMP_SUB) {
+        put64(p, s->subs[i].capacity);
+        put64(p + 8, s->subs[i].count);
+        char *enc = RedisModule_Alloc(bkv_filter_encoded_size(s->subs[i].f));
+        bkv_filter_encode(s->subs[i].f, enc, bkv_filter_encoded_size(s->subs[i].f));
+        memcpy(p + 16, enc, BKV_FILTER_HEADER_BYTES);
+        RedisModule_Free(enc);
+    }
+    put64(p, bkv_hash_bytes(b, n - 8));
+    *len = n;
+    return b;
+}
+
+/* The bytes a sub-filter of capacity items may take, as a bound on what a
+ * header may ask to allocate: far above what any error rate needs. */
+static size_t payload_bound(uint64_t capacity) { return (size_t)capacity * 64 + 4096; }
+
+/* A stack of kind from a header chunk, payloads zero; NULL after replying. */
+static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len, int kind) {
+    if (len < BLOB_HEADER + 8 || get64(b + len - 8) != bkv_hash_bytes(b, len - 8)) {
+        RedisModule_ReplyWithError(ctx, bad_header(kind));
+        return NULL;
+    }
+    uint64_t nsubs = get64(b + 56);
+    if (nsubs == 0 || nsubs > MAX_SUBS || len != BLOB_HEADER + nsubs * DUMP_SUB + 8 || (uint8_t)b[6] != kind) {
+        RedisModule_ReplyWithError(ctx, bad_header(kind));
+        return NULL;
+    }
+    /* The header's fields go through the blob decoder's checks: a blob of
+     * the header alone, with no sub-filter, is refused only for that. */
+    char why[200];
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = kind;
+    s->nonscaling = b[7] != 0;
+    s->expansion = get64(b + 8);
+    uint64_t ebits = get64(b + 16);
+    memcpy(&s->error, &ebits, 8);
+    s->items = get64(b + 24);
+    s->deletes = get64(b + 32);
+    s->bucket_size = get64(b + 40);
+    s->max_iterations = get64(b + 48);
+    int ok = b[5] == 0 && s->error > 0 && s->error < 1 && s->expansion <= MAX_EXPANSION && s->items <= INT64_MAX &&
+             s->deletes <= INT64_MAX && s->bucket_size <= MAX_BUCKET_SIZE && s->max_iterations <= MAX_ITERATIONS;
+    uint64_t counted = 0;
+    const char *p = b + BLOB_HEADER;
+    for (uint64_t i = 0; ok && i < nsubs; i++, p += DUMP_SUB) {
+        sub_filter sf = {NULL, get64(p), get64(p + 8)};
+        if (sf.capacity == 0 || sf.capacity > MAX_CAPACITY || sf.count > 4 * MAX_CAPACITY) {
+            ok = 0;
+            break;
+        }
+        if (bkv_filter_open_header(p + 16, BKV_FILTER_HEADER_BYTES, payload_bound(sf.capacity), &sf.f, why,
+                                   sizeof why) != BKV_OK) {
+            ok = 0;
+            break;
+        }
+        bkv_filter_info fi;
+        bkv_filter_get_info(sf.f, &fi);
+        filter_bytes += bkv_filter_memory(sf.f);
+        push_sub(s, sf);
+        counted += sf.count;
+        ok = fi.type == (kind == KIND_BF ? BKV_FILTER_BLOCKED_BLOOM : CF_TYPE);
+    }
+    if (!ok || counted != s->items) {
+        fstack_free(s);
+        RedisModule_ReplyWithError(ctx, bad_header(kind));
+        return NULL;
+    }
+    if (!memory_allows(0)) {
+        fstack_free(s);
+        reply_no_filter(ctx, BKV_NOMEM);
         return NULL;
     }
     return s;
@@ -298,7 +453,7 @@ static void f_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *valu
 
 static size_t f_mem_usage(const void *value) {
     const fstack *s = value;
-    size_t n = sizeof *s;
+    size_t n = sizeof *s + s->subs_cap * sizeof *s->subs;
     for (uint32_t i = 0; i < s->nsubs; i++) n += bkv_filter_encoded_size(s->subs[i].f);
     return n;
 }
@@ -362,7 +517,7 @@ static int bf_add(fstack *s, bkv_hash h) {
     sub_filter *last = &s->subs[s->nsubs - 1];
     if (last->count >= last->capacity) {
         if (s->nonscaling) return -1;
-        double err = s->error * pow(BF_TIGHTENING, s->nsubs);
+        double err = s->error * pow(BF_TIGHTENING, s->nsubs + 1);
         int rc = add_sub(s, grown(last->capacity, s->expansion), err > 1e-12 ? err : 1e-12);
         if (rc) return rc == BKV_NOMEM ? -3 : -2;
         last = &s->subs[s->nsubs - 1];
@@ -397,7 +552,7 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
     for (int i = 0; i < n; i++) {
         int r = bf_add(s, item_hash(items[i]));
         if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
-        else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR maximum expansions reached");
+        else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
         else if (r == -3) reply_no_filter(ctx, BKV_NOMEM);
         else RedisModule_ReplyWithLongLong(ctx, r);
     }
@@ -416,7 +571,10 @@ static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v,
     long long x;
     if (RedisModule_StringToLongLong(arg, &x) != REDISMODULE_OK || x < min || (uint64_t)x > max) {
         char msg[128];
-        snprintf(msg, sizeof msg, "ERR bad %s (%lld to %llu)", what, min, (unsigned long long)max);
+        if (strcmp(what, "expansion") == 0) /* RedisBloom's words, which its clients match */
+            snprintf(msg, sizeof msg, "ERR expansion must be in the range [%lld, %llu]", min, (unsigned long long)max);
+        else
+            snprintf(msg, sizeof msg, "ERR bad %s (%lld to %llu)", what, min, (unsigned long long)max);
         RedisModule_ReplyWithError(ctx, msg);
         return -1;
     }
@@ -559,14 +717,46 @@ static int cmd_bf_card(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     return RedisModule_ReplyWithLongLong(ctx, st == LOOKUP_OK ? (long long)s->items : 0);
 }
 
+/* BF.DEBUG key: RedisBloom's shape with bloomkv's numbers: "size:<items>",
+ * then per sub-filter its bytes, bits, probes, capacity, items and the
+ * error rate it was sized for. */
+static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    fstack *s;
+    int st = open_filter(ctx, argv[1], KIND_BF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    RedisModule_ReplyWithArray(ctx, 1 + (long)s->nsubs);
+    char line[200];
+    snprintf(line, sizeof line, "size:%llu", (unsigned long long)s->items);
+    RedisModule_ReplyWithSimpleString(ctx, line);
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        bkv_filter_info fi;
+        bkv_filter_get_info(s->subs[i].f, &fi);
+        size_t bytes;
+        bkv_filter_payload(s->subs[i].f, &bytes);
+        double rate = s->nonscaling ? s->error : s->error * pow(BF_TIGHTENING, i + 1);
+        snprintf(line, sizeof line, "bytes:%zu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g", bytes,
+                 (unsigned long long)fi.num_bits, fi.k, (unsigned long long)s->subs[i].capacity,
+                 (unsigned long long)s->subs[i].count, rate);
+        RedisModule_ReplyWithSimpleString(ctx, line);
+    }
+    return REDISMODULE_OK;
+}
+
 /* ---- CF ---- */
 
 /* 1 added, 0 existed (nx), -1 full, -3 not past maxmemory. */
 static int cf_add(fstack *s, bkv_hash h, int nx) {
     if (nx && stack_contains(s, h)) return 0;
     sub_filter *last = &s->subs[s->nsubs - 1];
-    if (bkv_filter_add(last->f, h) != BKV_OK) {
+    /* A sub-filter holds its capacity, no more (a cuckoo table sized for
+     * it often has room past it): a filter of capacity n answers full, or
+     * grows, at item n + 1, whatever the hashes did. */
+    if (last->count >= last->capacity || bkv_filter_add(last->f, h) != BKV_OK) {
         if (!s->expansion) return -1;
+        if (s->nsubs >= CF_MAX_FILTERS) return -2;
         int rc = add_sub(s, grown(last->capacity, s->expansion), 0.01);
         if (rc) return rc == BKV_NOMEM ? -3 : -1;
         last = &s->subs[s->nsubs - 1];
@@ -607,8 +797,9 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
             else return reply_no_filter(ctx, BKV_NOMEM);
             continue;
         }
-        if (r < 0 && !multi) return RedisModule_ReplyWithError(ctx, "ERR Filter is full");
-        RedisModule_ReplyWithLongLong(ctx, r);
+        if (r < 0 && !multi)
+            return RedisModule_ReplyWithError(ctx, r == -2 ? "ERR Maximum expansions reached" : "ERR Filter is full");
+        RedisModule_ReplyWithLongLong(ctx, r < 0 ? -1 : r);
     }
     RedisModule_ReplicateVerbatim(ctx);
     return REDISMODULE_OK;
@@ -710,6 +901,26 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return RedisModule_ReplyWithLongLong(ctx, n);
 }
 
+/* CF.DEBUG key: RedisBloom's one line, with bloomkv's numbers (buckets
+ * of four slots). */
+static int cmd_cf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    fstack *s;
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    bkv_filter_info fi; /* buckets: the first sub-filter's, as RedisBloom counts them */
+    bkv_filter_get_info(s->subs[0].f, &fi);
+    uint64_t buckets = fi.num_bits / (CF_BUCKET_SLOTS * CF_FINGERPRINT_BITS);
+    char line[200];
+    snprintf(line, sizeof line, "bktsize:%d buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%llu "
+             "expansion:%llu", CF_BUCKET_SLOTS, (unsigned long long)buckets, (unsigned long long)s->items,
+             (unsigned long long)s->deletes, s->nsubs, (unsigned long long)s->max_iterations,
+             (unsigned long long)s->expansion);
+    return RedisModule_ReplyWithSimpleString(ctx, line);
+}
+
 static int cmd_cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
@@ -762,8 +973,7 @@ static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     s->kind = KIND_STATIC;
     s->error = fpr;
     s->items = n;
-    s->nsubs = 1;
-    s->subs[0] = (sub_filter){f, n, n};
+    push_sub(s, (sub_filter){f, n, n});
     RedisModuleKey *key;
     fstack *old;
     if (open_filter(ctx, argv[1], KIND_STATIC, REDISMODULE_READ | REDISMODULE_WRITE, &key, &old) == LOOKUP_WRONGTYPE) {
@@ -807,6 +1017,95 @@ static int cmd_filter_loadblob(RedisModuleCtx *ctx, RedisModuleString **argv, in
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
+/* BF.SCANDUMP / CF.SCANDUMP key iterator -> [next iterator, chunk]; [0, ""] at the end. */
+static int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int kind) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    long long it;
+    if (RedisModule_StringToLongLong(argv[2], &it) != REDISMODULE_OK || it < 0)
+        return RedisModule_ReplyWithError(ctx, "ERR Invalid iterator");
+    RedisModuleKey *key;
+    fstack *s;
+    int st = open_filter(ctx, argv[1], kind, REDISMODULE_READ, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    RedisModule_ReplyWithArray(ctx, 2);
+    if (kind == KIND_CF && s->items == 0) { /* as RedisBloom: an empty cuckoo filter dumps nothing */
+        RedisModule_ReplyWithLongLong(ctx, 0);
+        return RedisModule_ReplyWithNull(ctx);
+    }
+    if (it == 0) {
+        size_t len;
+        char *h = encode_dump_header(s, &len);
+        RedisModule_ReplyWithLongLong(ctx, 1);
+        RedisModule_ReplyWithStringBuffer(ctx, h, len);
+        RedisModule_Free(h);
+        return REDISMODULE_OK;
+    }
+    /* The chunk after the one iterator names (any other number: the end). */
+    uint64_t next = 0;
+    uint32_t sub;
+    size_t sub_off, len;
+    if (it >= 2) {
+        if (!chunk_at(s, (uint64_t)it - 2, &sub, &sub_off, &len)) next = UINT64_MAX;
+        else next = (uint64_t)it - 2 + len;
+    }
+    if (next == UINT64_MAX || !chunk_at(s, next, &sub, &sub_off, &len)) {
+        RedisModule_ReplyWithLongLong(ctx, 0);
+        return RedisModule_ReplyWithStringBuffer(ctx, "", 0);
+    }
+    size_t n;
+    const char *payload = bkv_filter_payload(s->subs[sub].f, &n);
+    RedisModule_ReplyWithLongLong(ctx, (long long)(next + 2));
+    return RedisModule_ReplyWithStringBuffer(ctx, payload + sub_off, len);
+}
+
+/* BF.LOADCHUNK / CF.LOADCHUNK key iterator chunk: what SCANDUMP gave. */
+static int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int kind) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    long long it;
+    if (RedisModule_StringToLongLong(argv[2], &it) != REDISMODULE_OK || it < 1)
+        return RedisModule_ReplyWithError(ctx, bad_position(kind));
+    size_t len;
+    const char *data = RedisModule_StringPtrLen(argv[3], &len);
+    RedisModuleKey *key;
+    fstack *s;
+    int st = open_filter(ctx, argv[1], kind, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
+    if (it == 1) {
+        if (st != LOOKUP_EMPTY && kind == KIND_CF) return RedisModule_ReplyWithError(ctx, "item exists");
+        fstack *loaded = decode_dump_header(ctx, data, len, kind);
+        if (!loaded) return REDISMODULE_OK;
+        if (st != LOOKUP_EMPTY) { /* a filter is never replaced piece by piece */
+            fstack_free(loaded);
+            return RedisModule_ReplyWithError(ctx, "ERR the key already holds a filter");
+        }
+        RedisModule_ModuleTypeSetValue(key, type_of(kind), loaded);
+    } else {
+        if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, bad_position(kind));
+        uint32_t sub;
+        size_t sub_off, want;
+        if (!chunk_at(s, (uint64_t)it - 2, &sub, &sub_off, &want)) /* RedisBloom's CF names no position */
+            return RedisModule_ReplyWithError(ctx, kind == KIND_CF ? bad_chunk(kind, 0) : bad_position(kind));
+        if (len != want || bkv_filter_load_payload(s->subs[sub].f, sub_off, data, len) != BKV_OK)
+            return RedisModule_ReplyWithError(ctx, bad_chunk(kind, len > want));
+    }
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cmd_bf_scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return scandump(ctx, argv, argc, KIND_BF);
+}
+static int cmd_cf_scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return scandump(ctx, argv, argc, KIND_CF);
+}
+static int cmd_bf_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return loadchunk(ctx, argv, argc, KIND_BF);
+}
+static int cmd_cf_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return loadchunk(ctx, argv, argc, KIND_CF);
+}
+
 typedef struct fcommand {
     const char *name;
     RedisModuleCmdFunc fn;
@@ -823,6 +1122,9 @@ static const fcommand fcommands[] = {
     {"cf.insertnx", cmd_cf_insertnx, "write deny-oom"}, {"cf.exists", cmd_cf_exists, "readonly fast"},
     {"cf.mexists", cmd_cf_mexists, "readonly fast"},    {"cf.del", cmd_cf_del, "write fast"},
     {"cf.count", cmd_cf_count, "readonly fast"},        {"cf.info", cmd_cf_info, "readonly fast"},
+    {"bf.debug", cmd_bf_debug, "readonly"},             {"cf.debug", cmd_cf_debug, "readonly"},
+    {"bf.scandump", cmd_bf_scandump, "readonly"},       {"bf.loadchunk", cmd_bf_loadchunk, "write deny-oom"},
+    {"cf.scandump", cmd_cf_scandump, "readonly"},       {"cf.loadchunk", cmd_cf_loadchunk, "write deny-oom"},
     {"bkv.filter.build", cmd_filter_build, "write deny-oom"},
     {"bkv.filter.exists", cmd_filter_exists, "readonly fast"},
     {"bkv.filter.mexists", cmd_filter_mexists, "readonly fast"},

@@ -320,6 +320,41 @@ int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_filter **ou
     return BKV_OK;
 }
 
+_Static_assert(BKV_FILTER_HEADER_BYTES == BKV_FILTER_HEADER_LEN, "the public header size is the format's");
+
+const void *bkv_filter_payload(const bkv_filter *f, size_t *len) {
+    *len = f ? f->payload_len : 0;
+    return f ? f->payload : NULL;
+}
+
+int bkv_filter_open_header(const void *header, size_t len, size_t max_payload, bkv_filter **out, char *err,
+                           size_t errlen) {
+    if (!out) return fail(BKV_INVALID, err, errlen, "bkv_filter_open_header: out is NULL");
+    *out = NULL;
+    if (!header || len != BKV_FILTER_HEADER_LEN)
+        return fail(BKV_CORRUPTION, err, errlen, "filter header: %zu bytes, not %d", len, BKV_FILTER_HEADER_LEN);
+    uint64_t payload_len = bkv_get_u64((const uint8_t *)header + 32);
+    if (payload_len > max_payload)
+        return fail(BKV_INVALID, err, errlen, "filter header: a payload of %llu bytes is over the bound of %zu",
+                    (unsigned long long)payload_len, max_payload);
+    /* The header with a zeroed payload is a whole encoding, opened as a
+     * copy (its trailer is not a checksum of anything: trusted). */
+    size_t total = BKV_FILTER_HEADER_LEN + (size_t)payload_len + BKV_FILTER_TRAILER_LEN;
+    uint8_t *buf = calloc(1, total);
+    if (!buf) return fail(BKV_NOMEM, err, errlen, "filter header: out of memory for %zu bytes", total);
+    memcpy(buf, header, BKV_FILTER_HEADER_LEN);
+    int rc = bkv_filter_open(buf, total, BKV_FILTER_OPEN_TRUSTED | BKV_FILTER_OPEN_COPY, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int bkv_filter_load_payload(bkv_filter *f, size_t offset, const void *data, size_t len) {
+    if (!f || !f->owned || (len && !data) || offset > f->payload_len || len > f->payload_len - offset)
+        return BKV_INVALID;
+    if (len) memcpy(f->payload + offset, data, len);
+    return BKV_OK;
+}
+
 size_t bkv_filter_memory(const bkv_filter *f) {
     return f ? sizeof *f + (f->owned ? f->payload_len : 0) : 0;
 }

@@ -126,6 +126,98 @@ def expect_error(fn, fragment, what):
     check(False, what + ": no error")
 
 
+# ------------------------------------------------- filters moved in pieces
+
+def dump_chunks(r, cmd, key):
+    chunks, it = [], 0
+    while True:
+        it, data = r.execute_command(cmd, key, it)
+        if not it:
+            return chunks
+        chunks.append((it, data))
+
+
+def filter_chunks_and_limits():
+    """RedisBloom's SCANDUMP/LOADCHUNK, DEBUG, error-rate tightening and
+    capacity rules, as its clients rely on them."""
+    s = Server("filters")
+    r = s.client()
+    # A scaling filter stays at or under the requested rate as it grows.
+    r.execute_command("BF.RESERVE", "rate", 0.001, 100)
+    for i in range(0, 20000, 1000):
+        r.execute_command("BF.MADD", "rate", *["in%d" % j for j in range(i, i + 1000)])
+    fp = 0
+    for i in range(0, 200000, 5000):
+        fp += sum(r.execute_command("BF.MEXISTS", "rate", *["out%d" % j for j in range(i, i + 5000)]))
+    check(fp / 200000 <= 0.001, "a grown BF keeps the requested rate: %.5f" % (fp / 200000))
+    # Small filters cost little: one sub-filter's bytes, not a fixed table.
+    r.execute_command("BF.RESERVE", "small", 0.01, 100)
+    size = r.execute_command("BF.INFO", "small", "SIZE")[0]
+    check(size < 512, "BF.INFO Size of a 100-item filter is %d bytes" % size)
+
+    # Dumped and loaded: every item back, under another key, through
+    # several sub-filters and (the big one) several chunks.
+    r.execute_command("BF.RESERVE", "grown", 0.01, 50, "EXPANSION", 2)
+    r.execute_command("BF.MADD", "grown", *["g%d" % i for i in range(2000)])
+    r.execute_command("BF.RESERVE", "big", 0.01, 20000000)
+    r.execute_command("BF.MADD", "big", *["b%d" % i for i in range(1000)])
+    for key, prefix, n in (("grown", "g", 2000), ("big", "b", 1000)):
+        chunks = dump_chunks(r, "BF.SCANDUMP", key)
+        check(len(chunks) >= (3 if key == "big" else 2), "%s: header and payload chunks (%d)" % (key, len(chunks)))
+        for it, data in chunks:
+            check(r.execute_command("BF.LOADCHUNK", key + "2", it, data) == b"OK", "BF.LOADCHUNK %s %d" % (key, it))
+        check(all(r.execute_command("BF.MEXISTS", key + "2", *["%s%d" % (prefix, i) for i in range(n)])),
+              "%s: every item in the loaded copy" % key)
+        check(r.execute_command("BF.DEBUG", key) == r.execute_command("BF.DEBUG", key + "2"),
+              "%s: the copy's sub-filters are the original's" % key)
+    debug = r.execute_command("BF.DEBUG", "grown")
+    check(debug[0] == b"size:%d" % r.execute_command("BF.CARD", "grown") and
+          len(debug) == 1 + r.execute_command("BF.INFO", "grown", "FILTERS")[0],
+          "BF.DEBUG: the item count, then a line per sub-filter: %r" % debug[:2])
+    chunks = dump_chunks(r, "BF.SCANDUMP", "grown")
+    header = bytearray(chunks[0][1])
+    header[20] ^= 1
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "bad", 1, bytes(header)), "received bad data",
+                 "a damaged dump header")
+    check(r.exists("bad") == 0, "a refused header makes no key")
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown", 1, chunks[0][1]), "already holds",
+                 "a header into a key that holds a filter")
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0] + 1, chunks[1][1]),
+                 "invalid offset", "a chunk at a place no chunk starts")
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0], chunks[1][1] + b"x"),
+                 "too big", "a chunk longer than its place")
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0], chunks[1][1][:-1]),
+                 "received bad data", "a chunk shorter than its place")
+    expect_error(lambda: r.execute_command("BF.SCANDUMP", "grown", "x"), "iterator", "a SCANDUMP iterator not a number")
+    s.client().execute_command("DEBUG", "RELOAD")
+    check(all(r.execute_command("BF.MEXISTS", "big2", *["b%d" % i for i in range(1000)])),
+          "a loaded filter survives DEBUG RELOAD")
+
+    # Cuckoo: the same, deletes counted; empty filters dump nothing.
+    r.execute_command("CF.RESERVE", "cf", 100, "EXPANSION", 2)
+    check(r.execute_command("CF.SCANDUMP", "cf", 0) == [0, None], "an empty CF dumps nothing")
+    r.execute_command("CF.INSERT", "cf", "ITEMS", *["c%d" % i for i in range(500)])
+    r.execute_command("CF.DEL", "cf", "c0")
+    for it, data in dump_chunks(r, "CF.SCANDUMP", "cf"):
+        r.execute_command("CF.LOADCHUNK", "cf2", it, data)
+    check(r.execute_command("CF.DEBUG", "cf") == r.execute_command("CF.DEBUG", "cf2"), "CF.DEBUG of the loaded copy")
+    check(all(r.execute_command("CF.MEXISTS", "cf2", *["c%d" % i for i in range(1, 500)])), "CF copy keeps its items")
+    expect_error(lambda: r.execute_command("CF.LOADCHUNK", "cf3", 1, b"junk" * 30), "Couldn't create filter",
+                 "a damaged CF header")
+    # A cuckoo filter holds its capacity, no more; it grows at most 32 times.
+    r.execute_command("CF.RESERVE", "fixed", 4, "EXPANSION", 0)
+    check([r.execute_command("CF.ADD", "fixed", str(i)) for i in range(4)] == [1] * 4, "CF holds its capacity")
+    check(r.execute_command("CF.INSERT", "fixed", "ITEMS", "5", "6") == [-1, -1], "CF.INSERT past capacity: -1 each")
+    expect_error(lambda: r.execute_command("CF.ADD", "fixed", "7"), "Filter is full", "CF.ADD past capacity")
+    r.execute_command("CF.RESERVE", "steps", 4)
+    for i in range(32 * 4):
+        r.execute_command("CF.ADD", "steps", "s%d" % i)
+    check(r.execute_command("CF.INFO", "steps")[5] == 32, "a CF grows to 32 sub-filters")
+    expect_error(lambda: r.execute_command("CF.ADD", "steps", "one more"), "Maximum expansions reached",
+                 "a CF past its expansions")
+    s.kill()
+
+
 # ---------------------------------------------------------------- single node
 
 def single_node():
@@ -801,7 +893,7 @@ def hostile_clients():
     cursor, keys = r.execute_command("BKV.SCAN", 0, "MATCH", "nothing-matches", "COUNT", 50)
     check(keys == [] and cursor not in (b"0", 0), "SCAN with MATCH examines COUNT rows and returns a cursor")
     expect_error(lambda: r.execute_command("BF.RESERVE", "big", 0.01, 4294967296), "bad capacity", "BF capacity")
-    expect_error(lambda: r.execute_command("BF.RESERVE", "big", 0.01, 100, "EXPANSION", 4294967296), "bad expansion",
+    expect_error(lambda: r.execute_command("BF.RESERVE", "big", 0.01, 100, "EXPANSION", 4294967296), "expansion must be in the range",
                  "BF expansion")
     expect_error(lambda: r.execute_command("CF.RESERVE", "big", 4294967296), "bad capacity", "CF capacity")
     expect_error(lambda: r.execute_command("CF.RESERVE", "big", 100, "BUCKETSIZE", 100000), "bad bucket size",
@@ -1049,6 +1141,7 @@ def main():
     try:
         if "single" in PARTS:
             single_node()
+            filter_chunks_and_limits()
             aof_node()
             persistence()
             eviction()

@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-asan test-tsan build-clang fuzz reliability run install clean
+.PHONY: deb deb-test all deps build test test-asan test-tsan build-clang fuzz reliability run install clean
 
 all: build
 
@@ -85,6 +85,16 @@ run: deps
 	@if ls $(BUILD)/python/bloomkv.*.so >/dev/null 2>&1 && /usr/bin/python3 -c "import plyvel" 2>/dev/null; then \
 		echo; echo "the Python extension beside plyvel (LevelDB's)"; \
 		PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_bench.py --num 1000000; fi
+
+# Debian packages built with Debian's tools (scripts/deb) into DEB_DIR,
+# outside the tree; deb-test installs them, tests the installed files and
+# purges them (needs root: CI does it on a machine of its own).
+DEB_DIR ?= ../bloomkv-debs
+deb:
+	@bash scripts/deb $(DEB_DIR)
+
+deb-test: deb
+	@bash tests/package/deb_test.sh $(DEB_DIR)
 
 # The installed tool is built without the peers: it must not depend on
 # whichever LevelDB or RocksDB the build machine had.

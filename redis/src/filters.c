@@ -25,22 +25,14 @@
 #define FILTER_ENCVER 1
 /* Sub-filters a stack may grow to: each is at least as large as the one
  * before, so this bounds only the smallest, slowest-growing stacks. */
-#define MAX_SUBS 4096
-#define BF_DEFAULT_ERROR 0.01
-#define BF_DEFAULT_CAPACITY 100
-#define BF_DEFAULT_EXPANSION 2
+#define MAX_SUBS 65536
 /* A scaling filter's sub-filters take half the error rate, then a quarter,
  * and so on, so their sum, the rate an absent item meets, stays under the
  * requested one however far the stack grows (a non-scaling filter's one
  * sub-filter takes the requested rate itself). */
 #define BF_TIGHTENING 0.5
-#define CF_DEFAULT_CAPACITY 1024
-#define CF_DEFAULT_EXPANSION 1
-#define CF_DEFAULT_MAX_ITERATIONS 20
-#define CF_MAX_FILTERS 32 /* RedisBloom's cf-max-expansions default: past it, "Maximum expansions reached" */
 #define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets */
 #define CF_TYPE BKV_FILTER_CUCKOO12
-#define CF_FINGERPRINT_BITS 12 /* CF_TYPE's */
 /* A client's numbers become sizes only within these bounds: a sub-filter
  * of 2^30 items is about 1.2 GB at 1%, and each growth step is checked
  * against it before it is multiplied. */
@@ -68,6 +60,28 @@ typedef struct fstack {
 } fstack;
 
 static RedisModuleType *bf_type, *cf_type, *static_type;
+
+/* What a command that names no size, rate or limit falls back on:
+ * RedisBloom's settings, with its names and defaults. Set by module
+ * arguments at load (RedisBloom's spellings accepted too) and by CONFIG
+ * SET bloomkv.<name> at run time. */
+static double bf_error_rate = 0.01;
+typedef struct numeric_setting {
+    const char *name, *alias; /* alias: RedisBloom's module-argument name, or NULL */
+    long long value, min, max;
+} numeric_setting;
+enum { BF_INITIAL_SIZE, BF_EXPANSION, CF_BUCKET_SIZE, CF_INITIAL_SIZE, CF_MAX_ITERATIONS, CF_EXPANSION,
+       CF_MAX_EXPANSIONS, NSETTINGS };
+static numeric_setting settings[NSETTINGS] = {
+    [BF_INITIAL_SIZE] = {"bf-initial-size", "INITIAL_SIZE", 100, 1, MAX_CAPACITY},
+    [BF_EXPANSION] = {"bf-expansion-factor", NULL, 2, 1, MAX_EXPANSION},
+    [CF_BUCKET_SIZE] = {"cf-bucket-size", "BUCKET_SIZE", 2, 1, MAX_BUCKET_SIZE},
+    [CF_INITIAL_SIZE] = {"cf-initial-size", NULL, 1024, 2, MAX_CAPACITY},
+    [CF_MAX_ITERATIONS] = {"cf-max-iterations", "MAX_ITERATIONS", 20, 1, MAX_ITERATIONS},
+    [CF_EXPANSION] = {"cf-expansion-factor", NULL, 1, 0, MAX_EXPANSION},
+    [CF_MAX_EXPANSIONS] = {"cf-max-expansions", "CF_MAX_EXPANSIONS", 32, 1, MAX_SUBS},
+};
+#define SETTING(i) ((uint64_t)settings[i].value)
 
 /* The filters' bytes: their payloads come from the filter library's own
  * allocator, which Redis's used_memory does not see. Counted here for
@@ -554,7 +568,7 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
         if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
         else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
         else if (r == -3) reply_no_filter(ctx, BKV_NOMEM);
-        else RedisModule_ReplyWithLongLong(ctx, r);
+        else RedisModule_ReplyWithBool(ctx, r);
     }
     RedisModule_ReplicateVerbatim(ctx);
     return REDISMODULE_OK;
@@ -584,7 +598,7 @@ static int parse_count(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *v,
 
 static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4 || argc > 7) return RedisModule_WrongArity(ctx);
-    bf_create c = {1, 0, BF_DEFAULT_EXPANSION, 0, 0};
+    bf_create c = {1, 0, SETTING(BF_EXPANSION), 0, 0};
     if (parse_error_rate(ctx, argv[2], &c.error) || parse_count(ctx, argv[3], &c.capacity, 1, MAX_CAPACITY, "capacity"))
         return REDISMODULE_OK;
     int has_expansion = 0;
@@ -608,21 +622,26 @@ static int cmd_bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
-static const bf_create bf_defaults = {1, BF_DEFAULT_CAPACITY, BF_DEFAULT_EXPANSION, BF_DEFAULT_ERROR, 0};
+/* A filter made by BF.ADD, BF.MADD or BF.INSERT without parameters. */
+static bf_create bf_defaults(void) {
+    return (bf_create){1, SETTING(BF_INITIAL_SIZE), SETTING(BF_EXPANSION), bf_error_rate, 0};
+}
 
 static int cmd_bf_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    return bf_insert_items(ctx, argv[1], argv + 2, 1, &bf_defaults, 0);
+    bf_create c = bf_defaults();
+    return bf_insert_items(ctx, argv[1], argv + 2, 1, &c, 0);
 }
 
 static int cmd_bf_madd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3) return RedisModule_WrongArity(ctx);
-    return bf_insert_items(ctx, argv[1], argv + 2, argc - 2, &bf_defaults, 1);
+    bf_create c = bf_defaults();
+    return bf_insert_items(ctx, argv[1], argv + 2, argc - 2, &c, 1);
 }
 
 static int cmd_bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    bf_create c = bf_defaults;
+    bf_create c = bf_defaults();
     int i = 2;
     for (; i < argc && !arg_is(argv[i], "ITEMS"); i++) {
         if (arg_is(argv[i], "NOCREATE")) c.create = 0;
@@ -650,10 +669,10 @@ static int exists_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     int n = argc - 2;
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     if (st == LOOKUP_EMPTY) {
-        for (int i = 0; i < n; i++) RedisModule_ReplyWithLongLong(ctx, 0);
+        for (int i = 0; i < n; i++) RedisModule_ReplyWithBool(ctx, 0);
         return REDISMODULE_OK;
     }
-    if (n == 1) return RedisModule_ReplyWithLongLong(ctx, stack_contains(s, item_hash(argv[2])));
+    if (n == 1) return RedisModule_ReplyWithBool(ctx, stack_contains(s, item_hash(argv[2])));
     /* Many items: batched, prefetched probes, sub-filter by sub-filter. */
     bkv_hash *h = RedisModule_Alloc((size_t)n * sizeof *h);
     uint8_t *any = RedisModule_Calloc((size_t)n, 1), *one = RedisModule_Alloc((size_t)n);
@@ -662,7 +681,7 @@ static int exists_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         bkv_filter_may_contain_batch(s->subs[j].f, h, (size_t)n, one);
         for (int i = 0; i < n; i++) any[i] |= one[i];
     }
-    for (int i = 0; i < n; i++) RedisModule_ReplyWithLongLong(ctx, any[i]);
+    for (int i = 0; i < n; i++) RedisModule_ReplyWithBool(ctx, any[i]);
     RedisModule_Free(h), RedisModule_Free(any), RedisModule_Free(one);
     return REDISMODULE_OK;
 }
@@ -698,7 +717,9 @@ static int cmd_bf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
             if (arg_is(argv[2], words[i])) pick = i;
         if (pick < 0) return RedisModule_ReplyWithError(ctx, "ERR invalid information value");
     }
-    RedisModule_ReplyWithArray(ctx, pick < 0 ? 10 : 1);
+    /* A map (RESP3; a flat array of pairs in RESP2), or one field's array. */
+    if (pick < 0) RedisModule_ReplyWithMap(ctx, 5);
+    else RedisModule_ReplyWithArray(ctx, 1);
     for (int i = 0; i < 5; i++) {
         if (pick >= 0 && i != pick) continue;
         if (pick < 0) RedisModule_ReplyWithSimpleString(ctx, names[i]);
@@ -756,7 +777,7 @@ static int cf_add(fstack *s, bkv_hash h, int nx) {
      * grows, at item n + 1, whatever the hashes did. */
     if (last->count >= last->capacity || bkv_filter_add(last->f, h) != BKV_OK) {
         if (!s->expansion) return -1;
-        if (s->nsubs >= CF_MAX_FILTERS) return -2;
+        if (s->nsubs >= SETTING(CF_MAX_EXPANSIONS)) return -2;
         int rc = add_sub(s, grown(last->capacity, s->expansion), 0.01);
         if (rc) return rc == BKV_NOMEM ? -3 : -1;
         last = &s->subs[s->nsubs - 1];
@@ -785,7 +806,7 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
     if (st == LOOKUP_EMPTY) {
         if (!create) return RedisModule_ReplyWithError(ctx, "ERR not found");
         int rc;
-        if (!(s = cf_new(capacity, 2, CF_DEFAULT_MAX_ITERATIONS, CF_DEFAULT_EXPANSION, &rc)))
+        if (!(s = cf_new(capacity, SETTING(CF_BUCKET_SIZE), SETTING(CF_MAX_ITERATIONS), SETTING(CF_EXPANSION), &rc)))
             return reply_no_filter(ctx, rc);
         RedisModule_ModuleTypeSetValue(key, cf_type, s);
     }
@@ -799,7 +820,8 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
         }
         if (r < 0 && !multi)
             return RedisModule_ReplyWithError(ctx, r == -2 ? "ERR Maximum expansions reached" : "ERR Filter is full");
-        RedisModule_ReplyWithLongLong(ctx, r < 0 ? -1 : r);
+        if (multi) RedisModule_ReplyWithLongLong(ctx, r < 0 ? -1 : r); /* CF.INSERT: 1, 0 or -1 */
+        else RedisModule_ReplyWithBool(ctx, r);
     }
     RedisModule_ReplicateVerbatim(ctx);
     return REDISMODULE_OK;
@@ -807,7 +829,7 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
 
 static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3 || argc % 2 == 0) return RedisModule_WrongArity(ctx);
-    uint64_t capacity, bucket = 2, iters = CF_DEFAULT_MAX_ITERATIONS, expansion = CF_DEFAULT_EXPANSION;
+    uint64_t capacity, bucket = SETTING(CF_BUCKET_SIZE), iters = SETTING(CF_MAX_ITERATIONS), expansion = SETTING(CF_EXPANSION);
     if (parse_count(ctx, argv[2], &capacity, 1, MAX_CAPACITY, "capacity")) return REDISMODULE_OK;
     for (int i = 3; i < argc; i += 2) {
         if (arg_is(argv[i], "BUCKETSIZE")) {
@@ -833,17 +855,17 @@ static int cmd_cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 static int cmd_cf_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, CF_DEFAULT_CAPACITY, 0, 0);
+    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, SETTING(CF_INITIAL_SIZE), 0, 0);
 }
 
 static int cmd_cf_addnx(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, CF_DEFAULT_CAPACITY, 1, 0);
+    return cf_insert_items(ctx, argv[1], argv + 2, 1, 1, SETTING(CF_INITIAL_SIZE), 1, 0);
 }
 
 static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int nx) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    uint64_t capacity = CF_DEFAULT_CAPACITY;
+    uint64_t capacity = SETTING(CF_INITIAL_SIZE);
     int create = 1, i = 2;
     for (; i < argc && !arg_is(argv[i], "ITEMS"); i++) {
         if (arg_is(argv[i], "NOCREATE")) create = 0;
@@ -883,9 +905,9 @@ static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
             s->items--;
             s->deletes++;
             RedisModule_ReplicateVerbatim(ctx);
-            return RedisModule_ReplyWithLongLong(ctx, 1);
+            return RedisModule_ReplyWithBool(ctx, 1);
         }
-    return RedisModule_ReplyWithLongLong(ctx, 0);
+    return RedisModule_ReplyWithBool(ctx, 0);
 }
 
 static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -901,6 +923,14 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return RedisModule_ReplyWithLongLong(ctx, n);
 }
 
+/* The buckets of a cuckoo stack as RedisBloom counts them: the first
+ * sub-filter's (its bits count fingerprint bits, k of them a slot). */
+static uint64_t cf_buckets(const fstack *s) {
+    bkv_filter_info fi;
+    bkv_filter_get_info(s->subs[0].f, &fi);
+    return fi.num_bits / (CF_BUCKET_SLOTS * fi.k);
+}
+
 /* CF.DEBUG key: RedisBloom's one line, with bloomkv's numbers (buckets
  * of four slots). */
 static int cmd_cf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -910,9 +940,7 @@ static int cmd_cf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
-    bkv_filter_info fi; /* buckets: the first sub-filter's, as RedisBloom counts them */
-    bkv_filter_get_info(s->subs[0].f, &fi);
-    uint64_t buckets = fi.num_bits / (CF_BUCKET_SLOTS * CF_FINGERPRINT_BITS);
+    uint64_t buckets = cf_buckets(s);
     char line[200];
     snprintf(line, sizeof line, "bktsize:%d buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%llu "
              "expansion:%llu", CF_BUCKET_SLOTS, (unsigned long long)buckets, (unsigned long long)s->items,
@@ -928,19 +956,14 @@ static int cmd_cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
-    uint64_t buckets = 0;
-    for (uint32_t i = 0; i < s->nsubs; i++) {
-        bkv_filter_info fi;
-        bkv_filter_get_info(s->subs[i].f, &fi);
-        buckets += fi.num_bits / (CF_BUCKET_SLOTS * fi.k); /* m counts fingerprint bits */
-    }
+    uint64_t buckets = cf_buckets(s);
     const char *names[] = {"Size", "Number of buckets", "Number of filters", "Number of items inserted",
                            "Number of items deleted", "Bucket size", "Expansion rate", "Max iterations"};
     /* The library's buckets hold four fingerprints whatever BUCKETSIZE asked. */
     long long vals[] = {(long long)f_mem_usage(s), (long long)buckets, s->nsubs, (long long)s->items,
                         (long long)s->deletes, CF_BUCKET_SLOTS, (long long)s->expansion,
                         (long long)s->max_iterations};
-    RedisModule_ReplyWithArray(ctx, 16);
+    RedisModule_ReplyWithMap(ctx, 8);
     for (int i = 0; i < 8; i++) {
         RedisModule_ReplyWithSimpleString(ctx, names[i]);
         RedisModule_ReplyWithLongLong(ctx, vals[i]);
@@ -1131,6 +1154,80 @@ static const fcommand fcommands[] = {
     {"bkv.filter.loadblob", cmd_filter_loadblob, "write deny-oom"},
 };
 
+/* ---- settings: module arguments and CONFIG ---- */
+
+static int setting_index(const char *name) {
+    for (int i = 0; i < NSETTINGS; i++)
+        if (!strcasecmp(name, settings[i].name) || (settings[i].alias && !strcasecmp(name, settings[i].alias)))
+            return i;
+    return -1;
+}
+
+int bkv_redis_filter_option(const char *name, const char *value, char *why, size_t wl) {
+    char *end;
+    if (!strcasecmp(name, "bf-error-rate") || !strcasecmp(name, "ERROR_RATE")) {
+        double e = strtod(value, &end);
+        if (end == value || *end || !(e > 0 && e < 1))
+            return snprintf(why, wl, "%s must be in the range (0, 1), not %s", name, value), -1;
+        bf_error_rate = e;
+        return 0;
+    }
+    int i = setting_index(name);
+    if (i < 0) return snprintf(why, wl, "unknown option %s", name), 1;
+    long long v = strtoll(value, &end, 10);
+    if (end == value || *end || v < settings[i].min || v > settings[i].max)
+        return snprintf(why, wl, "%s must be in the range [%lld, %lld], not %s", name, settings[i].min,
+                        settings[i].max, value),
+               -1;
+    settings[i].value = v;
+    return 0;
+}
+
+static long long get_numeric(const char *name, void *privdata) {
+    (void)name;
+    return ((numeric_setting *)privdata)->value;
+}
+
+static int set_numeric(const char *name, long long value, void *privdata, RedisModuleString **err) {
+    (void)name, (void)err; /* Redis checked the range registered */
+    ((numeric_setting *)privdata)->value = value;
+    return REDISMODULE_OK;
+}
+
+static RedisModuleString *get_error_rate(const char *name, void *privdata) {
+    (void)name, (void)privdata;
+    static RedisModuleString *held; /* Redis copies the string before the next call */
+    if (held) RedisModule_FreeString(NULL, held);
+    char text[32];
+    snprintf(text, sizeof text, "%g", bf_error_rate);
+    return held = RedisModule_CreateString(NULL, text, strlen(text));
+}
+
+static int set_error_rate(const char *name, RedisModuleString *value, void *privdata, RedisModuleString **err) {
+    (void)privdata;
+    char why[160];
+    if (bkv_redis_filter_option(name, RedisModule_StringPtrLen(value, NULL), why, sizeof why)) {
+        *err = RedisModule_CreateString(NULL, why, strlen(why));
+        return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+/* CONFIG GET/SET bloomkv.<name> (Redis names module configs after the
+ * module), starting from what the module arguments set. */
+static int register_settings(RedisModuleCtx *ctx) {
+    if (!RedisModule_RegisterNumericConfig || !RedisModule_RegisterStringConfig) return REDISMODULE_OK;
+    for (int i = 0; i < NSETTINGS; i++)
+        if (RedisModule_RegisterNumericConfig(ctx, settings[i].name, settings[i].value, REDISMODULE_CONFIG_DEFAULT,
+                                              settings[i].min, settings[i].max, get_numeric, set_numeric, NULL,
+                                              &settings[i]) == REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+    char rate[32];
+    snprintf(rate, sizeof rate, "%g", bf_error_rate);
+    return RedisModule_RegisterStringConfig(ctx, "bf-error-rate", rate, REDISMODULE_CONFIG_DEFAULT, get_error_rate,
+                                            set_error_rate, NULL, NULL);
+}
+
 int bkv_redis_filters_init(RedisModuleCtx *ctx) {
     RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,
                                  .rdb_load = f_rdb_load,
@@ -1149,5 +1246,5 @@ int bkv_redis_filters_init(RedisModuleCtx *ctx) {
         if (RedisModule_CreateCommand(ctx, fcommands[i].name, fcommands[i].fn, fcommands[i].flags, 1, 1, 1) ==
             REDISMODULE_ERR)
             return REDISMODULE_ERR;
-    return REDISMODULE_OK;
+    return register_settings(ctx);
 }

@@ -745,7 +745,15 @@ static int parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, b
             ok = RedisModule_StringToLongLong(argv[i + 1], &n) == REDISMODULE_OK && n > 0;
             if (ok && !strcasecmp(opt, "cache_size")) g->opts.block_cache_size = (size_t)n;
             else if (ok) g->opts.write_buffer_size = (size_t)n;
-        } else ok = 0;
+        } else {
+            char why[160];
+            int rc = bkv_redis_filter_option(opt, val, why, sizeof why);
+            if (rc < 0) {
+                RedisModule_Log(ctx, "warning", "bloomkv: %s", why);
+                return -1;
+            }
+            ok = rc == 0;
+        }
         if (!ok) {
             RedisModule_Log(ctx, "warning", "bloomkv: bad module option %s %s", opt, val);
             return -1;
@@ -794,6 +802,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         ok = RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
                                        commands[i].last, commands[i].step) == REDISMODULE_OK;
     ok = ok && bkv_redis_describe_commands(ctx) == REDISMODULE_OK;
+    /* The filter settings registered as configs take redis.conf's values. */
+    ok = ok && (!RedisModule_LoadConfigs || RedisModule_LoadConfigs(ctx) == REDISMODULE_OK);
     if (!ok) {
         /* Nothing of a failed load stays: the database (and its lock) is
          * released, so the server can retry the load or start without it. */

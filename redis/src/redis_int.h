@@ -117,6 +117,11 @@ int bkv_redis_describe_commands(RedisModuleCtx *ctx);
 
 /* ---- filters (filters.c) ---- */
 int bkv_redis_filters_init(RedisModuleCtx *ctx);
+/* A module argument for the filters (RedisBloom's settings, by its names:
+ * bf-error-rate or ERROR_RATE, bf-initial-size or INITIAL_SIZE, ...): 0
+ * when taken, 1 when name is not one of them, -1 (why says) when its
+ * value is out of range. */
+int bkv_redis_filter_option(const char *name, const char *value, char *why, size_t wl);
 /* The bytes every filter of the node holds (outside Redis's allocator). */
 uint64_t bkv_redis_filter_bytes(void);
 

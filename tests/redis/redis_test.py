@@ -215,7 +215,44 @@ def filter_chunks_and_limits():
     check(r.execute_command("CF.INFO", "steps")[5] == 32, "a CF grows to 32 sub-filters")
     expect_error(lambda: r.execute_command("CF.ADD", "steps", "one more"), "Maximum expansions reached",
                  "a CF past its expansions")
+
+    # RESP3: booleans and maps where RedisBloom gives them; RESP2 unchanged.
+    check(r.execute_command("BF.EXISTS", "small", "nothing") == 0, "RESP2: BF.EXISTS answers an integer")
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"HELLO 3\r\n")
+    hello = b""
+    while b"modules" not in hello:
+        hello += sock.recv(65536)
+    replies = b""
+    sock.sendall(b"BF.ADD r3 a\r\nBF.EXISTS r3 a\r\nCF.ADD r3c a\r\nCF.DEL r3c a\r\nBF.INFO r3\r\n")
+    deadline = time.time() + 5
+    while replies.count(b"Expansion rate") == 0 and time.time() < deadline:
+        replies += sock.recv(65536)
+    sock.close()
+    check(replies.startswith(b"#t\r\n#t\r\n#t\r\n#t\r\n%5\r\n"), "RESP3: booleans, then BF.INFO a map: %r" % replies[:40])
     s.kill()
+
+    # RedisBloom's settings: its module arguments, and CONFIG at run time.
+    s = Server("filter-settings", module_args=["ERROR_RATE", "0.02", "INITIAL_SIZE", "200", "CF_MAX_EXPANSIONS", "3",
+                                               "cf-initial-size", "8"])
+    r = s.client()
+    conf = r.config_get("bloomkv.*")
+    check(conf.get("bloomkv.bf-error-rate") == "0.02" and conf.get("bloomkv.bf-initial-size") == "200" and
+          conf.get("bloomkv.cf-max-expansions") == "3", "module arguments set the filter defaults: %r" % conf)
+    r.execute_command("BF.ADD", "d", "x")
+    check(r.execute_command("BF.INFO", "d", "CAPACITY") == [200], "BF.ADD's filter takes bf-initial-size")
+    for i in range(8 * 3):
+        r.execute_command("CF.ADD", "c", str(i))
+    expect_error(lambda: r.execute_command("CF.ADD", "c", "past"), "Maximum expansions reached",
+                 "cf-max-expansions bounds the sub-filters")
+    r.config_set("bloomkv.bf-initial-size", 300)
+    r.execute_command("BF.ADD", "e", "x")
+    check(r.execute_command("BF.INFO", "e", "CAPACITY") == [300], "CONFIG SET changes the next filter's size")
+    expect_error(lambda: r.config_set("bloomkv.bf-error-rate", "1.5"), "range", "an error rate out of range")
+    expect_error(lambda: r.config_set("bloomkv.cf-bucket-size", 256), "between", "a bucket size out of range")
+    s.kill()
+    s.module_args = ["ERROR_RATE", "2"]
+    fails_to_start(s, "ERROR_RATE must be in the range", "a filter setting out of range at load")
 
 
 # ---------------------------------------------------------------- single node

@@ -68,6 +68,7 @@ if [ "$(command -v bloomkv)" = /usr/bin/bloomkv ] && bloomkv put "$T/db-tool" k 
     [ "$(bloomkv get "$T/db-tool" k)" = v ] && bloomkv check "$T/db-tool" >/dev/null; then ok
 else bad "bloomkv put/get/check"; fi
 if man -w bloomkv >/dev/null 2>&1 || [ -f /usr/share/man/man1/bloomkv.1.gz ]; then ok; else bad "no man page"; fi
+if [ -f /usr/share/bash-completion/completions/bloomkv ]; then ok; else bad "no bash completion"; fi
 
 # The Redis module, from Debian's module directory.
 if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then

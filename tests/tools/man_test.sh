@@ -26,5 +26,22 @@ for status in 0 1 2 3; do
         echo "FAIL: exit status $status is not described"
     fi
 done
+# Bash completion offers every command, and a command's own options.
+completion=$(dirname "$0")/../../tools/bloomkv.bash-completion
+complete_words() { # WORDS...: what completing the last one offers
+    PATH="$(dirname "$B"):$PATH" bash -c 'source "$0"; COMP_WORDS=("${@}"); COMP_CWORD=$(($# - 1)); _bloomkv;
+        printf "%s\n" "${COMPREPLY[@]}"' "$completion" "$@"
+}
+offered=$(complete_words bloomkv "")
+for c in $commands; do
+    if grep -qx "$c" <<<"$offered"; then pass=$((pass + 1)); else
+        fail=$((fail + 1))
+        echo "FAIL: completion does not offer $c"
+    fi
+done
+if complete_words bloomkv scan DB --rev | grep -qx -- --reverse; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: completion does not offer scan's --reverse"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

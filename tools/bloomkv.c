@@ -31,6 +31,7 @@ static const subcommand subcommands[] = {
     {"ingest", bkv_cli_ingest, "add a table file to a database at once, without the WAL"},
     {"check", bkv_cli_check, "verify every checksum and invariant of a database"},
     {"dump-sst", bkv_cli_dump_sst, "describe one table file"},
+    {"shell", bkv_cli_shell, "the commands above on one database, a line each: interactive, or from stdin"},
     {"cluster", bkv_cli_cluster, "find-value HOST:PORT VALUE: search by value across a Redis Cluster (docs/redis.md)"},
 };
 

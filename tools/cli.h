@@ -24,5 +24,7 @@ int bkv_cli_decode(const char *s, int hex, char **out, size_t *len);
 /* `bloomkv cluster find-value HOST:PORT VALUE` (tools/cluster.c). */
 int bkv_cli_cluster(int argc, char **argv);
 int bkv_cli_dump_sst(int argc, char **argv);
+/* `bloomkv shell DB` (tools/shell.c). */
+int bkv_cli_shell(int argc, char **argv);
 
 #endif

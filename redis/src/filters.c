@@ -227,30 +227,41 @@ static char *encode_blob(const fstack *s, size_t *len) {
     return b;
 }
 
-/* NULL, with the reason in why, for anything but a well-formed blob. */
-static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
+/* A new stack with the fields of the BLOB_HEADER bytes at b, and its
+ * number of sub-filters; NULL unless the header is a blob's (magic,
+ * version) and, as strict as the engine is with its own files, every
+ * number a reply or a size is made from is within what a command could
+ * have set. */
+static fstack *read_stack_header(const char *b, uint64_t *nsubs) {
     uint32_t magic;
-    if (len < BLOB_HEADER || (memcpy(&magic, b, 4), magic != BLOB_MAGIC) || b[4] != BLOB_VERSION) {
-        snprintf(why, wl, "not a bloomkv filter blob (bad header)");
-        return NULL;
-    }
+    memcpy(&magic, b, 4);
     fstack *s = RedisModule_Calloc(1, sizeof *s);
     s->kind = (uint8_t)b[6];
     s->nonscaling = b[7] != 0;
     s->expansion = get64(b + 8);
-    uint64_t ebits = get64(b + 16), nsubs = get64(b + 56);
+    uint64_t ebits = get64(b + 16);
     memcpy(&s->error, &ebits, 8);
     s->items = get64(b + 24);
     s->deletes = get64(b + 32);
     s->bucket_size = get64(b + 40);
     s->max_iterations = get64(b + 48);
-    /* As strict as the engine is with its own files: every number a reply
-     * or a size is made from is within what a command could have set. */
-    if (s->kind < KIND_BF || s->kind > KIND_STATIC || nsubs == 0 || nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1) ||
-        (s->kind == KIND_STATIC && nsubs != 1) || s->expansion > MAX_EXPANSION || s->items > INT64_MAX ||
-        s->deletes > INT64_MAX || s->bucket_size > MAX_BUCKET_SIZE || s->max_iterations > MAX_ITERATIONS || b[5] != 0) {
-        snprintf(why, wl, "filter blob header out of range");
+    *nsubs = get64(b + 56);
+    if (magic != BLOB_MAGIC || b[4] != BLOB_VERSION || b[5] != 0 || s->kind < KIND_BF || s->kind > KIND_STATIC ||
+        *nsubs == 0 || *nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1) ||
+        (s->kind == KIND_STATIC && *nsubs != 1) || s->expansion > MAX_EXPANSION || s->items > INT64_MAX ||
+        s->deletes > INT64_MAX || s->bucket_size > MAX_BUCKET_SIZE || s->max_iterations > MAX_ITERATIONS) {
         RedisModule_Free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* NULL, with the reason in why, for anything but a well-formed blob. */
+static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
+    uint64_t nsubs;
+    fstack *s = len < BLOB_HEADER ? NULL : read_stack_header(b, &nsubs);
+    if (!s) {
+        snprintf(why, wl, "not a bloomkv filter blob, or its header is out of range");
         return NULL;
     }
     size_t off = BLOB_HEADER;
@@ -384,26 +395,14 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
         RedisModule_ReplyWithError(ctx, bad_header(kind));
         return NULL;
     }
-    uint64_t nsubs = get64(b + 56);
-    if (nsubs == 0 || nsubs > MAX_SUBS || len != BLOB_HEADER + nsubs * DUMP_SUB + 8 || (uint8_t)b[6] != kind) {
+    uint64_t nsubs;
+    fstack *s = read_stack_header(b, &nsubs);
+    if (!s || s->kind != kind || len != BLOB_HEADER + nsubs * DUMP_SUB + 8) {
+        if (s) RedisModule_Free(s);
         RedisModule_ReplyWithError(ctx, bad_header(kind));
         return NULL;
     }
-    /* The header's fields go through the blob decoder's checks: a blob of
-     * the header alone, with no sub-filter, is refused only for that. */
-    char why[200];
-    fstack *s = RedisModule_Calloc(1, sizeof *s);
-    s->kind = kind;
-    s->nonscaling = b[7] != 0;
-    s->expansion = get64(b + 8);
-    uint64_t ebits = get64(b + 16);
-    memcpy(&s->error, &ebits, 8);
-    s->items = get64(b + 24);
-    s->deletes = get64(b + 32);
-    s->bucket_size = get64(b + 40);
-    s->max_iterations = get64(b + 48);
-    int ok = b[5] == 0 && s->error > 0 && s->error < 1 && s->expansion <= MAX_EXPANSION && s->items <= INT64_MAX &&
-             s->deletes <= INT64_MAX && s->bucket_size <= MAX_BUCKET_SIZE && s->max_iterations <= MAX_ITERATIONS;
+    int ok = 1;
     uint64_t counted = 0;
     const char *p = b + BLOB_HEADER;
     for (uint64_t i = 0; ok && i < nsubs; i++, p += DUMP_SUB) {
@@ -412,8 +411,8 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
             ok = 0;
             break;
         }
-        if (bkv_filter_open_header(p + 16, BKV_FILTER_HEADER_BYTES, payload_bound(sf.capacity), &sf.f, why,
-                                   sizeof why) != BKV_OK) {
+        if (bkv_filter_open_header(p + 16, BKV_FILTER_HEADER_BYTES, payload_bound(sf.capacity), &sf.f, NULL, 0) !=
+            BKV_OK) {
             ok = 0;
             break;
         }

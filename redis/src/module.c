@@ -475,6 +475,7 @@ typedef struct job {
     size_t vlen;
     char *after; /* FINDVALUE ... AFTER key: the row key results come after (NULL: from the first) */
     size_t after_len;
+    int replied; /* the worker built the reply already (job_thread) */
 } job;
 
 static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -542,12 +543,24 @@ static void job_free(RedisModuleCtx *ctx, void *p) {
 
 static int job_unblocked(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv, (void)argc;
-    return reply_job(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+    job *j = RedisModule_GetBlockedClientPrivateData(ctx);
+    return j->replied ? REDISMODULE_OK : reply_job(ctx, j);
 }
 
 static void *job_thread(void *arg) {
     job *j = arg;
     run_job(j);
+    /* The reply is built here, into a context bound to the blocked client:
+     * a search's millions of rows are copied into reply buffers on this
+     * thread, and the event loop only hands the finished buffers to the
+     * client when it unblocks it (a list join, not a copy), so other
+     * clients do not wait for them. */
+    RedisModuleCtx *reply = RedisModule_GetThreadSafeContext(j->bc);
+    if (reply) {
+        reply_job(reply, j);
+        RedisModule_FreeThreadSafeContext(reply);
+        j->replied = 1;
+    }
     pthread_mutex_lock(&jobs_mu);
     jobs_running--;
     pthread_cond_broadcast(&jobs_done);

@@ -138,7 +138,10 @@ void leveldb_options_set_env(leveldb_options_t *o, leveldb_env_t *env) { (void)o
 void leveldb_options_set_info_log(leveldb_options_t *o, leveldb_logger_t *log) { (void)o, (void)log; }
 void leveldb_options_set_write_buffer_size(leveldb_options_t *o, size_t n) { o->write_buffer_size = n; }
 void leveldb_options_set_max_open_files(leveldb_options_t *o, int n) { o->max_open_files = n; }
-void leveldb_options_set_cache(leveldb_options_t *o, leveldb_cache_t *c) { o->cache_size = c ? c->capacity : 0; }
+/* NULL: LevelDB's own 8 MiB cache, as LevelDB makes one when given none. */
+void leveldb_options_set_cache(leveldb_options_t *o, leveldb_cache_t *c) {
+    o->cache_size = c ? c->capacity : DEFAULT_CACHE;
+}
 void leveldb_options_set_block_size(leveldb_options_t *o, size_t n) { o->block_size = n; }
 /* bloomkv's blocks restart every 16 keys, and their index searches through
  * fences rather than restarts: the interval is taken and left unused. */

@@ -434,15 +434,20 @@ void leveldb_writebatch_clear(leveldb_writebatch_t *b) {
 /* The log's records: a type byte ('P' or 'D'), the key's and the value's
  * lengths, then their bytes. 0 when memory ran out (the operation is then
  * dropped: LevelDB's batch calls have no way to report it either). */
+/* Room for need more bytes of log; 0 when memory ran out. */
+static int reserve_log(leveldb_writebatch_t *b, size_t need) {
+    if (b->cap - b->len >= need) return 1;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < need) cap *= 2;
+    char *grown = realloc(b->log, cap);
+    if (!grown) return 0;
+    b->log = grown, b->cap = cap;
+    return 1;
+}
+
 static int log_op(leveldb_writebatch_t *b, char type, const char *k, size_t klen, const char *v, size_t vlen) {
     size_t need = 1 + 2 * sizeof(size_t) + klen + vlen;
-    if (b->cap - b->len < need) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < need) cap *= 2;
-        char *grown = realloc(b->log, cap);
-        if (!grown) return 0;
-        b->log = grown, b->cap = cap;
-    }
+    if (!reserve_log(b, need)) return 0;
     char *p = b->log + b->len;
     *p++ = type;
     memcpy(p, &klen, sizeof klen), p += sizeof klen;
@@ -482,14 +487,7 @@ void leveldb_writebatch_iterate(const leveldb_writebatch_t *b, void *state,
 }
 
 void leveldb_writebatch_append(leveldb_writebatch_t *dst, const leveldb_writebatch_t *src) {
-    if (dst->cap - dst->len < src->len) {
-        size_t cap = dst->cap ? dst->cap : 256;
-        while (cap - dst->len < src->len) cap *= 2;
-        char *grown = realloc(dst->log, cap);
-        if (!grown) return;
-        dst->log = grown, dst->cap = cap;
-    }
-    if (bkv_batch_append_batch(dst->batch, src->batch) != BKV_OK) return;
+    if (!reserve_log(dst, src->len) || bkv_batch_append_batch(dst->batch, src->batch) != BKV_OK) return;
     if (src->len) memcpy(dst->log + dst->len, src->log, src->len);
     dst->len += src->len;
 }

@@ -184,6 +184,10 @@ BKV_EXPORT void bkv_filter_destroy(bkv_filter *f);
  * bkv_filter_encode's output, describes it; its payload, the bytes probes
  * read, follows in any number of pieces. */
 #define BKV_FILTER_HEADER_BYTES 64
+/* The encoded header of f alone, as bkv_filter_encode writes it, into dst
+ * (at least BKV_FILTER_HEADER_BYTES; BKV_INVALID otherwise): no payload
+ * copied, no checksum computed. */
+BKV_EXPORT int bkv_filter_encode_header(const bkv_filter *f, void *dst, size_t cap);
 /* The payload of f and its length (owned by f, valid while f is). */
 BKV_EXPORT const void *bkv_filter_payload(const bkv_filter *f, size_t *len);
 /* A writable filter with the header's type and geometry, validated as

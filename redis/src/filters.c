@@ -150,6 +150,14 @@ static uint64_t grown(uint64_t capacity, uint64_t expansion) {
 
 uint64_t bkv_redis_filter_bytes(void) { return filter_bytes; }
 
+/* The error rate a Bloom stack's sub-filter i is built for: the first
+ * takes what was asked (halved when the stack may grow); the ones a
+ * growing stack adds stop at 1e-12, so its newest stay of a finite size. */
+static double bf_sub_rate(const fstack *s, uint32_t i) {
+    double e = s->nonscaling ? s->error : s->error * pow(BF_TIGHTENING, i + 1);
+    return i == 0 || e > 1e-12 ? e : 1e-12;
+}
+
 /* NULL with *rc (add_sub's) when the first sub-filter cannot be made. */
 static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t expansion, int nonscaling, int *rc) {
     fstack *s = RedisModule_Calloc(1, sizeof *s);
@@ -157,7 +165,7 @@ static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t ex
     s->error = error;
     s->expansion = expansion;
     s->nonscaling = nonscaling;
-    if ((*rc = add_sub(s, capacity, kind == KIND_BF && !nonscaling ? error * BF_TIGHTENING : error))) {
+    if ((*rc = add_sub(s, capacity, kind == KIND_BF ? bf_sub_rate(s, 0) : error))) {
         fstack_free(s);
         return NULL;
     }
@@ -195,11 +203,8 @@ static uint64_t get64(const char *p) {
  * error (IEEE bits), items, deletes, bucket size, max iterations, number
  * of sub-filters (u64 each, little-endian); then per sub-filter its
  * capacity, count, length and the encoded filter. */
-static char *encode_blob(const fstack *s, size_t *len) {
-    size_t n = BLOB_HEADER;
-    for (uint32_t i = 0; i < s->nsubs; i++) n += 24 + bkv_filter_encoded_size(s->subs[i].f);
-    char *b = RedisModule_Alloc(n), *p = b;
-    memset(b, 0, BLOB_HEADER);
+static void write_blob_header(const fstack *s, char *p) {
+    memset(p, 0, BLOB_HEADER);
     uint32_t magic = BLOB_MAGIC;
     memcpy(p, &magic, 4);
     p[4] = BLOB_VERSION;
@@ -214,6 +219,13 @@ static char *encode_blob(const fstack *s, size_t *len) {
     put64(p + 40, s->bucket_size);
     put64(p + 48, s->max_iterations);
     put64(p + 56, s->nsubs);
+}
+
+static char *encode_blob(const fstack *s, size_t *len) {
+    size_t n = BLOB_HEADER;
+    for (uint32_t i = 0; i < s->nsubs; i++) n += 24 + bkv_filter_encoded_size(s->subs[i].f);
+    char *b = RedisModule_Alloc(n), *p = b;
+    write_blob_header(s, p);
     p += BLOB_HEADER;
     for (uint32_t i = 0; i < s->nsubs; i++) {
         size_t fl = bkv_filter_encoded_size(s->subs[i].f);
@@ -362,23 +374,13 @@ static int chunk_at(const fstack *s, uint64_t off, uint32_t *sub, size_t *sub_of
 
 static char *encode_dump_header(const fstack *s, size_t *len) {
     size_t n = BLOB_HEADER + (size_t)s->nsubs * DUMP_SUB + 8;
-    char *b = RedisModule_Alloc(n), *blob = NULL;
-    size_t blob_len;
-    /* The blob's own header, written by the one encoder of it. */
-    fstack head = *s;
-    head.nsubs = 0;
-    blob = encode_blob(&head, &blob_len);
-    memcpy(b, blob, BLOB_HEADER);
-    RedisModule_Free(blob);
-    put64(b + 56, s->nsubs);
+    char *b = RedisModule_Alloc(n);
+    write_blob_header(s, b);
     char *p = b + BLOB_HEADER;
     for (uint32_t i = 0; i < s->nsubs; i++, p += DUMP_SUB) {
         put64(p, s->subs[i].capacity);
         put64(p + 8, s->subs[i].count);
-        char *enc = RedisModule_Alloc(bkv_filter_encoded_size(s->subs[i].f));
-        bkv_filter_encode(s->subs[i].f, enc, bkv_filter_encoded_size(s->subs[i].f));
-        memcpy(p + 16, enc, BKV_FILTER_HEADER_BYTES);
-        RedisModule_Free(enc);
+        bkv_filter_encode_header(s->subs[i].f, p + 16, BKV_FILTER_HEADER_BYTES);
     }
     put64(p, bkv_hash_bytes(b, n - 8));
     *len = n;
@@ -530,8 +532,7 @@ static int bf_add(fstack *s, bkv_hash h) {
     sub_filter *last = &s->subs[s->nsubs - 1];
     if (last->count >= last->capacity) {
         if (s->nonscaling) return -1;
-        double err = s->error * pow(BF_TIGHTENING, s->nsubs + 1);
-        int rc = add_sub(s, grown(last->capacity, s->expansion), err > 1e-12 ? err : 1e-12);
+        int rc = add_sub(s, grown(last->capacity, s->expansion), bf_sub_rate(s, s->nsubs));
         if (rc) return rc == BKV_NOMEM ? -3 : -2;
         last = &s->subs[s->nsubs - 1];
     }
@@ -756,10 +757,9 @@ static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         bkv_filter_get_info(s->subs[i].f, &fi);
         size_t bytes;
         bkv_filter_payload(s->subs[i].f, &bytes);
-        double rate = s->nonscaling ? s->error : s->error * pow(BF_TIGHTENING, i + 1);
         snprintf(line, sizeof line, "bytes:%zu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g", bytes,
                  (unsigned long long)fi.num_bits, fi.k, (unsigned long long)s->subs[i].capacity,
-                 (unsigned long long)s->subs[i].count, rate);
+                 (unsigned long long)s->subs[i].count, bf_sub_rate(s, i));
         RedisModule_ReplyWithSimpleString(ctx, line);
     }
     return REDISMODULE_OK;

@@ -220,9 +220,8 @@ size_t bkv_filter_encoded_size(const bkv_filter *f) {
     return BKV_FILTER_HEADER_LEN + f->payload_len + BKV_FILTER_TRAILER_LEN;
 }
 
-int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap) {
-    size_t need = bkv_filter_encoded_size(f);
-    if (cap < need) return BKV_INVALID;
+int bkv_filter_encode_header(const bkv_filter *f, void *dst, size_t cap) {
+    if (!f || !dst || cap < BKV_FILTER_HEADER_LEN) return BKV_INVALID;
     uint8_t *p = dst;
     memset(p, 0, BKV_FILTER_HEADER_LEN);
     bkv_put_u32(p + 0, BKV_FILTER_MAGIC);
@@ -235,6 +234,14 @@ int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap) {
     bkv_put_u64(p + 24, f->num_bits);
     bkv_put_u64(p + 32, f->payload_len);
     for (int i = 0; i < 3; i++) bkv_put_u64(p + 40 + 8 * i, f->params[i]);
+    return BKV_OK;
+}
+
+int bkv_filter_encode(const bkv_filter *f, void *dst, size_t cap) {
+    size_t need = bkv_filter_encoded_size(f);
+    if (cap < need) return BKV_INVALID;
+    uint8_t *p = dst;
+    bkv_filter_encode_header(f, p, cap);
     memcpy(p + BKV_FILTER_HEADER_LEN, f->payload, f->payload_len);
     size_t body = BKV_FILTER_HEADER_LEN + f->payload_len;
     bkv_put_u64(p + body, bkv_checksum(p, body));
@@ -253,23 +260,18 @@ static int fail(int rc, char *err, size_t errlen, const char *fmt, ...) {
 
 /* Parses and validates a serialized filter into *f, which then probes buf
  * in place. */
-static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *f, char *err, size_t errlen) {
-    if (!p || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
-        return fail(BKV_CORRUPTION, err, errlen, "filter truncated: %zu bytes, header and trailer need %d",
-                    len, BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN);
-    if (bkv_get_u32(p) != BKV_FILTER_MAGIC)
-        return fail(BKV_CORRUPTION, err, errlen, "filter: bad magic at offset 0");
+/* The magic and version every header starts with. */
+static int check_ident(const uint8_t *p, char *err, size_t errlen) {
+    if (bkv_get_u32(p) != BKV_FILTER_MAGIC) return fail(BKV_CORRUPTION, err, errlen, "filter: bad magic at offset 0");
     uint16_t version = bkv_get_u16(p + 4);
     if (version != BKV_FILTER_VERSION)
         return fail(BKV_INVALID, err, errlen, "filter: unsupported version %u at offset 4", version);
-    uint64_t payload_len = bkv_get_u64(p + 32);
-    if (payload_len != len - BKV_FILTER_HEADER_LEN - BKV_FILTER_TRAILER_LEN)
-        return fail(BKV_CORRUPTION, err, errlen,
-                    "filter: payload length %llu at offset 32 does not fit a %zu-byte filter",
-                    (unsigned long long)payload_len, len);
-    size_t body = len - BKV_FILTER_TRAILER_LEN;
-    if (!(flags & BKV_FILTER_OPEN_TRUSTED) && bkv_get_u64(p + body) != bkv_checksum(p, body))
-        return fail(BKV_CORRUPTION, err, errlen, "filter: checksum mismatch (trailer at offset %zu)", body);
+    return BKV_OK;
+}
+
+/* The header's fields into f (its payload pointer left unset), validated:
+ * a known type, counts the payload can hold, the type's own geometry. */
+static int read_fields(const uint8_t *p, bkv_filter *f, char *err, size_t errlen) {
     const bkv_filter_ops *ops = ops_for_type(p[6]);
     if (!ops) return fail(BKV_INVALID, err, errlen, "filter: unknown type %u at offset 6", p[6]);
     memset(f, 0, sizeof *f);
@@ -280,9 +282,7 @@ static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *
     for (int i = 0; i < 3; i++) f->params[i] = bkv_get_u64(p + 40 + 8 * i);
     f->num_keys = bkv_get_u64(p + 16);
     f->num_bits = bkv_get_u64(p + 24);
-    f->payload_len = (size_t)payload_len;
-    f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
-    f->aligned = ((uintptr_t)f->payload & 63) == 0;
+    f->payload_len = (size_t)bkv_get_u64(p + 32);
     /* No type stores fewer than a bit per bit, counter or cell counted,
      * so a count beyond the payload's bits is refused here, for every
      * type: the types' rules round counts up to bytes, which wraps near
@@ -293,6 +293,26 @@ static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *
                     f->payload_len);
     const char *why = ops->check_geometry(f);
     if (why) return fail(BKV_CORRUPTION, err, errlen, "filter: %s (header offsets 7..63)", why);
+    return BKV_OK;
+}
+
+static int parse_view(const uint8_t *p, size_t len, unsigned flags, bkv_filter *f, char *err, size_t errlen) {
+    if (!p || len < BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN)
+        return fail(BKV_CORRUPTION, err, errlen, "filter truncated: %zu bytes, header and trailer need %d",
+                    len, BKV_FILTER_HEADER_LEN + BKV_FILTER_TRAILER_LEN);
+    int rc = check_ident(p, err, errlen);
+    if (rc) return rc;
+    uint64_t payload_len = bkv_get_u64(p + 32);
+    if (payload_len != len - BKV_FILTER_HEADER_LEN - BKV_FILTER_TRAILER_LEN)
+        return fail(BKV_CORRUPTION, err, errlen,
+                    "filter: payload length %llu at offset 32 does not fit a %zu-byte filter",
+                    (unsigned long long)payload_len, len);
+    size_t body = len - BKV_FILTER_TRAILER_LEN;
+    if (!(flags & BKV_FILTER_OPEN_TRUSTED) && bkv_get_u64(p + body) != bkv_checksum(p, body))
+        return fail(BKV_CORRUPTION, err, errlen, "filter: checksum mismatch (trailer at offset %zu)", body);
+    if ((rc = read_fields(p, f, err, errlen))) return rc;
+    f->payload = (uint8_t *)p + BKV_FILTER_HEADER_LEN;
+    f->aligned = ((uintptr_t)f->payload & 63) == 0;
     return BKV_OK;
 }
 
@@ -331,23 +351,27 @@ int bkv_filter_open_header(const void *header, size_t len, size_t max_payload, b
                            size_t errlen) {
     if (!out) return fail(BKV_INVALID, err, errlen, "bkv_filter_open_header: out is NULL");
     *out = NULL;
-    if (!header || len != BKV_FILTER_HEADER_LEN)
+    const uint8_t *p = header;
+    if (!p || len != BKV_FILTER_HEADER_LEN)
         return fail(BKV_CORRUPTION, err, errlen, "filter header: %zu bytes, not %d", len, BKV_FILTER_HEADER_LEN);
-    uint64_t payload_len = bkv_get_u64((const uint8_t *)header + 32);
+    uint64_t payload_len = bkv_get_u64(p + 32);
     if (payload_len > max_payload)
         return fail(BKV_INVALID, err, errlen, "filter header: a payload of %llu bytes is over the bound of %zu",
                     (unsigned long long)payload_len, max_payload);
-    /* The header with a zeroed payload is a whole encoding, opened as a
-     * copy (its trailer is not a checksum of anything: trusted). */
-    size_t total = BKV_FILTER_HEADER_LEN + (size_t)payload_len + BKV_FILTER_TRAILER_LEN;
-    uint8_t *buf = calloc(1, total);
-    if (!buf) return fail(BKV_NOMEM, err, errlen, "filter header: out of memory for %zu bytes", total);
-    memcpy(buf, header, BKV_FILTER_HEADER_LEN);
-    int rc = bkv_filter_open(buf, total, BKV_FILTER_OPEN_TRUSTED | BKV_FILTER_OPEN_COPY, out, err, errlen);
-    free(buf);
-    return rc;
+    bkv_filter view;
+    int rc = check_ident(p, err, errlen);
+    if (rc || (rc = read_fields(p, &view, err, errlen))) return rc;
+    bkv_filter *f = malloc(sizeof *f);
+    if (!f) return fail(BKV_NOMEM, err, errlen, "filter header: out of memory");
+    *f = view;
+    if (bkv_filter_alloc_payload(f)) { /* zeroed: the empty filter the header describes */
+        free(f);
+        return fail(BKV_NOMEM, err, errlen, "filter header: out of memory for %zu bytes", view.payload_len);
+    }
+    f->rng = 0x853c49e6748fea9bULL;
+    *out = f;
+    return BKV_OK;
 }
-
 int bkv_filter_load_payload(bkv_filter *f, size_t offset, const void *data, size_t len) {
     if (!f || !f->owned || (len && !data) || offset > f->payload_len || len > f->payload_len - offset)
         return BKV_INVALID;

@@ -320,6 +320,11 @@ static void header_and_payload_pieces_rebuild_a_filter(void **state) {
         size_t len = bkv_filter_encoded_size(f), plen;
         uint8_t *enc = malloc(len), *again = malloc(len);
         assert_int_equal(bkv_filter_encode(f, enc, len), BKV_OK);
+        /* The header alone is what the whole encoding starts with. */
+        uint8_t head[BKV_FILTER_HEADER_BYTES];
+        assert_int_equal(bkv_filter_encode_header(f, head, sizeof head - 1), BKV_INVALID);
+        assert_int_equal(bkv_filter_encode_header(f, head, sizeof head), BKV_OK);
+        assert_memory_equal(head, enc, sizeof head);
         const uint8_t *payload = bkv_filter_payload(f, &plen);
         assert_int_equal(plen, len - BKV_FILTER_HEADER_BYTES - 8);
         char err[160];

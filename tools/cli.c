@@ -17,11 +17,16 @@
 
 enum { EXIT_NOTFOUND = 1, EXIT_USAGE = 2, EXIT_ERROR = 3 };
 
+/* Which of the keys and values a command takes and prints as hex digits:
+ * --hex both, --key-hex or --value-hex one. */
+enum { HEX_KEYS = 1, HEX_VALUES = 2 };
+
 typedef struct cli_opts {
-    int hex;
+    int hex; /* HEX_KEYS | HEX_VALUES */
     const char *from, *to;
     long limit;
     int entries;
+    int deletes; /* load: a line holding only a key deletes it */
     int sync;
     int value_index; /* BKV_VALUE_INDEX_* for a database being created; -1: not asked */
     int stats;
@@ -56,29 +61,31 @@ typedef struct usage_text {
 #define RECOVERY_FLAG "[--wal-recovery absolute|point-in-time|skip-damaged]"
 
 static const usage_text usages[] = {
-    {"put", "DB KEY VALUE [--hex] [--sync] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
+    {"put", "DB KEY VALUE [--hex|--key-hex|--value-hex] [--sync] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "store VALUE under KEY (creates DB if missing, with a value index when asked; --terms: found by the terms "
      "of values rather than whole values: words, field:SEP:N, prefix:N or json:FIELD[.FIELD...], recorded in DB)",
-     "hex sync value-index terms wal-recovery"},
-    {"get", "DB KEY [KEY...] [--hex] " RECOVERY_FLAG,
+     "hex key-hex value-hex sync value-index terms wal-recovery"},
+    {"get", "DB KEY [KEY...] [--json] [--hex|--key-hex|--value-hex] " RECOVERY_FLAG,
      "print the value of KEY; with several keys (or '-': one a line from stdin, escaped as scan prints them) "
-     "key<TAB>value lines, absent keys named on stderr; exit 1 if any is absent", "hex wal-recovery"},
+     "key<TAB>value lines, absent keys named on stderr; --json: a {\"key\":...,\"value\":...} line a key, the "
+     "value null when absent; exit 1 if any is absent", "json hex key-hex value-hex wal-recovery"},
     {"delete", "DB KEY [KEY...] [--hex] [--sync] " RECOVERY_FLAG,
      "delete the keys (or '-': one a line from stdin), all in one atomic batch", "hex sync wal-recovery"},
-    {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] [--hex] "
+    {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] [--hex|--key-hex|--value-hex] "
              RECOVERY_FLAG,
      "print key<TAB>value lines in key order (--reverse: descending), from K (inclusive) to K (exclusive), or the "
      "keys starting with P; at most N, only the keys, or only their number; --json prints {\"key\":...,\"value\":...} "
      "lines; in text, \\\\, tab, newline, carriage return and other control bytes are printed as \\\\, \\t, \\n, "
      "\\r and \\xNN (load reads them back)",
-     "from to prefix reverse limit keys-only count json hex wal-recovery"},
-    {"load", "DB FILE [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
+     "from to prefix reverse limit keys-only count json hex key-hex value-hex wal-recovery"},
+    {"load", "DB FILE [--deletes] [--hex|--key-hex|--value-hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "bulk load key<TAB>value lines from FILE ('-' for stdin; the escapes scan prints), committed 1000 at a time; "
      "on a bad line, an error "
-     "or a signal it says how many records were committed and where it stopped",
-     "hex value-index terms wal-recovery"},
+     "or a signal it says how many records were committed and where it stopped; --deletes: a line holding only a key "
+     "(no tab) deletes it",
+     "deletes hex key-hex value-hex value-index terms wal-recovery"},
     {"find-value",
-     "DB VALUE [VALUE...] [--all|--any] [--prefix] [--limit N] [--after KEY] [--keys-only|--count] [--json] [--hex] "
+     "DB VALUE [VALUE...] [--all|--any] [--prefix] [--limit N] [--after KEY] [--keys-only|--count] [--json] [--hex|--key-hex|--value-hex] "
      "[--stats] [--continue-on-error] " RECOVERY_FLAG,
      "print key<TAB>value for every key whose value is VALUE (needs a value index), in key order; with several "
      "values, keys whose value holds all of them (--all, the default) or any (--any); at most N results, only "
@@ -87,7 +94,7 @@ static const usage_text usages[] = {
      "{\"key\":...,\"value\":...} lines (bytes that are not UTF-8 as \\u00XX); exit 1 if none; "
      "--stats reports on stderr what the search touched; --continue-on-error: parts of tables that cannot be read "
      "are skipped, the other results printed, and the first error reported at the end (exit 3)",
-     "all any prefix limit after keys-only count json hex stats continue-on-error wal-recovery"},
+     "all any prefix limit after keys-only count json hex key-hex value-hex stats continue-on-error wal-recovery"},
     {"value-index", "build DB --shape flat|hierarchy|bitsliced|paged [--terms NAME] | drop DB",
      "build: give an existing database a value index (or finish one: tables written before it are rewritten with "
      "value filters, in place; safe to interrupt and run again), searchable meanwhile; drop: remove it",
@@ -107,13 +114,14 @@ static const usage_text usages[] = {
     {"destroy", "DB", "delete the database: every file named as bloomkv names its files, then DB unless other files "
      "are in it; refused (exit 2, nothing removed) for a symbolic link or a directory that is not a database", ""},
     {"repair", "DB", "point a lost or damaged CURRENT at the newest intact manifest (exit 3 if none is)", ""},
-    {"make-table", "FILE INPUT [--hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]]",
+    {"make-table", "FILE INPUT [--hex|--key-hex|--value-hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
-     "order; --value-index (and --terms): for a database that has one", "hex value-index terms"},
+     "order; --value-index (and --terms): for a database that has one", "hex key-hex value-hex value-index terms"},
     {"ingest", "DB FILE [--move] [--value-index flat|hierarchy|bitsliced|paged] " RECOVERY_FLAG,
      "add a table made by make-table (or bkv_table_writer) to DB at once, without the WAL (creates DB if missing); "
      "--move links it in and removes FILE instead of copying it", "move value-index wal-recovery"},
-    {"check", "DB", "verify every checksum and invariant of every file; exit 3 on a problem", ""},
+    {"check", "DB [--json]", "verify every checksum and invariant of every file; exit 3 on a problem (--json: one "
+     "{\"problems\":[...],\"ok\":...} object)", "json"},
     {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
 };
 
@@ -142,9 +150,10 @@ static int usage_error(const char *cmd, const char *fmt, const char *what) {
 /* Parses the flags and returns the positional arguments in pos; -1 after
  * printing why on a usage error, 1 when help was asked for (and printed). */
 static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
-    static const struct option opts[] = {{"hex", no_argument, 0, 'x'},   {"from", required_argument, 0, 'f'},
+    static const struct option opts[] = {{"hex", no_argument, 0, 'x'},   {"key-hex", no_argument, 0, 'K'},
+                                         {"value-hex", no_argument, 0, 'V'},   {"from", required_argument, 0, 'f'},
                                          {"to", required_argument, 0, 't'}, {"limit", required_argument, 0, 'l'},
-                                         {"entries", no_argument, 0, 'e'}, {"sync", no_argument, 0, 's'},
+                                         {"entries", no_argument, 0, 'e'}, {"deletes", no_argument, 0, 'D'}, {"sync", no_argument, 0, 's'},
                                          {"value-index", required_argument, 0, 'v'},
                                          {"shape", required_argument, 0, 'v'},
                                          {"stats", no_argument, 0, 'S'},   {"wal-recovery", required_argument, 0, 'w'},
@@ -183,7 +192,9 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
         }
         if (!accepts(u, opts[idx].name)) return usage_error(cmd, "--%s is not an option of this command", opts[idx].name);
         switch (c) {
-        case 'x': o->hex = 1; break;
+        case 'x': o->hex = HEX_KEYS | HEX_VALUES; break;
+        case 'K': o->hex |= HEX_KEYS; break;
+        case 'V': o->hex |= HEX_VALUES; break;
         case 'f': o->from = optarg; break;
         case 't': o->to = optarg; break;
         case 'l': {
@@ -195,6 +206,7 @@ static int parse(int argc, char **argv, cli_opts *o, char **pos, int npos) {
             break;
         }
         case 'e': o->entries = 1; break;
+        case 'D': o->deletes = 1; break;
         case 's': o->sync = 1; break;
         case 'S': o->stats = 1; break;
         case 'm': o->move = 1; break;
@@ -248,8 +260,9 @@ static int hex_digit(char c) {
     return -1;
 }
 
-/* Decodes an argument (hex when asked: pairs of [0-9a-fA-F], nothing else)
- * into a malloc'd buffer; -1 (and *out NULL) on bad input or no memory. */
+/* Decodes an argument (hex when asked: pairs of [0-9a-fA-F] after an
+ * optional 0x, nothing else) into a malloc'd buffer; -1 (and *out NULL) on
+ * bad input or no memory. */
 int bkv_cli_decode(const char *s, int hex, char **out, size_t *len) {
     size_t n = strlen(s);
     *out = NULL;
@@ -257,6 +270,10 @@ int bkv_cli_decode(const char *s, int hex, char **out, size_t *len) {
         *out = strdup(s);
         *len = n;
         return *out ? 0 : -1;
+    }
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s += 2;
+        n -= 2;
     }
     if (n % 2) return -1;
     *out = malloc(n / 2 + 1);
@@ -278,7 +295,8 @@ int bkv_cli_decode(const char *s, int hex, char **out, size_t *len) {
 static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t *fl, char **to, size_t *tl) {
     *from = *to = NULL;
     *fl = *tl = 0;
-    if ((o->from && bkv_cli_decode(o->from, o->hex, from, fl)) || (o->to && bkv_cli_decode(o->to, o->hex, to, tl))) {
+    int hex = o->hex & HEX_KEYS;
+    if ((o->from && bkv_cli_decode(o->from, hex, from, fl)) || (o->to && bkv_cli_decode(o->to, hex, to, tl))) {
         free(*from); /* decoded before a bad --to */
         fprintf(stderr, "bloomkv: %s: bad hex\n", cmd);
         return -1;
@@ -426,7 +444,7 @@ int bkv_cli_put(int argc, char **argv) {
     PARSE_OR_USAGE(3);
     char *k = NULL, *v = NULL;
     size_t kl, vl;
-    if (bkv_cli_decode(pos[1], o.hex, &k, &kl) || bkv_cli_decode(pos[2], o.hex, &v, &vl)) {
+    if (bkv_cli_decode(pos[1], o.hex & HEX_KEYS, &k, &kl) || bkv_cli_decode(pos[2], o.hex & HEX_VALUES, &v, &vl)) {
         free(k);
         fprintf(stderr, "bloomkv: put: bad hex\n");
         return EXIT_USAGE;
@@ -500,7 +518,8 @@ static int read_keys(const cli_opts *o, char **pos, const char *cmd, key_list *k
         }
         char *k;
         size_t len;
-        int bad = o->hex || !from_stdin ? bkv_cli_decode(text, o->hex, &k, &len) : unescape(text, &k, &len);
+        int hex = o->hex & HEX_KEYS;
+        int bad = hex || !from_stdin ? bkv_cli_decode(text, hex, &k, &len) : unescape(text, &k, &len);
         if (bad || key_list_add(kl, k, len)) {
             if (from_stdin) fprintf(stderr, "bloomkv: %s: stdin line %ld: %s\n", cmd, lineno, bad ? "bad key" : "out of memory");
             else fprintf(stderr, "bloomkv: %s: %s\n", cmd, bad ? "bad hex" : "out of memory");
@@ -513,6 +532,8 @@ static int read_keys(const cli_opts *o, char **pos, const char *cmd, key_list *k
     return 0;
 }
 
+static void print_entry(const cli_opts *o, const void *k, size_t kl, const void *v, size_t vl);
+
 int bkv_cli_get(int argc, char **argv) {
     PARSE_OR_USAGE(-2);
     key_list keys;
@@ -520,31 +541,36 @@ int bkv_cli_get(int argc, char **argv) {
     bkv_db *db;
     int ec = open_db(pos[0], OPEN_READ, &o, &db);
     /* One key: its value alone. Several: key<TAB>value lines, in the order
-     * asked; absent keys are named on stderr and make the exit 1. */
+     * asked; absent keys are named on stderr and make the exit 1. --json:
+     * an object a key, whose value is null when the key is absent. */
     int several = o.npos > 2 || strcmp(pos[1], "-") == 0;
     size_t missing = 0;
     for (size_t i = 0; !ec && i < keys.n; i++) {
         void *v;
         size_t vl;
         int rc = bkv_get(db, NULL, keys.keys[i], keys.lens[i], &v, &vl);
-        if (rc == BKV_OK) {
+        if (rc != BKV_OK && rc != BKV_NOTFOUND) {
+            ec = fail_db(db, "get", rc); /* closes it */
+            break;
+        }
+        missing += rc == BKV_NOTFOUND;
+        if (o.json) {
+            print_entry(&o, keys.keys[i], keys.lens[i], rc == BKV_OK ? v : NULL, vl);
+        } else if (rc == BKV_OK) {
             if (several) {
-                print_bytes(stdout, keys.keys[i], keys.lens[i], o.hex);
+                print_bytes(stdout, keys.keys[i], keys.lens[i], o.hex & HEX_KEYS);
                 putchar('\t');
             }
-            print_bytes(stdout, v, vl, o.hex);
+            print_bytes(stdout, v, vl, o.hex & HEX_VALUES);
             putchar('\n');
-            bkv_free(v);
-        } else if (rc == BKV_NOTFOUND) {
-            missing++;
+        } else {
             fprintf(stderr, "bloomkv: get: not found%s", several ? ": " : "\n");
             if (several) {
-                print_bytes(stderr, keys.keys[i], keys.lens[i], o.hex);
+                print_bytes(stderr, keys.keys[i], keys.lens[i], o.hex & HEX_KEYS);
                 fputc('\n', stderr);
             }
-        } else {
-            ec = fail_db(db, "get", rc); /* closes it */
         }
+        if (rc == BKV_OK) bkv_free(v);
     }
     if (!ec) {
         bkv_close(db);
@@ -574,7 +600,6 @@ int bkv_cli_delete(int argc, char **argv) {
     return ec;
 }
 
-static void print_entry(const cli_opts *o, const void *k, size_t kl, const void *v, size_t vl);
 static int scan_args(int argc, char **argv);
 
 /* The first key after every key starting with p (n bytes), in a malloc'd
@@ -636,7 +661,7 @@ static int scan_args(int argc, char **argv) {
     char *from = NULL, *to = NULL;
     size_t fl = 0, tl = 0;
     if (o.prefix_key) {
-        if (bkv_cli_decode(o.prefix_key, o.hex, &from, &fl) || prefix_end(from, fl, &to, &tl)) {
+        if (bkv_cli_decode(o.prefix_key, o.hex & HEX_KEYS, &from, &fl) || prefix_end(from, fl, &to, &tl)) {
             free(from);
             fprintf(stderr, "bloomkv: scan: bad hex\n");
             return EXIT_USAGE;
@@ -699,6 +724,7 @@ typedef struct load_state {
     int open_failed;       /* open_db's exit status, once it failed */
     bkv_batch *batch;
     long committed, pending, lineno;
+    long deleted, pending_deletes; /* of committed and pending: lines that delete */
     long committed_through; /* input line of the last committed record */
 } load_state;
 
@@ -707,9 +733,10 @@ static int load_commit(load_state *ls) {
     int rc = bkv_write(ls->db, NULL, ls->batch);
     if (rc == BKV_OK) {
         ls->committed += ls->pending;
+        ls->deleted += ls->pending_deletes;
         ls->committed_through = ls->lineno;
     }
-    ls->pending = 0;
+    ls->pending = ls->pending_deletes = 0;
     bkv_batch_clear(ls->batch);
     return rc;
 }
@@ -724,28 +751,36 @@ static int load_stopped(const load_state *ls, const char *why) {
     return ls->committed ? EXIT_ERROR : EXIT_USAGE;
 }
 
-/* One key<TAB>value input line (its newline included in n), decoded into
- * malloc'd *k and *v: 1, or 0 for an empty line, or -1 with the reason in
- * why. */
-static int parse_record(char *line, ssize_t n, int hex, long lineno, char **k, size_t *kl, char **v, size_t *vl,
-                        char *why, size_t whylen) {
+/* Decodes one key or value of an input line, hex or in scan's escapes. */
+static int decode_field(const char *text, int hex, char **out, size_t *len, const char *what, long lineno, char *why,
+                        size_t whylen) {
+    if (!(hex ? bkv_cli_decode(text, 1, out, len) : unescape(text, out, len))) return 0;
+    snprintf(why, whylen, "line %ld: the %s %s", lineno, what,
+             hex ? "is not hex" : "has a backslash that starts no escape (\\\\ \\t \\n \\r \\xNN)");
+    return -1;
+}
+
+/* One input line (its newline included in n), decoded into malloc'd *k
+ * and *v: 1 for key<TAB>value, 2 for a line holding only a key when
+ * deletes are allowed (*v NULL), 0 for an empty line, or -1 with the
+ * reason in why. hex: HEX_KEYS | HEX_VALUES. */
+static int parse_record(char *line, ssize_t n, int hex, int deletes, long lineno, char **k, size_t *kl, char **v,
+                        size_t *vl, char *why, size_t whylen) {
     if (n && line[n - 1] == '\n') line[--n] = 0;
     if (n && line[n - 1] == '\r') line[--n] = 0;
     if (n == 0) return 0;
     char *tab = strchr(line, '\t');
-    if (!tab) {
-        snprintf(why, whylen, "line %ld has no tab", lineno);
+    *v = NULL;
+    *vl = 0;
+    if (!tab && !deletes) {
+        snprintf(why, whylen, "line %ld has no tab (a line of a key alone deletes it with --deletes)", lineno);
         return -1;
     }
-    *tab = 0;
-    const char *bad = hex ? "is not hex" : "has a backslash that starts no escape (\\\\ \\t \\n \\r \\xNN)";
-    if (hex ? bkv_cli_decode(line, 1, k, kl) : unescape(line, k, kl)) {
-        snprintf(why, whylen, "line %ld: the key %s", lineno, bad);
-        return -1;
-    }
-    if (hex ? bkv_cli_decode(tab + 1, 1, v, vl) : unescape(tab + 1, v, vl)) {
+    if (tab) *tab = 0;
+    if (decode_field(line, hex & HEX_KEYS, k, kl, "key", lineno, why, whylen)) return -1;
+    if (!tab) return 2;
+    if (decode_field(tab + 1, hex & HEX_VALUES, v, vl, "value", lineno, why, whylen)) {
         free(*k);
-        snprintf(why, whylen, "line %ld: the value %s", lineno, bad);
         return -1;
     }
     return 1;
@@ -786,11 +821,13 @@ int bkv_cli_load(int argc, char **argv) {
         ls.lineno++;
         char *k, *v;
         size_t kl, vl;
-        int got = parse_record(line, n, o.hex, ls.lineno, &k, &kl, &v, &vl, why, sizeof why);
+        int got = parse_record(line, n, o.hex, o.deletes, ls.lineno, &k, &kl, &v, &vl, why, sizeof why);
         if (got < 0) break;
         if (got == 0) continue;
         if (entry_too_long("load", kl, vl)) snprintf(why, sizeof why, "line %ld: too long", ls.lineno);
+        else if (got == 2) rc = bkv_batch_delete(ls.batch, k, kl);
         else rc = bkv_batch_put(ls.batch, k, kl, v, vl);
+        ls.pending_deletes += got == 2;
         free(k);
         free(v);
         if (rc || *why) break;
@@ -828,7 +865,8 @@ int bkv_cli_load(int argc, char **argv) {
     } else if (*why) {
         ec = load_stopped(&ls, why);
     } else {
-        printf("loaded %ld records\n", ls.committed);
+        if (ls.deleted) printf("loaded %ld records (%ld of them deletes)\n", ls.committed, ls.deleted);
+        else printf("loaded %ld records\n", ls.committed);
     }
     bkv_batch_destroy(ls.batch);
     free(line);
@@ -886,23 +924,25 @@ static void print_json_string(const void *data, size_t n, int hex) {
     putchar('"');
 }
 
-/* One entry as scan and find-value print it: key<TAB>value (the key
- * alone with --keys-only), or a JSON object with --json. */
+/* One entry as scan, find-value and get print it: key<TAB>value (the key
+ * alone with --keys-only), or a JSON object with --json (a NULL value, a
+ * key get did not find, as null). */
 static void print_entry(const cli_opts *o, const void *k, size_t kl, const void *v, size_t vl) {
     if (o->json) {
         printf("{\"key\":");
-        print_json_string(k, kl, o->hex);
+        print_json_string(k, kl, o->hex & HEX_KEYS);
         if (!o->keys_only) {
             printf(",\"value\":");
-            print_json_string(v, vl, o->hex);
+            if (v) print_json_string(v, vl, o->hex & HEX_VALUES);
+            else printf("null");
         }
         printf("}\n");
         return;
     }
-    print_bytes(stdout, k, kl, o->hex);
+    print_bytes(stdout, k, kl, o->hex & HEX_KEYS);
     if (!o->keys_only) {
         putchar('\t');
-        print_bytes(stdout, v, vl, o->hex);
+        print_bytes(stdout, v, vl, o->hex & HEX_VALUES);
     }
     putchar('\n');
 }
@@ -964,12 +1004,12 @@ int bkv_cli_find_value(int argc, char **argv) {
     int ec = 0;
     size_t decoded = 0;
     for (; decoded < nterms; decoded++)
-        if (bkv_cli_decode(pos[decoded + 1], o.hex, &terms[decoded], &lens[decoded])) {
+        if (bkv_cli_decode(pos[decoded + 1], o.hex & HEX_VALUES, &terms[decoded], &lens[decoded])) {
             fprintf(stderr, "bloomkv: find-value: bad hex in value %zu\n", decoded + 1);
             ec = EXIT_USAGE;
             break;
         }
-    if (!ec && o.after && bkv_cli_decode(o.after, o.hex, &after, &after_len)) {
+    if (!ec && o.after && bkv_cli_decode(o.after, o.hex & HEX_KEYS, &after, &after_len)) {
         fprintf(stderr, "bloomkv: find-value: bad hex in --after\n");
         ec = EXIT_USAGE;
     }
@@ -1175,16 +1215,40 @@ int bkv_cli_repair(int argc, char **argv) {
     return exit_status(rc);
 }
 
+/* --json: how many problems were printed into the object's array. */
+typedef struct problem_printer {
+    int json;
+    long n;
+} problem_printer;
+
 static void print_problem(void *arg, const char *problem) {
-    (void)arg;
-    printf("%s\n", problem);
+    problem_printer *pp = arg;
+    if (pp->json) {
+        printf(pp->n ? "," : "");
+        print_json_string(problem, strlen(problem), 0);
+    } else {
+        printf("%s\n", problem);
+    }
+    pp->n++;
 }
 
 int bkv_cli_check(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    int rc = bkv_check(pos[0], print_problem, NULL);
+    problem_printer pp = {.json = o.json};
+    if (o.json) printf("{\"problems\":[");
+    int rc = bkv_check(pos[0], print_problem, &pp);
+    if (o.json) {
+        /* ok: nothing found; error: the check itself could not run. */
+        printf("],\"ok\":%s", rc == BKV_OK ? "true" : "false");
+        if (rc != BKV_OK && rc != BKV_CORRUPTION) {
+            printf(",\"error\":");
+            const char *msg = *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc);
+            print_json_string(msg, strlen(msg), 0);
+        }
+        printf("}\n");
+    }
     if (rc == BKV_OK) {
-        printf("%s: no problems found\n", pos[0]);
+        if (!o.json) printf("%s: no problems found\n", pos[0]);
         return 0;
     }
     if (rc == BKV_CORRUPTION) fprintf(stderr, "bloomkv: check: %s has problems\n", pos[0]);
@@ -1221,7 +1285,7 @@ int bkv_cli_make_table(int argc, char **argv) {
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         char *k, *v;
         size_t kl, vl;
-        int got = parse_record(line, n, o.hex, ++lineno, &k, &kl, &v, &vl, why, sizeof why);
+        int got = parse_record(line, n, o.hex, 0, ++lineno, &k, &kl, &v, &vl, why, sizeof why);
         if (got < 0) break;
         if (got == 0) continue;
         rc = bkv_table_writer_put(w, k, kl, v, vl);

@@ -502,6 +502,43 @@ stderr_has "typo names the option" "did you mean --limit?"
 expect 0 "an option's value may start with --" -- "$B" scan "$ro" --from --x --limit 1
 expect 0 "--name=value form" -- "$B" scan "$ro" --limit=1
 
+# Keys and values hex apart, 0x accepted; get and check as JSON.
+xdb="$D/xdb"
+expect 0 "put --key-hex" -- "$B" put --key-hex "$xdb" 0x6b31 plain
+expect 0 "get --key-hex" -- "$B" get --key-hex "$xdb" 6b31
+output_is "--key-hex prints the value as text" "plain"
+expect 0 "get --value-hex, two keys" -- "$B" get --value-hex "$xdb" k1 k1
+output_is "--value-hex prints the key as text" "$(printf 'k1\t706c61696e\nk1\t706c61696e')"
+expect 0 "scan --key-hex" -- "$B" scan --key-hex "$xdb"
+output_is "scan --key-hex output" "$(printf '6b31\tplain')"
+expect 0 "put --value-hex with 0X" -- "$B" put --value-hex "$xdb" k2 0X00ff
+expect 0 "get --hex" -- "$B" get --hex "$xdb" 0x6b32
+output_is "0X value stored as bytes" "00ff"
+expect 2 "0x alone is not a key with --hex" -- "$B" get --hex "$xdb" 0xzz
+expect 2 "--value-hex is no option of delete" -- "$B" delete --value-hex "$xdb" k1
+expect 1 "get --json with an absent key" -- "$B" get --json "$xdb" k1 nope
+output_is "get --json output" "$(printf '{"key":"k1","value":"plain"}\n{"key":"nope","value":null}')"
+expect 0 "check --json" -- "$B" check --json "$xdb"
+output_is "check --json of a sound database" '{"problems":[],"ok":true}'
+expect 2 "check --json of no database" -- "$B" check --json "$D/nothing-here"
+if grep -q '"ok":false,"error":' "$D/out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: check --json names the error: $(cat "$D/out")"; fi
+
+# load --deletes: a line holding only a key deletes it; without the flag
+# such a line is refused and nothing is written.
+printf 'a\t1\nb\t2\nc\t3\n' >"$D/puts.tsv"
+expect 0 "load puts" -- "$B" load "$D/ldel" "$D/puts.tsv"
+printf 'b\nd\t4\n' >"$D/dels.tsv"
+expect 2 "a key alone needs --deletes" -- "$B" load "$D/ldel" "$D/dels.tsv"
+stderr_has "names --deletes" "with --deletes"
+expect 0 "load --deletes" -- "$B" load --deletes "$D/ldel" "$D/dels.tsv"
+output_is "load counts the deletes" "loaded 2 records (1 of them deletes)"
+expect 0 "scan after deletes" -- "$B" scan "$D/ldel" --keys-only
+output_is "b deleted, d added" "$(printf 'a\nc\nd')"
+"$B" scan "$D/ldel" --keys-only --from c | "$B" load --deletes "$D/ldel" - >/dev/null
+expect 0 "scan --keys-only | load --deletes" -- "$B" scan "$D/ldel" --keys-only
+output_is "the keys scanned are deleted" "a"
+
 # cluster find-value: bad arguments are refused before any connection.
 expect 2 "cluster: bad hex value" -- "$B" cluster find-value 127.0.0.1:1 zz --hex
 expect 2 "cluster: odd hex value" -- "$B" cluster find-value 127.0.0.1:1 abc --hex

@@ -356,6 +356,23 @@ BKV_EXPORT int bkv_open(const char *path, const bkv_options *opts /* NULL = defa
  * db is live; BKV_INVALID for a handle that is not open. */
 BKV_EXPORT int bkv_close(bkv_db *db);
 
+/* For a handle opened read_only beside a writer in another process (a
+ * secondary, as RocksDB's TryCatchUpWithPrimary): reads the writer's
+ * manifest and WALs again and moves the handle to what they hold now, so
+ * that later reads see every write the writer had made when the call
+ * read them (written to its WAL: synced or not). Iterators created before
+ * keep reading the state they started with. *changed (if not NULL) is 1
+ * when the handle's state moved. Costs a read of the manifest and of the
+ * live WALs, as an open does; the table cache and block cache are kept.
+ * Thread-safe: reads run meanwhile; catch-ups run one at a time.
+ * Errors: BKV_INVALID (db NULL, or not opened read_only); BKV_BUSY
+ * (snapshots are live: the writer may have compacted away what they read;
+ * or the manifest moved under every one of 8 tries, or the value index
+ * was built, dropped or reshaped since the open: open again); whatever an
+ * open returns for damage (BKV_CORRUPTION) or I/O (BKV_IOERROR), with the
+ * handle left as it was. */
+BKV_EXPORT int bkv_try_catch_up(bkv_db *db, int *changed);
+
 /* Stores val under key (replacing any value), or deletes key (deleting a
  * key that is absent is not an error). The bytes are copied before the
  * call returns. wo NULL: the defaults (no sync). On return the write is
@@ -613,13 +630,26 @@ BKV_EXPORT int bkv_checkpoint(bkv_db *db, const char *dir);
  * that reads whole). */
 BKV_EXPORT int bkv_destroy(const char *path);
 
-/* Makes the database in directory path openable again after its CURRENT
- * was lost or damaged: CURRENT is pointed at the newest manifest that
- * reads whole and whose tables all exist (an older one is taken only when
- * every newer one is not intact: it was never named by CURRENT). Nothing
- * else is changed. BKV_OK when CURRENT was written or was already right
- * (done, if not NULL, says which, in done_len bytes); BKV_CORRUPTION when
- * no manifest is intact; BKV_BUSY while the database is open. */
+/* Repairs the database in directory path (closed: BKV_BUSY while it is
+ * open anywhere), keeping every row that can still be read:
+ * - a lost or damaged CURRENT is pointed at the newest manifest that
+ *   reads whole (preferring one whose tables all exist; an older one is
+ *   taken only when every newer one is not intact: it was never named by
+ *   CURRENT);
+ * - a table that manifest names but that is gone is dropped from it;
+ * - a damaged table is rewritten from its intact data blocks (a damaged
+ *   key or value filter: rebuilt, every row kept; a table whose footer or
+ *   index cannot be read: its rows are lost);
+ * - a damaged WAL is replayed around the damage.
+ * The originals of what was rewritten or read around are moved (tables)
+ * or copied (WALs) into path/lost/, never deleted. Rows read from
+ * intact blocks keep their values: a repair never yields a wrong value.
+ * The repair opens the database with default options, so a WAL is
+ * flushed into a table. done (if not NULL) gets what was done, each
+ * file named, in done_len bytes ("nothing to repair: ..." when nothing
+ * was). BKV_OK when repaired or nothing needed it; BKV_CORRUPTION when
+ * no manifest reads whole (nothing written); BKV_INVALID (path missing,
+ * not a directory, a symbolic link); BKV_IOERROR, BKV_NOMEM. */
 BKV_EXPORT int bkv_repair(const char *path, char *done, size_t done_len);
 
 /* ---- Bulk load: tables written outside the database, then ingested ----

@@ -26,7 +26,7 @@ static const subcommand subcommands[] = {
     {"compact", bkv_cli_compact, "compact everything, or a key range, down to the last level"},
     {"checkpoint", bkv_cli_checkpoint, "write a consistent copy of a database into a new directory"},
     {"destroy", bkv_cli_destroy, "delete a database"},
-    {"repair", bkv_cli_repair, "point a lost CURRENT at the newest intact manifest"},
+    {"repair", bkv_cli_repair, "keep every readable row of a damaged database, the damaged files set aside"},
     {"make-table", bkv_cli_make_table, "write a table file from sorted key/value lines, for ingest"},
     {"ingest", bkv_cli_ingest, "add a table file to a database at once, without the WAL"},
     {"check", bkv_cli_check, "verify every checksum and invariant of a database"},

@@ -113,7 +113,9 @@ static const usage_text usages[] = {
      "wal-recovery"},
     {"destroy", "DB", "delete the database: every file named as bloomkv names its files, then DB unless other files "
      "are in it; refused (exit 2, nothing removed) for a symbolic link or a directory that is not a database", ""},
-    {"repair", "DB", "point a lost or damaged CURRENT at the newest intact manifest (exit 3 if none is)", ""},
+    {"repair", "DB", "keep every row that can still be read: a lost CURRENT pointed at the newest intact manifest, "
+     "missing tables dropped, damaged tables rewritten from their intact blocks, damaged WALs read around the damage; "
+     "the originals go to DB/lost/ and each is named (exit 3 if no manifest is intact)", ""},
     {"make-table", "FILE INPUT [--hex|--key-hex|--value-hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]]",
      "write a table file for `ingest` from key<TAB>value lines of INPUT ('-' for stdin) in strictly increasing key "
      "order; --value-index (and --terms): for a database that has one", "hex key-hex value-hex value-index terms"},
@@ -1205,7 +1207,7 @@ int bkv_cli_destroy(int argc, char **argv) {
 
 int bkv_cli_repair(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    char done[256];
+    char done[8192];
     int rc = bkv_repair(pos[0], done, sizeof done);
     if (rc == BKV_OK) {
         printf("%s: %s\n", pos[0], done);

@@ -894,6 +894,20 @@ static PyObject *db_flush(DBObject *self, PyObject *unused)
     return r;
 }
 
+static PyObject *db_try_catch_up(DBObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!bkvpy_guard_enter(&self->guard, "DB"))
+        return NULL;
+    int rc, changed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bkv_try_catch_up(self->db, &changed);
+    Py_END_ALLOW_THREADS
+    PyObject *r = rc == BKV_OK ? PyBool_FromLong(changed) : bkvpy_raise(rc, self->db);
+    bkvpy_guard_leave(&self->guard);
+    return r;
+}
+
 static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"start", "stop", NULL};
@@ -1008,6 +1022,9 @@ static PyMethodDef db_methods[] = {
     {"stats", (PyCFunction)db_stats, METH_NOARGS,
      "stats() -> dict: every counter, files-at-level, bytes-at-level and the amplifications"},
     {"flush", (PyCFunction)db_flush, METH_NOARGS, "flush(): writes the memtable to a table"},
+    {"try_catch_up", (PyCFunction)db_try_catch_up, METH_NOARGS,
+     "try_catch_up() -> bool: a DB opened with read_only=True reads the writer's manifest and WALs again and "
+     "moves to what they hold now (True when that changed anything); iterators made before keep their state"},
     {"compact", KW(db_compact),
      "compact(start=None, stop=None): compacts the keys in [start, stop] (None: unbounded) down to the deepest "
      "level holding any of them, dropping overwritten versions and deletes no snapshot needs"},

@@ -242,7 +242,7 @@ static PyObject *py_repair_db(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O&:repair_db", PyUnicode_FSConverter, &path_bytes))
         return NULL;
     int rc;
-    char done[256];
+    char done[8192];
     Py_BEGIN_ALLOW_THREADS
     rc = bkv_repair(PyBytes_AS_STRING(path_bytes), done, sizeof done);
     Py_END_ALLOW_THREADS
@@ -291,8 +291,10 @@ static PyMethodDef module_methods[] = {
      "destroy_db(path)\n\nDeletes the (closed) database at path: every file named as the engine names its "
      "files. A path that is not a database, or a symbolic link, raises InvalidArgumentError, nothing removed."},
     {"repair_db", py_repair_db, METH_VARARGS,
-     "repair_db(path) -> str\n\nPoints a lost or damaged CURRENT at the newest intact manifest and says what it "
-     "did; CorruptionError when no manifest is intact."},
+     "repair_db(path) -> str\n\nKeeps every row of the (closed) database at path that can still be read: "
+     "CURRENT pointed at the newest intact manifest, missing tables dropped, damaged tables rewritten from their "
+     "intact blocks, damaged WALs read around the damage, the originals kept in path/lost/; says what it did. "
+     "CorruptionError when no manifest is intact."},
     {"library_version", py_library_version, METH_NOARGS,
      "library_version() -> (major, minor, patch) of the linked C library"},
     {"_close_all", py_close_all, METH_NOARGS, NULL},

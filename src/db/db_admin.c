@@ -10,6 +10,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/repair.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
@@ -129,30 +130,24 @@ static int cmp_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int bkv_repair(const char *path, char *done, size_t done_len) {
-    bkv_err e = {{0}};
-    if (done && done_len) *done = 0;
-    if (!path || !*path) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_repair: no path given"});
-    const bkv_env *env = bkv_env_posix();
-    int rc = database_dir(path, "bkv_repair", &e);
-    if (rc) return bkv_db_error(NULL, rc, &e);
-    void *lock;
-    if ((rc = env->lock_dir(env, path, 0600, 0, &lock, &e))) return bkv_db_error(NULL, rc, &e);
+/* CURRENT pointed at the newest manifest that reads whole, preferring one
+ * whose tables all exist: BKV_OK (what was done in done, *changed when
+ * CURRENT was written), or BKV_CORRUPTION when none reads whole. Under
+ * the directory's lock. */
+static int repair_current(const bkv_env *env, const char *path, char *done, size_t done_len, int *changed,
+                          bkv_err *e) {
+    *changed = 0;
     uint64_t named = 0;
     char current[BKV_PATH_MAX];
     bkv_current_name(current, path);
     if (bkv_read_current(env, path, &named, NULL) == BKV_OK && manifest_intact(env, path, named, 1, NULL) == BKV_OK) {
-        env->unlock_dir(env, lock);
-        if (done) snprintf(done, done_len, "nothing to repair: CURRENT names MANIFEST-%06llu, which is intact",
-                           (unsigned long long)named);
+        snprintf(done, done_len, "CURRENT names MANIFEST-%06llu, which is intact", (unsigned long long)named);
         return BKV_OK;
     }
     char **names;
     size_t n;
-    if ((rc = env->list_dir(env, path, &names, &n, &e))) {
-        env->unlock_dir(env, lock);
-        return bkv_db_error(NULL, rc, &e);
-    }
+    int rc = env->list_dir(env, path, &names, &n, e);
+    if (rc) return rc;
     uint64_t *manifests = malloc((n ? n : 1) * sizeof *manifests);
     size_t m = 0;
     for (size_t i = 0; manifests && i < n; i++) {
@@ -160,37 +155,66 @@ int bkv_repair(const char *path, char *done, size_t done_len) {
         if (bkv_parse_file_name(names[i], &number) == BKV_FILE_MANIFEST) manifests[m++] = number;
     }
     bkv_env_free_list(names, n);
-    if (!manifests) {
-        env->unlock_dir(env, lock);
-        return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_repair: out of memory"});
-    }
+    if (!manifests) return bkv_fail(e, BKV_NOMEM, "bkv_repair: out of memory");
     /* The newest intact manifest: a newer one that is not intact was being
      * written when CURRENT still named an older one (a manifest is synced
      * before CURRENT names it), so the older holds the state. Never an
      * older one past an intact newer one: it would lack newer tables, and
-     * the next open would delete them as obsolete. */
+     * the next open would delete them as obsolete. A manifest that reads
+     * whole but names a lost table comes after one with every table (the
+     * salvage then drops what is lost). */
     qsort(manifests, m, sizeof *manifests, cmp_desc);
-    rc = bkv_fail(&e, BKV_CORRUPTION, "bkv_repair: %s holds no manifest", path);
-    for (size_t i = 0; i < m && rc; i++) {
-        bkv_err why;
-        if (manifest_intact(env, path, manifests[i], 1, &why) != BKV_OK) {
-            if (i == 0) e = why;
-            continue;
+    rc = bkv_fail(e, BKV_CORRUPTION, "bkv_repair: %s holds no manifest", path);
+    for (int tables = 1; tables >= 0 && rc; tables--)
+        for (size_t i = 0; i < m && rc; i++) {
+            bkv_err why;
+            if (manifest_intact(env, path, manifests[i], tables, &why) != BKV_OK) {
+                if (i == 0 && tables) *e = why;
+                continue;
+            }
+            char text[64];
+            int len = snprintf(text, sizeof text, "MANIFEST-%06llu\n", (unsigned long long)manifests[i]);
+            rc = bkv_env_write_atomic(env, path, current, 0644, text, (size_t)len, e);
+            *changed = !rc;
+            if (!rc)
+                snprintf(done, done_len, "CURRENT now names MANIFEST-%06llu%s", (unsigned long long)manifests[i],
+                         i ? " (newer manifests are not intact)" : "");
         }
-        char text[64];
-        int len = snprintf(text, sizeof text, "MANIFEST-%06llu\n", (unsigned long long)manifests[i]);
-        rc = bkv_env_write_atomic(env, path, current, 0644, text, (size_t)len, &e);
-        if (!rc && done)
-            snprintf(done, done_len, "CURRENT now names MANIFEST-%06llu%s", (unsigned long long)manifests[i],
-                     i ? " (newer manifests are not intact)" : "");
-    }
     if (rc == BKV_CORRUPTION && m) {
-        bkv_err why = e;
-        bkv_fail(&e, BKV_CORRUPTION, "bkv_repair: no intact manifest in %s; the newest: %s", path, why.msg);
+        bkv_err why = *e;
+        bkv_fail(e, BKV_CORRUPTION, "bkv_repair: no intact manifest in %s; the newest: %s", path, why.msg);
     }
     free(manifests);
+    return rc;
+}
+
+int bkv_repair(const char *path, char *done, size_t done_len) {
+    bkv_err e = {{0}};
+    if (done && done_len) *done = 0;
+    if (!path || !*path) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_repair: no path given"});
+    if (strlen(path) > BKV_PATH_MAX - 64)
+        return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_repair: path too long"});
+    const bkv_env *env = bkv_env_posix();
+    int rc = database_dir(path, "bkv_repair", &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
+    void *lock;
+    if ((rc = env->lock_dir(env, path, 0600, 0, &lock, &e))) return bkv_db_error(NULL, rc, &e);
+    char current[256];
+    int changed;
+    rc = repair_current(env, path, current, sizeof current, &changed, &e);
     env->unlock_dir(env, lock);
-    return bkv_db_error(NULL, rc, &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
+    /* Then the salvage, through an open that keeps what can be read. */
+    bkv_repair_state r = {0};
+    bkv_db *db = NULL;
+    rc = bkv_open_repairing(path, &r, &db);
+    if (!rc) rc = bkv_close(db);
+    if (!rc && r.failed_note) rc = bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_repair: out of memory"});
+    if (!rc && done)
+        snprintf(done, done_len, "%s%s; %s", r.report || changed ? "" : "nothing to repair: ", current,
+                 r.report ? r.report : "every table, WAL and manifest reads whole");
+    bkv_repair_state_free(&r);
+    return rc; /* a failed open or close set its message */
 }
 
 /* Links (or, across file systems, copies) table number into dir. */

@@ -9,6 +9,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/repair.h"
 #include "db/version_set.h"
 #include "db/version.h"
 #include "db/write_batch.h"
@@ -594,4 +595,11 @@ int bkv_dump_table(const char *file, int entries, int (*write)(void *arg, const 
     if (cut && rc == BKV_OK)
         rc = bkv_db_error(NULL, BKV_IOERROR, &(bkv_err){"bkv_dump_table: could not write the description"});
     return rc;
+}
+
+int bkv_check_one_table(const char *path, uint64_t number, int whole_values, void (*fn)(void *arg, const char *problem),
+                        void *arg) {
+    checker c = {.fn = fn, .arg = arg, .whole_values = whole_values};
+    check_table(&c, path, number);
+    return c.problems;
 }

@@ -185,6 +185,8 @@ struct bkv_db {
     pthread_rwlock_t vindex_lock;
     pthread_mutex_t vindex_update_mu;
     void *terms_arg;               /* a built-in terms extractor's argument (db_value.c), or NULL */
+    struct bkv_repair_state *repair; /* only in bkv_repair's open: what it salvages (repair.h) */
+    pthread_mutex_t catch_up_mu;   /* one bkv_try_catch_up at a time (read-only handles) */
 };
 
 #define BKV_COUNT(db, name, n) \

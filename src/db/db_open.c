@@ -23,6 +23,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
+#include "db/repair.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
@@ -179,7 +180,12 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     qsort(logs, nlogs, sizeof *logs, cmp_u64);
     /* The manifest's log number names a WAL made durable before the edit
      * was written; replaying without it would silently drop its writes. */
-    if (rec->log_number && (nlogs == 0 || logs[0] != rec->log_number)) {
+    if (rec->log_number && (nlogs == 0 || logs[0] != rec->log_number) && db->repair) {
+        char path[BKV_PATH_MAX];
+        bkv_wal_name(path, db->path, rec->log_number);
+        bkv_repair_note(db->repair, "%06llu.log: missing, but the manifest named it as the oldest live WAL: the "
+                        "writes it held since the last flush are lost", (unsigned long long)rec->log_number);
+    } else if (rec->log_number && (nlogs == 0 || logs[0] != rec->log_number)) {
         char path[BKV_PATH_MAX];
         bkv_wal_name(path, db->path, rec->log_number);
         free(logs);
@@ -257,6 +263,14 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
             if (bkv_batch_is_log_mark(rep, r.record.len)) continue;
             /* Validate the whole batch before applying any of it. */
             rc = bkv_batch_iterate(rep, r.record.len, NULL, NULL, path, r.record_offset, e);
+            if (rc == BKV_CORRUPTION && db->repair) {
+                /* Whole by its checksum, not a batch: skipped like damage. */
+                bkv_repair_note(db->repair, "%s", e->msg);
+                r.skipped_bytes += r.record.len;
+                if (!r.damage_offset) r.damage_offset = r.record_offset;
+                rc = BKV_OK;
+                continue;
+            }
             if (rc) break;
             rc = bkv_batch_iterate(rep, r.record.len, memtable_insert, mem, path, r.record_offset, e);
             if (rc) {
@@ -299,6 +313,12 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
                                   bkv_wal_set_marks(&db->wals) ? ", and a later one records that it was synced" : "");
             }
         }
+        /* Repair keeps a copy of a WAL it read around damage, or found cut
+         * short, before the flush below makes it obsolete. */
+        int damaged = r.skipped_bytes || (!may_end_early && (!ended || r.dropped_bytes));
+        if (rc == BKV_OK && db->repair && damaged)
+            rc = bkv_repair_keep_log(db, path, r.skipped_bytes ? r.damage_offset : len - r.dropped_bytes,
+                                     r.skipped_bytes + r.dropped_bytes, e);
         bkv_log_reader_free(&r);
         free(data);
         if (stop_here) break;
@@ -375,7 +395,9 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     }
     bkv_edit_free(&rec.edit);
     /* Every table the version names must exist: a missing one is damage
-     * (reported now, naming it), not an empty key range. */
+     * (reported now, naming it), not an empty key range. A repair drops
+     * it instead, and rewrites damaged tables from what can be read. */
+    if (!rc && db->repair) rc = bkv_repair_tables(db, e);
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
@@ -385,6 +407,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
         }
     if (!rc && !db->opts.read_only) rc = open_new_log(db, e);
     if (!rc && !db->opts.read_only) rc = bkv_vset_write_manifest(db, e);
+    if (!rc && db->repair) rc = bkv_repair_set_aside(db, e);
     if (!rc) rc = bkv_db_value_index_open(db, e);
     if (!rc) {
         atomic_store(&db->visible_sequence, db->last_sequence);
@@ -413,6 +436,7 @@ static void free_db(bkv_db *db) {
     pthread_rwlock_destroy(&db->vindex_lock);
     pthread_mutex_destroy(&db->vindex_update_mu);
     pthread_mutex_destroy(&db->grace_mu);
+    pthread_mutex_destroy(&db->catch_up_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
@@ -474,7 +498,8 @@ static int no_current(const bkv_env *env, const char *path, int may_create, bkv_
                     path, n, n == 1 ? "" : "s", first, n > 1 ? ", ..." : "", path);
 }
 
-static int open_once(const char *path, const bkv_options *opts, const bkv_env *env, bkv_db **dbp) {
+static int open_once(const char *path, const bkv_options *opts, const bkv_env *env, bkv_repair_state *repair,
+                     bkv_db **dbp) {
     bkv_err e = {{0}};
     if (!dbp) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_open: dbp is NULL"});
     *dbp = NULL;
@@ -497,6 +522,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
         return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_open: out of memory"});
     }
     db->env = env;
+    db->repair = repair;
     db->opts = *opts;
     bkv_options_own_levels(&db->opts, db->level_options);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -505,6 +531,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
     pthread_mutex_init(&db->grace_mu, NULL);
+    pthread_mutex_init(&db->catch_up_mu, NULL);
     bkv_wal_set_init(&db->wals);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
@@ -572,6 +599,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
         free_db(db);
         return bkv_db_error(NULL, rc, &e);
     }
+    db->repair = NULL;
     register_open(db);
     *dbp = db;
     return BKV_OK;
@@ -595,7 +623,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     bkv_options_init(&adopted);
     int read_only = path && opts && !bkv_adopt_options(&adopted, sizeof adopted, opts, "bkv_options", &(bkv_err){{0}}) &&
                     adopted.read_only;
-    if (!read_only) return open_once(path, opts, env, dbp);
+    if (!read_only) return open_once(path, opts, env, NULL, dbp);
     /* A read-only open takes no lock: a writer holding the database may
      * compact a table away, drop a WAL or start a new manifest between
      * what this open reads. What it read is the database only if the
@@ -605,7 +633,7 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
     for (int tries = 0; tries < 8; tries++) {
         uint64_t number, size, now_number, now_size;
         manifest_position(env, path, &number, &size);
-        rc = open_once(path, opts, env, dbp);
+        rc = open_once(path, opts, env, NULL, dbp);
         if (rc == BKV_INVALID || rc == BKV_NOMEM) break;
         manifest_position(env, path, &now_number, &now_size);
         if (now_number == number && now_size == size) break;
@@ -621,6 +649,129 @@ int bkv_open_env(const char *path, const bkv_options *opts, const bkv_env *env, 
 
 int bkv_open(const char *path, const bkv_options *opts, bkv_db **dbp) {
     return bkv_open_env(path, opts, bkv_env_posix(), dbp);
+}
+
+/* What a read-only open reads (the manifest's version, the WALs replayed
+ * into a memtable), read again for bkv_try_catch_up into a shell of a
+ * handle that shares db's options and value index parameters. */
+typedef struct reread {
+    bkv_db *shell;
+    recovery rec;
+} reread;
+
+static void reread_free(reread *r) {
+    if (!r->shell) return;
+    bkv_edit_free(&r->rec.edit);
+    bkv_memtable_unref(r->shell->mem);
+    bkv_tree_version_unref(r->shell->current);
+    pthread_mutex_destroy(&r->shell->wals.mu);
+    free(r->shell);
+    r->shell = NULL;
+}
+
+static int reread_state(bkv_db *db, reread *r, bkv_err *e) {
+    memset(r, 0, sizeof *r);
+    bkv_edit_init(&r->rec.edit);
+    size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
+    bkv_db *s = aligned_alloc(64, size);
+    if (!s) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    memset(s, 0, size);
+    s->env = db->env;
+    s->path = db->path;
+    s->opts = db->opts;
+    s->has_vrec = db->has_vrec; /* the memtable indexes terms as db's does */
+    s->vparams = db->vparams;
+    bkv_wal_set_init(&s->wals);
+    r->shell = s;
+    if (!(s->current = bkv_tree_version_new())) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    s->next_file = 2;
+    int had_vrec = db->has_vrec;
+    bkv_value_index_rec vrec = db->vrec;
+    s->has_vrec = 0;
+    int rc = bkv_vset_recover(s, &r->rec.log_number, e);
+    if (!rc && (s->has_vrec != had_vrec || (had_vrec && memcmp(&s->vrec, &vrec, sizeof vrec) != 0)))
+        rc = bkv_fail(e, BKV_BUSY, "the database's value index changed since it was opened: open it again");
+    if (!rc) rc = replay_logs(s, &r->rec, e);
+    if (!rc && r->rec.max_sequence > s->last_sequence) s->last_sequence = r->rec.max_sequence;
+    return rc;
+}
+
+/* The edit that turns version from into version to, table by table. */
+static int version_diff(const bkv_tree_version *from, const bkv_tree_version *to, bkv_version_edit *edit) {
+    int rc = BKV_OK;
+    for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++) {
+        for (size_t i = 0; !rc && i < to->nfiles[l]; i++)
+            if (!bkv_tree_version_level_has(from, l, to->files[l][i]->number))
+                rc = bkv_edit_add_file(edit, l, to->files[l][i]);
+        for (size_t i = 0; !rc && i < from->nfiles[l]; i++)
+            if (!bkv_tree_version_level_has(to, l, from->files[l][i]->number))
+                rc = bkv_edit_delete_file(edit, l, from->files[l][i]->number);
+    }
+    return rc;
+}
+
+int bkv_try_catch_up(bkv_db *db, int *changed) {
+    if (changed) *changed = 0;
+    if (!db) return bkv_db_arg_error(db, "bkv_try_catch_up");
+    if (!db->opts.read_only)
+        return bkv_db_error(db, BKV_INVALID,
+                            &(bkv_err){"bkv_try_catch_up: the handle was not opened read_only (a writer is current)"});
+    bkv_err e = {{0}};
+    pthread_mutex_lock(&db->catch_up_mu);
+    bkv_db_lock(db);
+    int snapshots = db->snapshots.next != &db->snapshots;
+    bkv_db_unlock(db);
+    int rc = snapshots ? bkv_fail(&e, BKV_BUSY, "bkv_try_catch_up: snapshots are live (their state could not be "
+                                                "kept once the writer compacts it away): release them first")
+                       : BKV_IOERROR;
+    reread r = {0};
+    /* As a read-only open: what was read counts only if the manifest did
+     * not move meanwhile. */
+    for (int tries = 0; !snapshots && tries < 8; tries++) {
+        uint64_t number, size, now_number, now_size;
+        manifest_position(db->env, db->path, &number, &size);
+        reread_free(&r);
+        rc = reread_state(db, &r, &e);
+        manifest_position(db->env, db->path, &now_number, &now_size);
+        if (now_number == number && now_size == size) break;
+        if (rc == BKV_OK)
+            rc = bkv_fail(&e, BKV_BUSY, "bkv_try_catch_up: the database changed under every try to read it");
+    }
+    bkv_version_edit edit;
+    bkv_edit_init(&edit);
+    if (!rc && version_diff(db->current, r.shell->current, &edit)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    int moved = !rc && (edit.nadded || edit.ndeleted || r.shell->last_sequence != db->last_sequence ||
+                        bkv_memtable_entries(r.shell->mem) != bkv_memtable_entries(db->mem));
+    if (moved) {
+        /* The value index covers every table of the version installed: new
+         * tables enter before it, old ones leave after (as for a flush). */
+        bkv_db_value_index_add(db, &edit);
+        bkv_db_lock(db);
+        bkv_tree_version *old_version = db->current;
+        bkv_memtable *old_mem = db->mem;
+        db->current = r.shell->current;
+        db->mem = r.shell->mem;
+        r.shell->current = old_version; /* freed with the shell, once the views let go of them */
+        r.shell->mem = old_mem;
+        db->last_sequence = r.shell->last_sequence;
+        atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
+        bkv_view_publish(db);
+        bkv_db_unlock(db);
+        bkv_db_value_index_finish(db, &edit, 1);
+        bkv_view_reclaim(db);
+        if (changed) *changed = 1;
+    }
+    bkv_edit_free(&edit);
+    reread_free(&r);
+    pthread_mutex_unlock(&db->catch_up_mu);
+    return bkv_db_error(db, rc, &e);
+}
+
+int bkv_open_repairing(const char *path, bkv_repair_state *repair, bkv_db **dbp) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.wal_recovery = BKV_WAL_RECOVERY_SKIP_DAMAGED;
+    return open_once(path, &o, bkv_env_posix(), repair, dbp);
 }
 
 int bkv_close(bkv_db *db) {

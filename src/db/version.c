@@ -253,6 +253,12 @@ int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number) {
     return 0;
 }
 
+int bkv_tree_version_level_has(const bkv_tree_version *v, int level, uint64_t number) {
+    for (size_t i = 0; i < v->nfiles[level]; i++)
+        if (v->files[level][i]->number == number) return 1;
+    return 0;
+}
+
 int bkv_tree_version_charge_seeks(bkv_tree_version *v, const uint8_t *k, size_t klen, int seeks) {
     bkv_file_meta *newest = NULL;
     for (int l = 0; l < BKV_MAX_LEVELS; l++) {

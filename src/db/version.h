@@ -128,6 +128,8 @@ void bkv_tree_version_unref(bkv_tree_version *v);
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out);
 /* Whether table number is in v, at any level. */
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);
+/* Whether table number is in v at level. */
+int bkv_tree_version_level_has(const bkv_tree_version *v, int level, uint64_t number);
 /* Whether f's key range holds user key k. */
 static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, size_t klen) {
     return bkv_user_key_compare(k, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&

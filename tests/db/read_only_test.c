@@ -7,9 +7,11 @@
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -219,12 +221,152 @@ static void beside_a_writer(void **state) {
     assert_int_equal(bkv_close(writer), BKV_OK);
 }
 
+static int count_and_check(bkv_db *db, const bkv_read_options *ro) {
+    bkv_iter *it;
+    assert_int_equal(bkv_iter_create(db, ro, &it), BKV_OK);
+    int n = 0;
+    for (bkv_iter_seek_to_first(it); bkv_iter_valid(it); bkv_iter_next(it)) n++;
+    assert_int_equal(bkv_iter_status(it), BKV_OK);
+    bkv_iter_destroy(it);
+    return n;
+}
+
+static void put_numbered(bkv_db *db, int from, int to, const char *tag) {
+    for (int i = from; i < to; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof k, "row%05d", i);
+        snprintf(v, sizeof v, "%s%d", tag, i % 13);
+        assert_int_equal(bkv_put(db, NULL, k, strlen(k), v, strlen(v)), BKV_OK);
+    }
+}
+
+static int on_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ++*(int *)arg;
+    return 0;
+}
+
+/* A secondary: a read-only handle follows the writer with
+ * bkv_try_catch_up, through WAL appends, flushes and compactions that
+ * delete the tables it had; an iterator keeps its state; searches by
+ * value see the new rows; snapshots and writers are refused. */
+static void follows_a_writer(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/secondary", dir);
+    bkv_options w;
+    bkv_options_init(&w);
+    w.create_if_missing = 1;
+    w.write_buffer_size = 64 * 1024;
+    w.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *writer, *reader;
+    assert_int_equal(bkv_open(path, &w, &writer), BKV_OK);
+    put_numbered(writer, 0, 1000, "a");
+    bkv_options o = read_only_options();
+    assert_int_equal(bkv_open(path, &o, &reader), BKV_OK);
+    int changed = -1;
+    assert_int_equal(bkv_try_catch_up(reader, &changed), BKV_OK);
+    assert_int_equal(changed, 0);
+    assert_int_equal(count_and_check(reader, NULL), 1000);
+
+    bkv_iter *before;
+    assert_int_equal(bkv_iter_create(reader, NULL, &before), BKV_OK);
+    put_numbered(writer, 1000, 3000, "b"); /* past the buffer: flushes */
+    expect_stored(reader, "row02999", NULL);
+    assert_int_equal(bkv_try_catch_up(reader, &changed), BKV_OK);
+    assert_int_equal(changed, 1);
+    expect_stored(reader, "row02999", "b9");
+    assert_int_equal(count_and_check(reader, NULL), 3000);
+    int n = 0;
+    for (bkv_iter_seek_to_first(before); bkv_iter_valid(before); bkv_iter_next(before)) n++;
+    assert_int_equal(n, 1000);
+    bkv_iter_destroy(before);
+
+    /* The writer replaces every table the reader had; the reader follows. */
+    put_numbered(writer, 0, 500, "c");
+    assert_int_equal(bkv_compact_range(writer, NULL, 0, NULL, 0), BKV_OK);
+    assert_int_equal(bkv_try_catch_up(reader, &changed), BKV_OK);
+    assert_int_equal(changed, 1);
+    assert_int_equal(count_and_check(reader, NULL), 3000);
+    expect_stored(reader, "row00007", "c7");
+    int found = 0;
+    assert_int_equal(bkv_find_value(reader, NULL, "c7", 2, on_found, &found, NULL), BKV_OK);
+    int want = 0;
+    for (int i = 0; i < 500; i++) want += i % 13 == 7;
+    assert_int_equal(found, want);
+
+    const bkv_snapshot *snap = bkv_snapshot_create(reader);
+    assert_non_null(snap);
+    assert_int_equal(bkv_try_catch_up(reader, NULL), BKV_BUSY);
+    assert_non_null(strstr(bkv_errmsg(reader), "snapshots"));
+    bkv_snapshot_release(reader, snap);
+    assert_int_equal(bkv_try_catch_up(writer, NULL), BKV_INVALID);
+    assert_int_equal(bkv_try_catch_up(NULL, NULL), BKV_INVALID);
+    assert_int_equal(bkv_close(reader), BKV_OK);
+    assert_int_equal(bkv_close(writer), BKV_OK);
+}
+
+typedef struct reading {
+    bkv_db *db;
+    atomic_int stop;
+    int errors;
+} reading;
+
+static void *read_loop(void *arg) {
+    reading *r = arg;
+    for (unsigned i = 0; !atomic_load(&r->stop); i++) {
+        char k[32];
+        snprintf(k, sizeof k, "row%05u", i % 2000);
+        void *v;
+        size_t n;
+        int rc = bkv_get(r->db, NULL, k, strlen(k), &v, &n);
+        if (rc == BKV_OK) bkv_free(v);
+        else if (rc != BKV_NOTFOUND) r->errors++;
+    }
+    return NULL;
+}
+
+/* Reads in other threads run through catch-ups, each seeing a whole state. */
+static void catch_up_beside_readers(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/secondary-threads", dir);
+    bkv_options w;
+    bkv_options_init(&w);
+    w.create_if_missing = 1;
+    w.write_buffer_size = 32 * 1024;
+    bkv_db *writer, *reader;
+    assert_int_equal(bkv_open(path, &w, &writer), BKV_OK);
+    put_numbered(writer, 0, 100, "a");
+    bkv_options o = read_only_options();
+    assert_int_equal(bkv_open(path, &o, &reader), BKV_OK);
+    reading r = {.db = reader};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, read_loop, &r), 0);
+    for (int round = 1; round <= 10; round++) {
+        put_numbered(writer, round * 100, round * 100 + 100, "b");
+        assert_int_equal(bkv_try_catch_up(reader, NULL), BKV_OK);
+        char k[32], v[32];
+        snprintf(k, sizeof k, "row%05d", round * 100 + 99);
+        snprintf(v, sizeof v, "b%d", (round * 100 + 99) % 13);
+        expect_stored(reader, k, v);
+    }
+    atomic_store(&r.stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(count_and_check(reader, NULL), 1100);
+    assert_int_equal(bkv_close(reader), BKV_OK);
+    assert_int_equal(bkv_close(writer), BKV_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(changes_nothing),
         cmocka_unit_test(refuses_writes),
         cmocka_unit_test(creates_nothing),
         cmocka_unit_test(beside_a_writer),
+        cmocka_unit_test(follows_a_writer),
+        cmocka_unit_test(catch_up_beside_readers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -226,6 +226,13 @@ def test_read_only(tmp_path):
     writer = bloomkv.DB(path)  # holds the lock; a read-only open takes none
     with bloomkv.DB(path, read_only=True) as ro:
         assert ro.get(b"k") == b"v"
+        writer.put(b"k2", b"v2")
+        assert ro.get(b"k2") is None  # the state as of its open ...
+        assert ro.try_catch_up() is True  # ... until it follows the writer
+        assert ro.get(b"k2") == b"v2"
+        assert ro.try_catch_up() is False
+        with pytest.raises(bloomkv.InvalidArgumentError):
+            writer.try_catch_up()  # a writer is always current
     writer.close()
     with pytest.raises(bloomkv.InvalidArgumentError):
         bloomkv.DB(str(tmp_path / "none"), read_only=True, create_if_missing=True)

@@ -786,15 +786,22 @@ BKV_EXPORT size_t bkv_batch_approximate_size(const bkv_batch *b);
  * or drop is reported whatever the wal_recovery mode. */
 BKV_EXPORT int bkv_check(const char *path, void (*fn)(void *arg, const char *problem), void *arg);
 
-/* Writes a readable description of one table file through write:
- * properties, index, filter header and, with entries, every entry (keys
- * and values printed with C escapes), in pieces of text that end at no
- * particular place. write returns 0, or non-zero to stop the dump, which
- * then fails with BKV_IOERROR. Errors: BKV_INVALID (file or write NULL),
- * BKV_IOERROR (the file cannot be read, or write failed), BKV_CORRUPTION
- * (the table is damaged: what was written so far stands), BKV_NOMEM;
- * each described in bkv_errmsg(NULL). */
-BKV_EXPORT int bkv_dump_table(const char *file, int entries,
+/* bkv_dump_table's flags. */
+#define BKV_DUMP_ENTRIES 1 /* every entry too */
+#define BKV_DUMP_JSON 2    /* a JSON object, then (with entries) one JSON object a line per entry */
+
+/* Writes a description of one table file through write: properties, key
+ * filter, value filters and, with BKV_DUMP_ENTRIES, every entry. As text
+ * (keys and values printed with C escapes), or with BKV_DUMP_JSON as one
+ * JSON object on its first line and {"key","seq","type","value"} lines
+ * after it (bytes outside printable ASCII as \u00XX, one code point a
+ * byte); a damaged part reads {"damaged": reason}. Written in pieces of
+ * text that end at no particular place. write returns 0, or non-zero to
+ * stop the dump, which then fails with BKV_IOERROR. Errors: BKV_INVALID
+ * (file or write NULL, an unknown flag), BKV_IOERROR (the file cannot be
+ * read, or write failed), BKV_CORRUPTION (the table is damaged: what was
+ * written so far stands), BKV_NOMEM; each described in bkv_errmsg(NULL). */
+BKV_EXPORT int bkv_dump_table(const char *file, int flags,
                               int (*write)(void *arg, const char *text, size_t len), void *arg);
 
 #ifdef __cplusplus

@@ -124,7 +124,9 @@ static const usage_text usages[] = {
      "--move links it in and removes FILE instead of copying it", "move value-index wal-recovery"},
     {"check", "DB [--json]", "verify every checksum and invariant of every file; exit 3 on a problem (--json: one "
      "{\"problems\":[...],\"ok\":...} object)", "json"},
-    {"dump-sst", "FILE [--entries]", "describe one table file: properties, filter, optionally entries", "entries"},
+    {"dump-sst", "FILE [--entries] [--json]",
+     "describe one table file: properties, filter, optionally entries (--json: one object, then an object a line "
+     "per entry)", "entries json"},
 };
 
 static const usage_text *usage_of(const char *cmd) {
@@ -1265,7 +1267,8 @@ static int write_stdout(void *arg, const char *text, size_t len) {
 
 int bkv_cli_dump_sst(int argc, char **argv) {
     PARSE_OR_USAGE(1);
-    if (bkv_dump_table(pos[0], o.entries, write_stdout, NULL) == BKV_OK) return 0;
+    int flags = (o.entries ? BKV_DUMP_ENTRIES : 0) | (o.json ? BKV_DUMP_JSON : 0);
+    if (bkv_dump_table(pos[0], flags, write_stdout, NULL) == BKV_OK) return 0;
     fprintf(stderr, "bloomkv: dump-sst: %s\n", bkv_errmsg(NULL));
     return EXIT_ERROR;
 }

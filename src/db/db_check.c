@@ -456,13 +456,103 @@ static void put_escaped(FILE *out, const uint8_t *p, size_t n) {
     }
 }
 
-static int dump_table(const char *file, int entries, FILE *out) {
-    bkv_table_stats st = {0};
-    bkv_table *t;
+/* A JSON string of bytes: printable ASCII as is, anything else as \u00XX
+ * (one code point per byte, so that every string parses). */
+static void put_json(FILE *out, const uint8_t *p, size_t n) {
+    fputc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '"' || p[i] == '\\') fprintf(out, "\\%c", p[i]);
+        else if (p[i] >= 0x20 && p[i] < 0x7f) fputc(p[i], out);
+        else fprintf(out, "\\u%04x", p[i]);
+    }
+    fputc('"', out);
+}
+
+static void put_json_text(FILE *out, const char *text) { put_json(out, (const uint8_t *)text, strlen(text)); }
+
+/* What a table's description says, gathered once and printed as text or
+ * as JSON. A part that could not be read keeps its reason in *_err. */
+typedef struct table_summary {
+    const bkv_table_props *p;
+    int filter_damaged;          /* the whole filter block */
+    int has_filter;
+    bkv_filter_info filter;      /* the filter, or the first partition when partitioned */
+    uint32_t partitions, damaged_partitions;
+    int has_vf;
+    char vf_err[BKV_ERR_LEN];    /* non-empty: the value filters are damaged */
+    bkv_vf_params vparams;
+    uint32_t vf_parts;
+    uint64_t vf_filter_bytes;
+    double vf_bits_set;          /* percent */
+    int has_summary;
+    char summary_err[BKV_ERR_LEN];
+    bkv_filter_info summary;
+    int has_tags;
+    char tags_err[BKV_ERR_LEN];
+    uint32_t tag_parts;
+    uint64_t tag_bytes;
+} table_summary;
+
+static void summarize(bkv_table *t, int filter_corrupt, table_summary *ts) {
+    memset(ts, 0, sizeof *ts);
+    const bkv_table_props *p = ts->p = bkv_table_properties(t);
     bkv_err e = {{0}};
-    int rc = bkv_table_open(bkv_env_posix(), file, 1, NULL, &st, &t, &e);
-    if (rc) return bkv_db_error(NULL, rc, &e);
-    const bkv_table_props *p = bkv_table_properties(t);
+    ts->filter_damaged = filter_corrupt;
+    ts->has_filter = !filter_corrupt && p->filter_bytes;
+    if (ts->has_filter && (ts->partitions = bkv_table_filter_partitions(t))) {
+        /* The first partition stands for the type; every partition is read to count. */
+        for (uint32_t i = 0; i < ts->partitions; i++) {
+            bkv_filter *f;
+            if (bkv_table_filter_partition(t, i, &f, &e)) {
+                ts->damaged_partitions++;
+                continue;
+            }
+            if (!ts->filter.encoded_bytes) bkv_filter_get_info(f, &ts->filter);
+            bkv_filter_destroy(f);
+        }
+    } else if (ts->has_filter) {
+        bkv_filter_get_info(bkv_table_filter(t), &ts->filter);
+    }
+    if (!p->value_filter_bytes) return;
+    ts->has_vf = 1;
+    bkv_vf_set vf;
+    if (bkv_table_value_filters(t, &vf, &e)) {
+        snprintf(ts->vf_err, sizeof ts->vf_err, "%s", e.msg);
+    } else {
+        uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
+        for (uint64_t i = 0; i < words; i++) ones += (uint64_t)__builtin_popcountll(vf.bits[i]);
+        ts->vparams = vf.params;
+        ts->vf_parts = vf.nparts;
+        ts->vf_filter_bytes = words * 8;
+        ts->vf_bits_set = words ? 100.0 * (double)ones / (double)(words * 64) : 0.0;
+        bkv_vf_set_free(&vf);
+        bkv_filter *summary;
+        int src = bkv_table_value_summary(t, &summary, &e);
+        if (src == BKV_OK) {
+            ts->has_summary = 1;
+            bkv_filter_get_info(summary, &ts->summary);
+            bkv_filter_destroy(summary);
+        } else if (src != BKV_NOTFOUND) {
+            ts->has_summary = 1;
+            snprintf(ts->summary_err, sizeof ts->summary_err, "%s", e.msg);
+        }
+    }
+    bkv_vt_index tix;
+    int trc = bkv_table_value_tags_index(t, &tix, &e);
+    if (trc == BKV_OK) {
+        ts->has_tags = 1;
+        ts->tag_parts = tix.n;
+        ts->tag_bytes = p->value_tags_bytes;
+        for (uint32_t i = 0; i < tix.n; i++) ts->tag_bytes += tix.size[i];
+        bkv_vt_index_free(&tix);
+    } else if (trc != BKV_NOTFOUND) {
+        ts->has_tags = 1;
+        snprintf(ts->tags_err, sizeof ts->tags_err, "%s", e.msg);
+    }
+}
+
+static void print_text(FILE *out, const char *file, const table_summary *ts) {
+    const bkv_table_props *p = ts->p;
     fprintf(out, "table %s\n", file);
     fprintf(out, "  entries %llu (deletions %llu), data blocks %llu, data bytes %llu\n",
             (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions,
@@ -477,86 +567,148 @@ static int dump_table(const char *file, int entries, FILE *out) {
         put_escaped(out, p->largest, p->largest_len - BKV_IKEY_TRAILER);
         fprintf(out, " @%llu\n", (unsigned long long)bkv_ikey_seq(p->largest, p->largest_len));
     }
+    const bkv_filter_info *fi = &ts->filter;
     fprintf(out, "  filter: ");
-    if (st.filter_corrupt) fprintf(out, "DAMAGED (read as \"maybe\")\n");
-    else if (!p->filter_bytes) fprintf(out, "none\n");
-    else if (bkv_table_filter_partitions(t)) {
-        /* The first partition stands for the type; every partition is read to count. */
-        uint32_t n = bkv_table_filter_partitions(t), damaged = 0;
-        bkv_filter_info first = {0};
-        for (uint32_t i = 0; i < n; i++) {
-            bkv_filter *f;
-            if (bkv_table_filter_partition(t, i, &f, &e)) {
-                damaged++;
-                continue;
-            }
-            if (!first.encoded_bytes) bkv_filter_get_info(f, &first);
-            bkv_filter_destroy(f);
-        }
+    if (ts->filter_damaged) fprintf(out, "DAMAGED (read as \"maybe\")\n");
+    else if (!ts->has_filter) fprintf(out, "none\n");
+    else if (ts->partitions)
         fprintf(out, "%s, k %u, %u partitions%s, %llu bytes, %.2f bits/key, model fpr %.4f%%\n",
-                first.encoded_bytes ? bkv_filter_type_name(first.type) : "?", first.k, n,
-                damaged ? " (some DAMAGED, read as \"maybe\")" : "", (unsigned long long)p->filter_bytes,
+                fi->encoded_bytes ? bkv_filter_type_name(fi->type) : "?", fi->k, ts->partitions,
+                ts->damaged_partitions ? " (some DAMAGED, read as \"maybe\")" : "", (unsigned long long)p->filter_bytes,
                 p->num_entries ? 8.0 * (double)p->filter_bytes / (double)p->num_entries : 0.0,
                 (double)p->filter_fpr_ppb / 1e7);
-    } else {
-        const bkv_filter *f = bkv_table_filter(t);
-        bkv_filter_info fi;
-        bkv_filter_get_info(f, &fi);
+    else
         fprintf(out, "%s, k %u, %llu keys, %llu positions, %.2f bits/key, %zu bytes, model fpr %.4f%%\n",
-                bkv_filter_type_name(fi.type), fi.k, (unsigned long long)fi.num_keys, (unsigned long long)fi.num_bits,
-                fi.bits_per_key, fi.encoded_bytes, 100 * fi.expected_fpr);
+                bkv_filter_type_name(fi->type), fi->k, (unsigned long long)fi->num_keys, (unsigned long long)fi->num_bits,
+                fi->bits_per_key, fi->encoded_bytes, 100 * fi->expected_fpr);
+    if (ts->has_vf && *ts->vf_err) {
+        fprintf(out, "  value filters: DAMAGED (searches scan the whole table): %s\n", ts->vf_err);
+    } else if (ts->has_vf) {
+        fprintf(out,
+                "  value filters: %u partitions (P %u), m %u bits, k %u%s, %llu bytes of filters, block %llu bytes, "
+                "%.1f%% of bits set\n",
+                ts->vf_parts, ts->vparams.partition_entries, ts->vparams.m_bits, ts->vparams.k,
+                ts->vparams.words == BKV_VF_TWO_WORDS ? " in two words" : "", (unsigned long long)ts->vf_filter_bytes,
+                (unsigned long long)p->value_filter_bytes, ts->vf_bits_set);
     }
-    if (p->value_filter_bytes) {
-        bkv_vf_set vf;
-        if (bkv_table_value_filters(t, &vf, &e)) {
-            fprintf(out, "  value filters: DAMAGED (searches scan the whole table): %s\n", e.msg);
+    if (ts->has_summary && *ts->summary_err)
+        fprintf(out, "  value summary: DAMAGED (searches read the rows): %s\n", ts->summary_err);
+    else if (ts->has_summary)
+        fprintf(out, "  value summary: %s, %llu distinct terms, %zu bytes, %.2f bits/term, model fpr %.4f%%\n",
+                bkv_filter_type_name(ts->summary.type), (unsigned long long)ts->summary.num_keys,
+                ts->summary.encoded_bytes, ts->summary.bits_per_key, 100 * ts->summary.expected_fpr);
+    if (ts->has_tags && *ts->tags_err)
+        fprintf(out, "  value tags: DAMAGED (searches read whole partitions): %s\n", ts->tags_err);
+    else if (ts->has_tags)
+        fprintf(out, "  value tags: %u partitions, %llu bytes (%.2f bytes/entry)\n", ts->tag_parts,
+                (unsigned long long)ts->tag_bytes,
+                p->num_entries ? (double)ts->tag_bytes / (double)p->num_entries : 0.0);
+}
+
+/* One JSON object: the fields of the text form, named; a damaged part is
+ * {"damaged": reason}. */
+static void print_json(FILE *out, const char *file, const table_summary *ts) {
+    const bkv_table_props *p = ts->p;
+    fprintf(out, "{\"table\":");
+    put_json_text(out, file);
+    fprintf(out, ",\"entries\":%llu,\"deletions\":%llu,\"data_blocks\":%llu,\"data_bytes\":%llu,"
+                 "\"raw_key_bytes\":%llu,\"raw_value_bytes\":%llu,\"compression\":%d,\"created\":%llu",
+            (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions,
+            (unsigned long long)p->num_data_blocks, (unsigned long long)p->data_bytes,
+            (unsigned long long)p->raw_key_bytes, (unsigned long long)p->raw_value_bytes, p->compression,
+            (unsigned long long)p->creation_time);
+    if (p->smallest && p->largest) {
+        fprintf(out, ",\"smallest\":");
+        put_json(out, p->smallest, p->smallest_len - BKV_IKEY_TRAILER);
+        fprintf(out, ",\"smallest_seq\":%llu,\"largest\":", (unsigned long long)bkv_ikey_seq(p->smallest, p->smallest_len));
+        put_json(out, p->largest, p->largest_len - BKV_IKEY_TRAILER);
+        fprintf(out, ",\"largest_seq\":%llu", (unsigned long long)bkv_ikey_seq(p->largest, p->largest_len));
+    }
+    const bkv_filter_info *fi = &ts->filter;
+    fprintf(out, ",\"filter\":");
+    if (ts->filter_damaged) fprintf(out, "{\"damaged\":\"read as maybe\"}");
+    else if (!ts->has_filter) fprintf(out, "null");
+    else
+        fprintf(out, "{\"type\":\"%s\",\"k\":%u,\"partitions\":%u,\"damaged_partitions\":%u,\"bytes\":%llu,"
+                     "\"bits_per_key\":%.3f,\"model_fpr\":%.6g}",
+                fi->encoded_bytes ? bkv_filter_type_name(fi->type) : "?", fi->k, ts->partitions,
+                ts->damaged_partitions, (unsigned long long)p->filter_bytes,
+                ts->partitions ? (p->num_entries ? 8.0 * (double)p->filter_bytes / (double)p->num_entries : 0.0)
+                               : fi->bits_per_key,
+                ts->partitions ? (double)p->filter_fpr_ppb / 1e9 : fi->expected_fpr);
+    if (ts->has_vf) {
+        fprintf(out, ",\"value_filters\":");
+        if (*ts->vf_err) {
+            fprintf(out, "{\"damaged\":");
+            put_json_text(out, ts->vf_err);
+            fputc('}', out);
         } else {
-            uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
-            for (uint64_t i = 0; i < words; i++) ones += (uint64_t)__builtin_popcountll(vf.bits[i]);
-            fprintf(out,
-                    "  value filters: %u partitions (P %u), m %u bits, k %u%s, %llu bytes of filters, block %llu bytes, "
-                    "%.1f%% of bits set\n",
-                    vf.nparts, vf.params.partition_entries, vf.params.m_bits, vf.params.k,
-                    vf.params.words == BKV_VF_TWO_WORDS ? " in two words" : "",
-                    (unsigned long long)(words * 8), (unsigned long long)p->value_filter_bytes,
-                    words ? 100.0 * (double)ones / (double)(words * 64) : 0.0);
-            bkv_vf_set_free(&vf);
-            bkv_filter *summary;
-            int src = bkv_table_value_summary(t, &summary, &e);
-            if (src == BKV_OK) {
-                bkv_filter_info si;
-                bkv_filter_get_info(summary, &si);
-                fprintf(out, "  value summary: %s, %llu distinct terms, %zu bytes, %.2f bits/term, model fpr %.4f%%\n",
-                        bkv_filter_type_name(si.type), (unsigned long long)si.num_keys, si.encoded_bytes,
-                        si.bits_per_key, 100 * si.expected_fpr);
-                bkv_filter_destroy(summary);
-            } else if (src != BKV_NOTFOUND) {
-                fprintf(out, "  value summary: DAMAGED (searches read the rows): %s\n", e.msg);
-            }
-        }
-        bkv_vt_index tix;
-        int trc = bkv_table_value_tags_index(t, &tix, &e);
-        if (trc == BKV_OK) {
-            uint64_t bytes = p->value_tags_bytes;
-            for (uint32_t i = 0; i < tix.n; i++) bytes += tix.size[i];
-            fprintf(out, "  value tags: %u partitions, %llu bytes (%.2f bytes/entry)\n", tix.n, (unsigned long long)bytes,
-                    p->num_entries ? (double)bytes / (double)p->num_entries : 0.0);
-            bkv_vt_index_free(&tix);
-        } else if (trc != BKV_NOTFOUND) {
-            fprintf(out, "  value tags: DAMAGED (searches read whole partitions): %s\n", e.msg);
+            fprintf(out, "{\"partitions\":%u,\"partition_entries\":%u,\"m_bits\":%u,\"k\":%u,\"two_words\":%s,"
+                         "\"filter_bytes\":%llu,\"block_bytes\":%llu,\"bits_set_percent\":%.2f}",
+                    ts->vf_parts, ts->vparams.partition_entries, ts->vparams.m_bits, ts->vparams.k,
+                    ts->vparams.words == BKV_VF_TWO_WORDS ? "true" : "false", (unsigned long long)ts->vf_filter_bytes,
+                    (unsigned long long)p->value_filter_bytes, ts->vf_bits_set);
         }
     }
-    if (entries) {
+    if (ts->has_summary) {
+        fprintf(out, ",\"value_summary\":");
+        if (*ts->summary_err) {
+            fprintf(out, "{\"damaged\":");
+            put_json_text(out, ts->summary_err);
+            fputc('}', out);
+        } else {
+            fprintf(out, "{\"type\":\"%s\",\"terms\":%llu,\"bytes\":%zu,\"bits_per_term\":%.3f,\"model_fpr\":%.6g}",
+                    bkv_filter_type_name(ts->summary.type), (unsigned long long)ts->summary.num_keys,
+                    ts->summary.encoded_bytes, ts->summary.bits_per_key, ts->summary.expected_fpr);
+        }
+    }
+    if (ts->has_tags) {
+        fprintf(out, ",\"value_tags\":");
+        if (*ts->tags_err) {
+            fprintf(out, "{\"damaged\":");
+            put_json_text(out, ts->tags_err);
+            fputc('}', out);
+        } else {
+            fprintf(out, "{\"partitions\":%u,\"bytes\":%llu}", ts->tag_parts, (unsigned long long)ts->tag_bytes);
+        }
+    }
+    fprintf(out, "}\n");
+}
+
+static int dump_table(const char *file, int flags, FILE *out) {
+    bkv_table_stats st = {0};
+    bkv_table *t;
+    bkv_err e = {{0}};
+    int rc = bkv_table_open(bkv_env_posix(), file, 1, NULL, &st, &t, &e);
+    if (rc) return bkv_db_error(NULL, rc, &e);
+    int json = flags & BKV_DUMP_JSON;
+    table_summary ts;
+    summarize(t, st.filter_corrupt != 0, &ts);
+    if (json) print_json(out, file, &ts);
+    else print_text(out, file, &ts);
+    if (flags & BKV_DUMP_ENTRIES) {
         bkv_ikey_iter *it;
         if (bkv_table_iter_new(t, 0, NULL, &it) == BKV_OK) {
             for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) {
                 size_t kl, vl;
                 const uint8_t *k = bkv_ikey_iter_key(it, &kl), *v = bkv_ikey_iter_value(it, &vl);
                 bkv_parsed_ikey pk = bkv_ikey_parse(k, kl);
+                int value = pk.type == BKV_TYPE_VALUE;
+                if (json) {
+                    fprintf(out, "{\"key\":");
+                    put_json(out, pk.ukey, pk.ulen);
+                    fprintf(out, ",\"seq\":%llu,\"type\":\"%s\"", (unsigned long long)pk.seq, value ? "value" : "deletion");
+                    if (value) {
+                        fprintf(out, ",\"value\":");
+                        put_json(out, v, vl);
+                    }
+                    fprintf(out, "}\n");
+                    continue;
+                }
                 fprintf(out, "  '");
                 put_escaped(out, pk.ukey, pk.ulen);
-                fprintf(out, "' @%llu %s", (unsigned long long)pk.seq, pk.type == BKV_TYPE_VALUE ? "=> '" : "deleted");
-                if (pk.type == BKV_TYPE_VALUE) {
+                fprintf(out, "' @%llu %s", (unsigned long long)pk.seq, value ? "=> '" : "deleted");
+                if (value) {
                     put_escaped(out, v, vl);
                     fputc('\'', out);
                 }
@@ -582,12 +734,14 @@ static ssize_t sink_write(void *cookie, const char *buf, size_t n) {
     return sink->write(sink->arg, buf, n) ? -1 : (ssize_t)n;
 }
 
-int bkv_dump_table(const char *file, int entries, int (*write)(void *arg, const char *text, size_t len), void *arg) {
+int bkv_dump_table(const char *file, int flags, int (*write)(void *arg, const char *text, size_t len), void *arg) {
     if (!file || !write) return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_dump_table: file or write is NULL"});
+    if (flags & ~(BKV_DUMP_ENTRIES | BKV_DUMP_JSON))
+        return bkv_db_error(NULL, BKV_INVALID, &(bkv_err){"bkv_dump_table: unknown flags"});
     dump_sink sink = {write, arg};
     FILE *out = fopencookie(&sink, "w", (cookie_io_functions_t){.write = sink_write});
     if (!out) return bkv_db_error(NULL, BKV_NOMEM, NULL);
-    int rc = dump_table(file, entries, out);
+    int rc = dump_table(file, flags, out);
     /* A description cut short by its output (a full disk, a closed pipe)
      * is an error, not a table that reads short. */
     int cut = fflush(out) != 0 || ferror(out);

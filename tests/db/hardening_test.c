@@ -637,6 +637,7 @@ static void library_contract(void **state) {
     assert_int_equal(bkv_check(NULL, NULL, NULL), BKV_INVALID);
     assert_int_equal(bkv_dump_table(NULL, 0, write_nowhere, NULL), BKV_INVALID);
     assert_int_equal(bkv_dump_table("x", 0, NULL, NULL), BKV_INVALID);
+    assert_int_equal(bkv_dump_table("x", 4, write_nowhere, NULL), BKV_INVALID);
     bkv_filter *f;
     assert_int_equal(bkv_filter_create(NULL, 10, &f), BKV_INVALID);
     bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};

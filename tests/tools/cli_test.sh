@@ -66,6 +66,15 @@ expect 0 "check clean" -- "$B" check "$db"
 sst=$(ls "$db"/*.sst | head -1)
 expect 0 "dump-sst" -- "$B" dump-sst --entries "$sst"
 grep -q "filter: blocked" "$D/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: dump-sst lacks filter"; }
+expect 0 "dump-sst --json" -- "$B" dump-sst --entries --json "$sst"
+if python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+head = json.loads(lines[0])
+rows = [json.loads(l) for l in lines[1:]]
+assert head["filter"]["type"] == "blocked" and head["entries"] == len(rows), head
+assert all(r["type"] in ("value", "deletion") and "key" in r for r in rows)
+' "$D/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: dump-sst --json does not parse"; fi
 
 # Search by value.
 vdb="$D/vdb"

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             void *v = NULL;
             size_t vl;
             (void)bkv_table_may_contain(t, bkv_hash_bytes(key, (size_t)n));
-            if (bkv_table_get(t, key, (size_t)n, UINT64_C(1) << 50, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v, &vl, &st, &e) == BKV_OK && found)
+            if (bkv_table_get(t, key, (size_t)n, UINT64_C(1) << 50, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v, &vl, NULL, &st, &e) == BKV_OK && found)
                 free(v);
         }
         bkv_ikey_iter *it;

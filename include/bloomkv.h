@@ -393,6 +393,26 @@ BKV_EXPORT int bkv_try_catch_up(bkv_db *db, int *changed);
 BKV_EXPORT int bkv_put(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen,
                        const void *val, size_t vlen);
 BKV_EXPORT int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen);
+
+/* Deletes every key in [begin, end) (memcmp order) at once, as RocksDB's
+ * DeleteRange: begin NULL (blen 0) is the smallest key, end NULL (elen
+ * 0) leaves the range unbounded above. One record, whatever the number of
+ * keys: gets, multi-gets, iterators, searches by value and checkpoints
+ * read every key in the range written before the call as deleted (a
+ * snapshot taken before it still reads them); writes after it are not
+ * affected. The deletion is a manifest record, synced before the call
+ * returns whatever wo says. Tables wholly inside the range are dropped at
+ * once when no snapshot is live; the rest of the space comes back as
+ * compactions rewrite what the range covers. Meant for large ranges:
+ * each live range deletion is checked by every read, until compaction
+ * has removed what it covers. begin >= end: nothing to delete, BKV_OK.
+ * Errors, each with a message: BKV_INVALID (db NULL, a NULL key with a
+ * length, a key over BKV_MAX_KEY_SIZE, a database opened read-only,
+ * sequence numbers exhausted); BKV_IOERROR (the manifest could not be
+ * written: writes stop, as for a failed flush); BKV_NOMEM; an earlier
+ * background error. */
+BKV_EXPORT int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin, size_t blen,
+                                const void *end, size_t elen);
 /* Applies a batch atomically (one WAL record: after a crash, all of it or
  * none of it; readers never see part of it), as bkv_put does one write.
  * An empty batch does nothing and returns BKV_OK. The batch stays the
@@ -707,6 +727,8 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *   "bloomkv.stats"                  readable report
  *   "bloomkv.last-sequence"          the sequence number of the last write reads see (decimal)
  *   "bloomkv.num-files-at-level<N>"  decimal
+ *   "bloomkv.range-deletions"        range deletions still checked by reads (decimal): each
+ *                                    leaves once compaction removed what it covers
  *   "bloomkv.sstables"               each level's tables: number:size[smallest .. largest]
  *   "bloomkv.bytes-at-level<N>"      decimal
  *   "bloomkv.entries-at-level<N>"    decimal: entries in its tables (every version and tombstone counts)

@@ -409,6 +409,29 @@ static PyObject *db_delete(DBObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+static PyObject *db_delete_range(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"start", "stop", NULL};
+    PyObject *start_obj = Py_None, *stop_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:delete_range", kwlist, &start_obj, &stop_obj))
+        return NULL;
+    bkvpy_bytes start, stop;
+    if (!bkvpy_bytes_get_pair(start_obj, stop_obj, &start, &stop, "start", "stop", 1))
+        return NULL;
+    PyObject *r = NULL;
+    if (bkvpy_guard_enter(&self->guard, "DB")) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bkv_delete_range(self->db, NULL, start.data, start.len, stop.data, stop.len);
+        Py_END_ALLOW_THREADS
+        r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
+        bkvpy_guard_leave(&self->guard);
+    }
+    bkvpy_bytes_release(&start);
+    bkvpy_bytes_release(&stop);
+    return r;
+}
+
 static void read_options(SnapshotObject *snap, bkv_read_options *ro)
 {
     bkv_read_options_init(ro);
@@ -1004,6 +1027,9 @@ static PyMethodDef db_methods[] = {
                           "bytes, or default when absent"},
     {"put", FAST(db_put), "put(key, value, *, sync=False)"},
     {"delete", FAST(db_delete), "delete(key, *, sync=False)"},
+    {"delete_range", KW(db_delete_range),
+     "delete_range(start=None, stop=None): deletes every key in [start, stop) (None: unbounded) at once, in one "
+     "synced record; tables wholly inside go at once when no snapshot is live"},
     {"multi_get", KW(db_multi_get),
      "multi_get(keys, default=None, *, snapshot=None) -> list of values (default where absent); the keys are "
      "looked up together, each table's filter probed for all of them at once"},

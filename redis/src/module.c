@@ -461,8 +461,8 @@ static int gather_found(void *arg, const void *key, size_t klen, const void *val
  * A search over the node and a compaction run on a thread of their own,
  * the client blocked meanwhile (RedisModule_BlockClient) and every other
  * client served. Where a client cannot block (MULTI, a script) the work
- * runs inline. The database is not emptied (FLUSHALL) while a job runs:
- * bkv_redis_drop_all waits for them. */
+ * runs inline. A FLUSHALL meanwhile is a range deletion the job's reads,
+ * begun before it, do not see. */
 enum { JOB_COMPACT, JOB_FINDVALUE };
 
 typedef struct job {
@@ -477,16 +477,6 @@ typedef struct job {
     size_t after_len;
     int replied; /* the worker built the reply already (job_thread) */
 } job;
-
-static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jobs_done = PTHREAD_COND_INITIALIZER;
-static int jobs_running;
-
-void bkv_redis_wait_for_jobs(void) {
-    pthread_mutex_lock(&jobs_mu);
-    while (jobs_running) pthread_cond_wait(&jobs_done, &jobs_mu);
-    pthread_mutex_unlock(&jobs_mu);
-}
 
 /* The search, in row-key order from after, up to the limit. */
 static int find_rows(job *j) {
@@ -561,10 +551,6 @@ static void *job_thread(void *arg) {
         RedisModule_FreeThreadSafeContext(reply);
         j->replied = 1;
     }
-    pthread_mutex_lock(&jobs_mu);
-    jobs_running--;
-    pthread_cond_broadcast(&jobs_done);
-    pthread_mutex_unlock(&jobs_mu);
     RedisModule_UnblockClient(j->bc, j);
     return NULL;
 }
@@ -574,9 +560,6 @@ static int start_job(RedisModuleCtx *ctx, job *j) {
     int flags = RedisModule_GetContextFlags(ctx);
     if (!(flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA | REDISMODULE_CTX_FLAGS_DENY_BLOCKING))) {
         j->bc = RedisModule_BlockClient(ctx, job_unblocked, NULL, job_free, 0);
-        pthread_mutex_lock(&jobs_mu);
-        jobs_running++;
-        pthread_mutex_unlock(&jobs_mu);
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -584,9 +567,6 @@ static int start_job(RedisModuleCtx *ctx, job *j) {
         int started = pthread_create(&t, &attr, job_thread, j) == 0;
         pthread_attr_destroy(&attr);
         if (started) return REDISMODULE_OK;
-        pthread_mutex_lock(&jobs_mu);
-        jobs_running--;
-        pthread_mutex_unlock(&jobs_mu);
         RedisModule_AbortBlock(j->bc);
     }
     run_job(j);

@@ -78,8 +78,6 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
  * replicated (the commands then wait for the next commit with a ctx). */
 void bkv_redis_commit(RedisModuleCtx *ctx);
 
-/* Waits until no job (a search, a compaction: module.c) uses the database. */
-void bkv_redis_wait_for_jobs(void);
 #define BKV_ERRMSG_COPY 320
 
 /* ---- slots (slots.c) ---- */

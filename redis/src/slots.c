@@ -132,12 +132,11 @@ static int add_row_delete(void *arg, const char *k, size_t kl, const char *v, si
     return rc;
 }
 
-/* Every row of slot deleted, in one batch. */
+/* Every row of slot deleted: one range deletion, whatever it holds. */
 static int drop_slot_rows(unsigned slot) {
-    slot_batch sb = {bkv_batch_create(), slot};
-    int rc = sb.b ? for_each_row(slot, add_row_delete, &sb) : BKV_NOMEM;
-    if (!rc && bkv_batch_count(sb.b)) rc = bkv_write(bkv_redis_state->db, NULL, sb.b);
-    bkv_batch_destroy(sb.b);
+    bkv_redis_commit(NULL); /* the writes before it go in first */
+    char lo[2] = {(char)(slot >> 8), (char)(slot & 0xff)}, hi[2] = {(char)((slot + 1) >> 8), (char)((slot + 1) & 0xff)};
+    int rc = bkv_delete_range(bkv_redis_state->db, NULL, lo, 2, hi, 2);
     if (rc)
         RedisModule_Log(NULL, "warning", "bloomkv: could not remove every row of slot %u: %s", slot, bkv_errmsg(NULL));
     return rc;
@@ -381,25 +380,11 @@ void bkv_redis_slots_restore_keys(RedisModuleCtx *ctx) {
 
 int bkv_redis_drop_all(RedisModuleCtx *ctx) {
     bkv_redis *g = bkv_redis_state;
-    /* Faster than a tombstone per row: the database is made anew, once no
-     * search or compaction on a worker uses it. */
-    bkv_redis_wait_for_jobs();
-    int rc = bkv_close(g->db);
-    if (!rc) {
-        g->db = NULL;
-        rc = bkv_destroy(g->dir);
-        /* Made anew, or, if it could not be removed, opened again as it is
-         * (its rows then deleted one by one below): never left without a
-         * database while the directory can be opened at all. */
-        int orc = bkv_open(g->dir, &g->opts, &g->db);
-        if (!rc) rc = orc;
-    }
-    if (rc && g->db) {
-        RedisModule_Log(ctx, "warning", "bloomkv: could not remake %s (%s): deleting its rows one by one", g->dir,
-                        bkv_errmsg(NULL));
-        rc = BKV_OK;
-        for (unsigned slot = 0; !rc && slot < BKV_REDIS_SLOTS; slot++) rc = drop_slot_rows(slot);
-    }
+    /* Every slot's rows, as one range deletion: the module's own rows,
+     * past the last slot's prefix, stay. */
+    bkv_redis_commit(ctx);
+    static const char end[2] = {(char)(BKV_REDIS_SLOTS >> 8), (char)(BKV_REDIS_SLOTS & 0xff)};
+    int rc = bkv_delete_range(g->db, NULL, NULL, 0, end, sizeof end);
     if (!rc) rc = bkv_redis_new_branch(); /* no file saved before this holds these rows */
     if (rc) RedisModule_Log(ctx, "warning", "bloomkv: could not empty %s: %s", g->dir, bkv_errmsg(NULL));
     memset(g->incarnation, 0, sizeof g->incarnation);

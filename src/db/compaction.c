@@ -34,7 +34,7 @@ void bkv_db_table_obsolete(void *ctx, uint64_t number) {
 
 bkv_compaction *bkv_pick_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    bkv_compaction *c = bkv_compaction_pick(&db->opts, db->current, db->compact_pointer);
+    bkv_compaction *c = bkv_compaction_pick(&db->opts, db->current, db->compact_pointer, bkv_db_oldest_snapshot(db));
     if (c) c->smallest_snapshot = bkv_db_oldest_snapshot(db);
     return c;
 }
@@ -77,10 +77,14 @@ static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out,
     return bkv_table_file_open(db, number, c->output_level, bottom, bits, out, e);
 }
 
-static int finish_output(bkv_db *db, bkv_table_file *out, bkv_version_edit *edit, int level, bkv_err *e) {
+static int finish_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out, bkv_version_edit *edit, int level,
+                         bkv_err *e) {
     bkv_file_meta *f;
     int rc = bkv_table_file_finish(out, &f, e);
     if (rc) return rc;
+    /* Every entry a range deletion visible to all readers covered was
+     * dropped (merge_range): the table is clean of those. */
+    if (c->version->ntombstones) f->clean_seq = c->smallest_snapshot;
     if ((rc = bkv_edit_add_file(edit, level, f))) {
         rc = bkv_fail(e, rc, "out of memory");
         db->env->remove_file(db->env, out->path, NULL);
@@ -205,7 +209,7 @@ static int merge_range(subcompaction *sub) {
             if (out.builder && c->output_level > 0 &&
                 (bkv_table_file_size_estimate(&out) >= db->opts.target_file_size ||
                  gp_overlap > BKV_MAX_GRANDPARENT_OVERLAP * db->opts.target_file_size)) {
-                rc = finish_output(db, &out, edit, c->output_level, e);
+                rc = finish_output(db, c, &out, edit, c->output_level, e);
                 gp_overlap = 0;
                 if (rc) break;
             }
@@ -213,6 +217,9 @@ static int merge_range(subcompaction *sub) {
         int drop = 0;
         if (last_seq_for_key <= c->smallest_snapshot) drop = 1; /* a newer version every reader sees */
         else if (type == BKV_TYPE_DELETION && seq <= c->smallest_snapshot && is_base_level_for_key(c, k, ul)) drop = 1;
+        /* Under a range deletion every reader sees: the older versions
+         * below keep the deletion in the version until they go too. */
+        else if (bkv_tree_version_covers(c->version, k, ul, seq, c->smallest_snapshot)) drop = 1;
         last_seq_for_key = seq;
         if (!drop) {
             if (!out.builder && (rc = open_output(db, c, &out, e))) break;
@@ -221,7 +228,7 @@ static int merge_range(subcompaction *sub) {
         bkv_ikey_iter_next(it);
     }
     if (!rc && it) rc = bkv_ikey_iter_status(it, e);
-    if (!rc && out.builder) rc = finish_output(db, &out, edit, c->output_level, e);
+    if (!rc && out.builder) rc = finish_output(db, c, &out, edit, c->output_level, e);
     bkv_table_file_abandon(&out);
     bkv_buf_free(&current);
     bkv_ikey_iter_destroy(it);

@@ -21,16 +21,22 @@ struct bkv_compaction {
     int trivial_move;
     int tiered_bottommost;         /* tiered: the oldest run is an input */
     int for_seeks;                 /* picked for the seeks its table cost, not for size */
+    int for_range_deletion;        /* picked for entries a range deletion covers: never a trivial move */
     uint64_t smallest_snapshot;
     bkv_tree_version *version;     /* the version inputs were picked from */
     int claimed;                   /* inputs referenced and marked busy (a pick that gives up has not) */
 };
 
 /* The next compaction due in v under o, or NULL. compact_pointer[l] is
- * where level l's round robin stopped (updated by the pick). The result
- * holds references to v and its inputs, which are marked busy; free it
- * with bkv_compaction_free. smallest_snapshot is left 0 for the caller. */
-bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer);
+ * where level l's round robin stopped (updated by the pick). With no
+ * level over its size: a table reads paid for, then one holding entries
+ * that a range deletion every reader sees (sequence <= oldest_snapshot)
+ * covers, rewritten (in place at the last level) so that they and the
+ * deletion can go. The result holds references to v and its inputs,
+ * which are marked busy; free it with bkv_compaction_free.
+ * smallest_snapshot is left 0 for the caller. */
+bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer,
+                                    uint64_t oldest_snapshot);
 /* A compaction asked for by bkv_compact_range: the tables of level that
  * hold user keys in [lo, hi] (NULL: unbounded; all of level 0, which
  * overlaps itself), merged into output_level (= level: rewritten in

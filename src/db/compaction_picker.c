@@ -215,7 +215,23 @@ static int same_filter_policy(const bkv_options *o, int a, int b) {
            bkv_level_bits_per_key(o, a) == bkv_level_bits_per_key(o, b);
 }
 
-static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
+/* A table not being compacted that holds entries a range deletion every
+ * reader sees may cover, and its level; NULL when none does. */
+static bkv_file_meta *range_deleted_table(const bkv_tree_version *v, uint64_t oldest_snapshot, int *level) {
+    for (size_t t = 0; t < v->ntombstones; t++) {
+        if (v->tombstones[t]->seq > oldest_snapshot) continue;
+        for (int l = 0; l < BKV_MAX_LEVELS; l++)
+            for (size_t i = 0; i < v->nfiles[l]; i++)
+                if (!v->files[l][i]->being_compacted && bkv_range_tombstone_may_cover(v->tombstones[t], v->files[l][i])) {
+                    *level = l;
+                    return v->files[l][i];
+                }
+    }
+    return NULL;
+}
+
+static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer,
+                                    uint64_t oldest_snapshot) {
     int best = -1;
     double best_score = 1.0;
     for (int l = 0; l < BKV_MAX_LEVELS - 1; l++) {
@@ -230,10 +246,17 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     bkv_file_meta *sought = NULL;
     if (best < 0 && (sought = atomic_load_explicit(&v->seek_compact, memory_order_acquire)) && !sought->being_compacted)
         best = level_of(v, sought);
-    if (best < 0 || best == BKV_MAX_LEVELS - 1 || (best == 0 && any_busy(v->files[0], v->nfiles[0]))) return NULL;
-    bkv_compaction *c = new_compaction(v, best, best + 1);
+    else sought = NULL;
+    /* Then entries a range deletion hides: at the last level rewritten in place. */
+    bkv_file_meta *covered = best < 0 ? range_deleted_table(v, oldest_snapshot, &best) : NULL;
+    int in_place = covered && best == BKV_MAX_LEVELS - 1;
+    if (covered) sought = covered;
+    if (best < 0 || (best == BKV_MAX_LEVELS - 1 && !in_place) || (best == 0 && any_busy(v->files[0], v->nfiles[0])))
+        return NULL;
+    bkv_compaction *c = new_compaction(v, best, in_place ? best : best + 1);
     if (!c) return NULL;
-    c->for_seeks = sought != NULL;
+    c->for_seeks = sought != NULL && !covered;
+    c->for_range_deletion = covered != NULL;
     if (best == 0) {
         if (level0_inputs(v, c)) goto none;
     } else {
@@ -255,7 +278,7 @@ static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, b
     if (add_outputs_inputs(v, c)) goto none;
     uint64_t gp_bytes = 0;
     for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
-    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 &&
+    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && !c->for_range_deletion &&
                       gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size &&
                       same_filter_policy(o, c->level, c->output_level);
     if (best > 0 && !sought) {
@@ -307,8 +330,10 @@ static bkv_compaction *pick_tiered(const bkv_options *o, bkv_tree_version *v) {
     return c;
 }
 
-bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer) {
-    return o->compaction_style == BKV_COMPACTION_TIERED ? pick_tiered(o, v) : pick_leveled(o, v, compact_pointer);
+bkv_compaction *bkv_compaction_pick(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer,
+                                    uint64_t oldest_snapshot) {
+    return o->compaction_style == BKV_COMPACTION_TIERED ? pick_tiered(o, v)
+                                                         : pick_leveled(o, v, compact_pointer, oldest_snapshot);
 }
 
 

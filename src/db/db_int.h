@@ -312,7 +312,8 @@ unsigned bkv_dir_mode(unsigned file_mode);
  * database. */
 int bkv_db_read_options(const bkv_db *db, const bkv_read_options **ro, bkv_read_options *local, bkv_err *e);
 
-/* The oldest sequence any live snapshot reads at. REQUIRES: db->mu. */
+/* The oldest sequence any reader reads at: the oldest live snapshot, or
+ * what reads see now. REQUIRES: db->mu. */
 uint64_t bkv_db_oldest_snapshot(bkv_db *db);
 
 /* Compaction (compaction.c). REQUIRES db->mu for pick; run drops it while

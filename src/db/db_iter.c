@@ -221,6 +221,12 @@ static int below_lower(const bkv_iter *it, const uint8_t *k, size_t n) {
     return it->has_prefix && (n < it->prefix.len || memcmp(k, it->prefix.data, it->prefix.len) != 0);
 }
 
+/* A value a range deletion visible to the iterator covers reads as a
+ * deletion of its key. */
+static int range_deleted(const bkv_iter *it, const bkv_parsed_ikey *p) {
+    return p->type == BKV_TYPE_VALUE && bkv_tree_version_covers(it->rs.version, p->ukey, p->ulen, p->seq, it->rs.snapshot);
+}
+
 static void check_status(bkv_iter *it) {
     bkv_err e;
     int rc = bkv_ikey_iter_status(it->iter, &e);
@@ -247,7 +253,7 @@ static void find_next_user_entry(bkv_iter *it, int skipping) {
         if (p.seq > it->rs.snapshot) continue;
         if (skipping && bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) <= 0) continue;
         if (beyond_upper(it, p.ukey, p.ulen)) break;
-        if (p.type == BKV_TYPE_DELETION) {
+        if (p.type == BKV_TYPE_DELETION || range_deleted(it, &p)) {
             if (save(it, &it->saved_key, p.ukey, p.ulen)) return;
             skipping = 1;
             continue;
@@ -270,7 +276,7 @@ static void find_prev_user_entry(bkv_iter *it) {
             bkv_user_key_compare(p.ukey, p.ulen, it->saved_key.data, it->saved_key.len) < 0)
             break; /* passed every version of the saved key */
         if (below_lower(it, p.ukey, p.ulen)) break; /* the saved key, if any, is the answer */
-        type = p.type;
+        type = range_deleted(it, &p) ? BKV_TYPE_DELETION : p.type;
         if (type == BKV_TYPE_DELETION) {
             bkv_buf_clear(&it->saved_key);
             bkv_buf_clear(&it->saved_value);

@@ -114,10 +114,11 @@ static int memtables_get(read_tally *tally, const bkv_read_state *rs, const void
         const uint8_t *v;
         size_t n;
         int neg;
-        int hit = bkv_memtable_get(m, key, klen, h, rs->snapshot, &type, &v, &n, &neg);
+        uint64_t seq;
+        int hit = bkv_memtable_get(m, key, klen, h, rs->snapshot, &type, &v, &n, &neg, &seq);
         tally->memtable_filter_negatives += (unsigned)neg;
         if (!hit) continue;
-        if (type == BKV_TYPE_DELETION) {
+        if (type == BKV_TYPE_DELETION || bkv_tree_version_covers(rs->version, key, klen, seq, rs->snapshot)) {
             *rc = BKV_NOTFOUND;
             return 1;
         }
@@ -133,9 +134,11 @@ static int memtables_get(read_tally *tally, const bkv_read_state *rs, const void
     return 0;
 }
 
-/* Asks one table; 1 if it decides. */
+/* Asks one table; 1 if it decides. A value that a range deletion of
+ * covered (the read's version) hides reads as deleted. */
 static int table_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, const bkv_file_meta *f, const void *key, size_t klen,
-                     bkv_hash h, int filter_checked, uint64_t snapshot, int *rc, void **val, size_t *vlen, bkv_err *e) {
+                     bkv_hash h, int filter_checked, uint64_t snapshot, const bkv_tree_version *covered, int *rc,
+                     void **val, size_t *vlen, bkv_err *e) {
     tally->tables_consulted++;
     const bkv_filter *kf = filter_checked ? NULL : atomic_load_explicit(&f->key_filter, memory_order_acquire);
     if (kf) {
@@ -159,8 +162,9 @@ static int table_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, 
     }
     int found = 0;
     unsigned type = 0;
+    uint64_t seq = 0;
     *rc = bkv_table_get(t, key, klen, snapshot, bkv_db_read_flags(ro), &found, &type,
-                        val, vlen, bkv_db_tstats(db), e);
+                        val, vlen, &seq, bkv_db_tstats(db), e);
     int has_filter = bkv_table_has_filter(t);
     bkv_cache_release(db->table_cache, entry); /* t may be gone from here on */
     if (*rc) return 1;
@@ -169,6 +173,12 @@ static int table_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro, 
         return 0;
     }
     *rc = type == BKV_TYPE_VALUE ? BKV_OK : BKV_NOTFOUND;
+    if (*rc == BKV_OK && covered && bkv_tree_version_covers(covered, key, klen, seq, snapshot)) {
+        free(*val);
+        *val = NULL;
+        *vlen = 0;
+        *rc = BKV_NOTFOUND;
+    }
     return 1;
 }
 
@@ -217,7 +227,7 @@ static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro,
         }
         if (!bkv_file_meta_holds(f, key, klen)) continue;
         ++*asked;
-        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, rs->version, &rc, val, vlen, e)) return rc;
     }
     for (int l = 1; l < BKV_MAX_LEVELS; l++) {
         const bkv_file_meta *f = level_file[l];
@@ -227,7 +237,7 @@ static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro,
         }
         if (!f) continue;
         ++*asked;
-        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, &rc, val, vlen, e)) return rc;
+        if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, rs->version, &rc, val, vlen, e)) return rc;
     }
     return BKV_NOTFOUND;
 }
@@ -310,7 +320,8 @@ static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
     for (size_t j = 0; j < m; j++) {
         if (!g->maybe[j]) continue;
         size_t i = g->idx[j];
-        if (table_get(db, &g->tally, g->ro, f, g->keys[i], g->klens[i], g->hashes[i], 1, g->rs->snapshot, &g->statuses[i],
+        if (table_get(db, &g->tally, g->ro, f, g->keys[i], g->klens[i], g->hashes[i], 1, g->rs->snapshot, g->rs->version,
+                      &g->statuses[i],
                       &g->vals[i], &g->vlens[i], &e)) {
             g->pending[i] = 0;
             if (g->statuses[i] < 0) bkv_db_error(db, g->statuses[i], &e);
@@ -455,5 +466,9 @@ int bkv_db_read_options(const bkv_db *db, const bkv_read_options **rop, bkv_read
 
 uint64_t bkv_db_oldest_snapshot(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq : db->last_sequence;
+    /* Without snapshots, what reads see now: a sequence handed out but not
+     * yet visible (a range deletion or ingest whose edit is being logged)
+     * is not yet known to every reader. */
+    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq
+                                                : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
 }

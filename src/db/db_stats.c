@@ -355,6 +355,12 @@ char *bkv_property(bkv_db *db, const char *name) {
         uint64_t v;
         return counter_value(db, name + 16, &v) ? format("%llu", (unsigned long long)v) : NULL;
     }
+    if (strcmp(name, "bloomkv.range-deletions") == 0) {
+        bkv_db_lock(db);
+        size_t n = db->current->ntombstones;
+        bkv_db_unlock(db);
+        return format("%zu", n);
+    }
     if (strncmp(name, "bloomkv.num-files-at-level", 26) == 0) {
         char *end;
         long level = strtol(name + 26, &end, 10);

@@ -1111,7 +1111,10 @@ static int next_candidate(bkv_find_iter *it) {
         size_t vn;
         /* A candidate that is the newest version in its table needs only
          * the newer sources asked: when none holds the key, the value
-         * found in the partition is the answer, without reading it again. */
+         * found in the partition is the answer, without reading it again.
+         * Not when a range deletion may cover the key: the whole get
+         * decides, from the version's sequence. */
+        if (file && bkv_tree_version_covers(it->rs.version, k, kl, 0, it->rs.snapshot)) file = 0;
         int reached;
         int rc = bkv_db_get_before(it->db, it->rop, &it->rs, k, kl, file, &reached, &v, &vn, &it->err);
         if (reached) {

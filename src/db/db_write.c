@@ -36,6 +36,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
+#include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"
 
@@ -545,6 +546,57 @@ int bkv_put(bkv_db *db, const bkv_write_options *wo, const void *key, size_t kle
 
 int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t klen) {
     return write_one(db, wo, BKV_TYPE_DELETION, key, klen, NULL, 0);
+}
+
+/* Whether table f lies wholly inside t's range. */
+static int table_inside(const bkv_file_meta *f, const bkv_range_tombstone *t) {
+    return bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, t->begin, t->begin_len) >= 0 &&
+           (t->unbounded ||
+            bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, t->end, t->end_len) < 0);
+}
+
+int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin, size_t blen, const void *end,
+                     size_t elen) {
+    (void)wo; /* a manifest record is synced whatever wo says */
+    bkv_err e = {{0}};
+    if (!db || (!begin && blen) || (!end && elen)) return bkv_db_arg_error(db, "bkv_delete_range");
+    if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_delete_range");
+    if (blen > BKV_MAX_KEY_SIZE || elen > BKV_MAX_KEY_SIZE)
+        return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "bkv_delete_range: a key over %u bytes",
+                                         (unsigned)BKV_MAX_KEY_SIZE), &e);
+    if (!begin) begin = "";
+    if (end && bkv_user_key_compare(begin, blen, end, elen) >= 0) return BKV_OK; /* an empty range */
+    bkv_writer w;
+    bkv_db_lock(db);
+    bkv_db_hold_writes(db, &w); /* no group in flight: the deletion's sequence follows every write before it */
+    int rc = db->bg_error ? bkv_db_bg_status(db, &e) : BKV_OK;
+    if (!rc && db->last_sequence >= BKV_MAX_SEQ) rc = bkv_fail(&e, BKV_INVALID, "sequence numbers exhausted");
+    uint64_t seq = db->last_sequence + 1;
+    bkv_range_tombstone *t = rc ? NULL : bkv_range_tombstone_new(begin, blen, end, elen, seq, db->mem_log);
+    if (!rc && !t) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    bkv_version_edit edit;
+    bkv_edit_init(&edit);
+    if (!rc && bkv_edit_add_tombstone(&edit, t)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    /* Tables all of whose entries it covers go now, unless a snapshot may
+     * still read them (or a compaction is rewriting them). */
+    int snapshots = db->snapshots.next != &db->snapshots;
+    for (int l = 0; !rc && !snapshots && l < BKV_MAX_LEVELS; l++)
+        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
+            const bkv_file_meta *f = db->current->files[l][i];
+            if (!f->being_compacted && table_inside(f, t) && bkv_edit_delete_file(&edit, l, f->number))
+                rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+        }
+    if (!rc) {
+        db->last_sequence = seq; /* written to the manifest with the edit */
+        rc = bkv_vset_commit(db, &edit, 1, &e);
+        if (!rc) atomic_store_explicit(&db->visible_sequence, seq, memory_order_release);
+    }
+    bkv_edit_free(&edit);
+    bkv_range_tombstone_unref(t);
+    pthread_cond_broadcast(&db->work_cv); /* tables it dropped may change what is due */
+    bkv_db_release_writes(db, &w);
+    bkv_db_unlock(db);
+    return bkv_db_error(db, rc, &e);
 }
 
 int bkv_flush(bkv_db *db) {

@@ -9,7 +9,40 @@
 #include "util/ikey.h"
 
 enum { TAG_LOG_NUMBER = 1, TAG_NEXT_FILE = 2, TAG_LAST_SEQUENCE = 3, TAG_NEW_FILE = 4, TAG_DELETED_FILE = 5,
-       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7, TAG_WAL_MARKS = 8, TAG_VALUE_PROBE_WORDS = 9 };
+       TAG_VALUE_INDEX = 6, TAG_INGESTED_FILE = 7, TAG_WAL_MARKS = 8, TAG_VALUE_PROBE_WORDS = 9,
+       TAG_RANGE_TOMBSTONE = 10, TAG_FILE_CLEAN = 11 };
+
+bkv_range_tombstone *bkv_range_tombstone_new(const void *begin, size_t blen, const void *end, size_t elen, uint64_t seq,
+                                             uint64_t wal) {
+    bkv_range_tombstone *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->begin = malloc(blen ? blen : 1);
+    t->end = malloc(elen ? elen : 1);
+    if (!t->begin || !t->end) {
+        free(t->begin);
+        free(t->end);
+        free(t);
+        return NULL;
+    }
+    if (blen) memcpy(t->begin, begin, blen);
+    if (elen) memcpy(t->end, end, elen);
+    t->begin_len = blen;
+    t->end_len = elen;
+    t->unbounded = end == NULL;
+    t->seq = seq;
+    t->wal = wal;
+    t->refs = 1;
+    return t;
+}
+
+void bkv_range_tombstone_unref(bkv_range_tombstone *t) {
+    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+    free(t->begin);
+    free(t->end);
+    free(t);
+}
+
+static void tombstone_ref(bkv_range_tombstone *t) { atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); }
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
                                  size_t slen, const uint8_t *largest, size_t llen) {
@@ -61,6 +94,8 @@ void bkv_edit_init(bkv_version_edit *e) { memset(e, 0, sizeof *e); }
 
 void bkv_edit_free(bkv_version_edit *e) {
     for (size_t i = 0; i < e->nadded; i++) bkv_file_meta_unref(e->added[i].meta);
+    for (size_t i = 0; i < e->ntombstones; i++) bkv_range_tombstone_unref(e->tombstones[i]);
+    free(e->tombstones);
     free(e->added);
     free(e->deleted);
     bkv_edit_init(e);
@@ -88,6 +123,19 @@ int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number) {
         e->cap_deleted = cap;
     }
     e->deleted[e->ndeleted++] = (bkv_deleted_file){level, number};
+    return BKV_OK;
+}
+
+int bkv_edit_add_tombstone(bkv_version_edit *e, bkv_range_tombstone *t) {
+    if (e->ntombstones == e->cap_tombstones) {
+        size_t cap = e->cap_tombstones ? e->cap_tombstones * 2 : 4;
+        bkv_range_tombstone **g = realloc(e->tombstones, cap * sizeof *g);
+        if (!g) return BKV_NOMEM;
+        e->tombstones = g;
+        e->cap_tombstones = cap;
+    }
+    tombstone_ref(t);
+    e->tombstones[e->ntombstones++] = t;
     return BKV_OK;
 }
 
@@ -143,6 +191,22 @@ int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out) {
         rc |= bkv_buf_put_slice(out, f->smallest, f->smallest_len);
         rc |= bkv_buf_put_slice(out, f->largest, f->largest_len);
         if (f->global_seq) rc |= bkv_buf_put_varint(out, f->global_seq);
+        /* Only when it says something: a database that never had a range
+         * deletion stays readable by releases before them. */
+        if (f->clean_seq) {
+            rc |= bkv_buf_put_varint(out, TAG_FILE_CLEAN);
+            rc |= bkv_buf_put_varint(out, f->number);
+            rc |= bkv_buf_put_varint(out, f->clean_seq);
+        }
+    }
+    for (size_t i = 0; i < e->ntombstones; i++) {
+        const bkv_range_tombstone *t = e->tombstones[i];
+        rc |= bkv_buf_put_varint(out, TAG_RANGE_TOMBSTONE);
+        rc |= bkv_buf_put_varint(out, t->seq);
+        rc |= bkv_buf_put_varint(out, t->wal);
+        rc |= bkv_buf_put_varint(out, (uint64_t)t->unbounded);
+        rc |= bkv_buf_put_slice(out, t->begin, t->begin_len);
+        rc |= bkv_buf_put_slice(out, t->end, t->unbounded ? 0 : t->end_len);
     }
     return rc;
 }
@@ -225,6 +289,34 @@ int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const cha
             if (!(p = bkv_get_varint64(p, end, &e->value_index.words)) || e->value_index.words != BKV_VF_TWO_WORDS)
                 goto bad;
             break;
+        case TAG_FILE_CLEAN: {
+            /* Of a table this record added before it. */
+            if (!(p = bkv_get_varint64(p, end, &a)) || !(p = bkv_get_varint64(p, end, &b)) || b > BKV_MAX_SEQ) goto bad;
+            size_t i = e->nadded;
+            while (i > 0 && e->added[i - 1].meta->number != a) i--;
+            if (i == 0) goto bad;
+            e->added[i - 1].meta->clean_seq = b;
+            break;
+        }
+        case TAG_RANGE_TOMBSTONE: {
+            /* seq, wal, unbounded (0/1), begin, end: a bounded range is not empty. */
+            if (!(p = bkv_get_varint64(p, end, &a)) || a == 0 || a > BKV_MAX_SEQ || !(p = bkv_get_varint64(p, end, &b)) ||
+                !(p = bkv_get_varint64(p, end, &c)) || c > 1 || !(p = bkv_get_varint64(p, end, &slen)) ||
+                slen > (uint64_t)(end - p) || slen > BKV_MAX_KEY_SIZE)
+                goto bad;
+            const uint8_t *s = p;
+            p += slen;
+            if (!(p = bkv_get_varint64(p, end, &llen)) || llen > (uint64_t)(end - p) || llen > BKV_MAX_KEY_SIZE ||
+                (c && llen) || (!c && bkv_user_key_compare(s, (size_t)slen, p, (size_t)llen) >= 0))
+                goto bad;
+            bkv_range_tombstone *t = bkv_range_tombstone_new(s, (size_t)slen, c ? NULL : p, (size_t)llen, a, b);
+            p += llen;
+            if (!t) goto nomem;
+            int rc = bkv_edit_add_tombstone(e, t);
+            bkv_range_tombstone_unref(t);
+            if (rc) goto nomem;
+            break;
+        }
         default:
             goto bad;
         }
@@ -290,6 +382,8 @@ void bkv_tree_version_unref(bkv_tree_version *v) {
         free(v->files[l]);
         free(v->fences[l]);
     }
+    for (size_t i = 0; i < v->ntombstones; i++) bkv_range_tombstone_unref(v->tombstones[i]);
+    free(v->tombstones);
     free(v);
 }
 
@@ -313,9 +407,34 @@ static int deleted(const bkv_version_edit *e, int level, uint64_t number) {
     return 0;
 }
 
+/* Whether a table of v may hold an entry t covers. */
+static int tombstone_may_cover(const bkv_tree_version *v, const bkv_range_tombstone *t) {
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
+        for (size_t i = 0; i < v->nfiles[l]; i++)
+            if (bkv_range_tombstone_may_cover(t, v->files[l][i])) return 1;
+    return 0;
+}
+
+/* The range deletions of base and edit that may still cover an entry of
+ * v (whose tables are final). Depends only on what the manifest records,
+ * so a replay keeps exactly the ones the live database kept. */
+static int apply_tombstones(bkv_tree_version *v, const bkv_tree_version *base, const bkv_version_edit *edit) {
+    size_t n = base->ntombstones + edit->ntombstones;
+    if (!n) return BKV_OK;
+    if (!(v->tombstones = malloc(n * sizeof *v->tombstones))) return BKV_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        bkv_range_tombstone *t = i < base->ntombstones ? base->tombstones[i] : edit->tombstones[i - base->ntombstones];
+        if (v->log_number > t->wal && !tombstone_may_cover(v, t)) continue;
+        tombstone_ref(t);
+        v->tombstones[v->ntombstones++] = t;
+    }
+    return BKV_OK;
+}
+
 int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit *edit, bkv_tree_version **out) {
     bkv_tree_version *v = bkv_tree_version_new();
     if (!v) return BKV_NOMEM;
+    v->log_number = edit->has_log_number ? edit->log_number : base->log_number;
     for (int l = 0; l < BKV_MAX_LEVELS; l++) {
         size_t cap = base->nfiles[l];
         for (size_t i = 0; i < edit->nadded; i++) cap += edit->added[i].level == l;
@@ -362,6 +481,10 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
             }
         }
     }
+    if (apply_tombstones(v, base, edit)) {
+        bkv_tree_version_unref(v);
+        return BKV_NOMEM;
+    }
     *out = v;
     return BKV_OK;
 }
@@ -370,5 +493,17 @@ int bkv_tree_version_snapshot_edit(const bkv_tree_version *v, bkv_version_edit *
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++)
             if (bkv_edit_add_file(edit, l, v->files[l][i])) return BKV_NOMEM;
+    /* A range deletion's WAL is at least the snapshot's oldest live one:
+     * what a copy's WAL holds (a checkpoint writes the memtables there)
+     * may be older than the deletion, and is not yet in a table. */
+    for (size_t i = 0; i < v->ntombstones; i++) {
+        const bkv_range_tombstone *t = v->tombstones[i];
+        uint64_t wal = edit->has_log_number && edit->log_number > t->wal ? edit->log_number : t->wal;
+        bkv_range_tombstone *c = bkv_range_tombstone_new(t->begin, t->begin_len, t->unbounded ? NULL : t->end,
+                                                         t->end_len, t->seq, wal);
+        int rc = c ? bkv_edit_add_tombstone(edit, c) : BKV_NOMEM;
+        bkv_range_tombstone_unref(c);
+        if (rc) return BKV_NOMEM;
+    }
     return BKV_OK;
 }

@@ -34,6 +34,10 @@ typedef struct bkv_file_meta {
     uint64_t entries;
     uint64_t smallest_seq, largest_seq;
     uint64_t global_seq;      /* an ingested table's: every key in it reads at this sequence (0: as written) */
+    /* Written by a compaction that removed what every range deletion of
+     * sequence <= clean_seq covered: none of those covers an entry of it
+     * (manifest tag 11; 0: not known to be clean of any). */
+    uint64_t clean_seq;
     uint8_t *smallest; size_t smallest_len; /* internal keys */
     uint8_t *largest;  size_t largest_len;
     int being_compacted;      /* under the db mutex */
@@ -63,8 +67,46 @@ typedef struct bkv_value_index_rec {
     char terms_name[BKV_TERMS_NAME_MAX + 1];
 } bkv_value_index_rec;
 
+/* A range deletion (bkv_delete_range, manifest tag 10): every entry of a
+ * user key in [begin, end) (end unbounded: every key from begin on) with
+ * a sequence below seq reads as deleted at snapshots >= seq. Immutable
+ * once made, shared between versions by reference. It leaves the version
+ * once nothing it covers can remain: every WAL up to wal (live when it
+ * was written, so holding every write before it that no table held) is
+ * retired, and no table that overlaps its range holds a sequence below
+ * seq. */
+typedef struct bkv_range_tombstone {
+    atomic_int refs;
+    uint64_t seq;
+    uint64_t wal;
+    int unbounded;
+    uint8_t *begin, *end;
+    size_t begin_len, end_len;
+} bkv_range_tombstone;
+
+/* Whether table f may hold an entry t covers: its key range meets t's,
+ * it holds a sequence below t's, and no compaction cleaned it of t. */
+static inline int bkv_range_tombstone_may_cover(const bkv_range_tombstone *t, const bkv_file_meta *f) {
+    return f->smallest_seq < t->seq && f->clean_seq < t->seq &&
+           bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, t->begin, t->begin_len) >= 0 &&
+           (t->unbounded || bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, t->end, t->end_len) < 0);
+}
+
+/* begin/end copied; end NULL: unbounded. */
+bkv_range_tombstone *bkv_range_tombstone_new(const void *begin, size_t blen, const void *end, size_t elen, uint64_t seq,
+                                             uint64_t wal);
+void bkv_range_tombstone_unref(bkv_range_tombstone *t);
+/* Whether user key k lies in t's range. */
+static inline int bkv_range_tombstone_holds(const bkv_range_tombstone *t, const void *k, size_t klen) {
+    return bkv_user_key_compare(k, klen, t->begin, t->begin_len) >= 0 &&
+           (t->unbounded || bkv_user_key_compare(k, klen, t->end, t->end_len) < 0);
+}
+
 typedef struct bkv_tree_version {
     atomic_int refs;               /* taken under the db mutex, dropped anywhere */
+    bkv_range_tombstone **tombstones; /* range deletions in force, oldest first */
+    size_t ntombstones;
+    uint64_t log_number;           /* as the edits applied so far say (0: none said) */
     bkv_file_meta **files[BKV_MAX_LEVELS];
     size_t nfiles[BKV_MAX_LEVELS];
     /* Below level 0, for a get's binary search: every user key of the
@@ -101,6 +143,8 @@ typedef struct bkv_version_edit {
     int has_value_index;
     bkv_value_index_rec value_index;
     int wal_marks;            /* tag 8: live WALs are synced lazily and carry durable marks */
+    bkv_range_tombstone **tombstones; /* tag 10: range deletions added */
+    size_t ntombstones, cap_tombstones;
 } bkv_version_edit;
 
 bkv_file_meta *bkv_file_meta_new(uint64_t number, uint64_t size, uint64_t entries, const uint8_t *smallest,
@@ -115,6 +159,8 @@ void bkv_edit_free(bkv_version_edit *e);
 /* Takes a reference to meta. */
 int bkv_edit_add_file(bkv_version_edit *e, int level, bkv_file_meta *meta);
 int bkv_edit_delete_file(bkv_version_edit *e, int level, uint64_t number);
+/* Takes a reference to t. */
+int bkv_edit_add_tombstone(bkv_version_edit *e, bkv_range_tombstone *t);
 /* -1 when out of memory (out is then incomplete). */
 BKV_MUST_CHECK int bkv_edit_encode(const bkv_version_edit *e, bkv_buf *out);
 int bkv_edit_decode(bkv_version_edit *e, const uint8_t *p, size_t len, const char *name, uint64_t offset, bkv_err *err);
@@ -130,6 +176,16 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
 int bkv_tree_version_has_table(const bkv_tree_version *v, uint64_t number);
 /* Whether table number is in v at level. */
 int bkv_tree_version_level_has(const bkv_tree_version *v, int level, uint64_t number);
+/* Whether a range deletion in v visible at snapshot covers the entry of
+ * user key k at sequence seq. */
+static inline int bkv_tree_version_covers(const bkv_tree_version *v, const void *k, size_t klen, uint64_t seq,
+                                          uint64_t snapshot) {
+    for (size_t i = 0; i < v->ntombstones; i++) {
+        const bkv_range_tombstone *t = v->tombstones[i];
+        if (t->seq > seq && t->seq <= snapshot && bkv_range_tombstone_holds(t, k, klen)) return 1;
+    }
+    return 0;
+}
 /* Whether f's key range holds user key k. */
 static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, size_t klen) {
     return bkv_user_key_compare(k, klen, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) >= 0 &&

@@ -157,6 +157,9 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     db->manifest = f;
     db->manifest_log = lw;
     db->manifest_number = number;
+    /* As a replay of the new manifest would read it (nothing else holds
+     * the version yet: this runs at open). */
+    db->current->log_number = db->mem_log;
     return BKV_OK;
 }
 

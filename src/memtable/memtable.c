@@ -352,7 +352,7 @@ void bkv_memtable_count_added(bkv_memtable *m, uint64_t n) {
 
 int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_hash h,
                      uint64_t snapshot, unsigned *type, const uint8_t **val, size_t *vlen,
-                     int *filter_negative) {
+                     int *filter_negative, uint64_t *seq) {
     *filter_negative = 0;
     if (m->filter && !bkv_filter_may_contain(m->filter, h)) {
         *filter_negative = 1;
@@ -372,6 +372,7 @@ int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_ha
     const uint8_t *nk = entry_ikey(n->entry, &nlen);
     if (bkv_user_key_compare(nk, nlen - BKV_IKEY_TRAILER, key, klen) != 0) return 0;
     *type = bkv_ikey_type(nk, nlen);
+    if (seq) *seq = bkv_ikey_seq(nk, nlen);
     *val = entry_value(n->entry, vlen);
     return 1;
 }

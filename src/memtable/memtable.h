@@ -60,12 +60,13 @@ int bkv_memtable_add_concurrent(bkv_memtable *m, uint64_t seq, unsigned type, co
 void bkv_memtable_count_added(bkv_memtable *m, uint64_t n);
 
 /* Looks up the newest version of key with sequence <= snapshot. Returns 1
- * and fills *type (BKV_TYPE_VALUE / BKV_TYPE_DELETION) and the value when
- * the memtable holds one, 0 when it holds none. *filter_negative is set to
- * 1 when the key filter alone answered (no skiplist search). */
+ * and fills *type (BKV_TYPE_VALUE / BKV_TYPE_DELETION), its sequence (seq,
+ * when not NULL) and the value when the memtable holds one, 0 when it
+ * holds none. *filter_negative is set to 1 when the key filter alone
+ * answered (no skiplist search). */
 int bkv_memtable_get(const bkv_memtable *m, const void *key, size_t klen, bkv_hash h,
                      uint64_t snapshot, unsigned *type, const uint8_t **val, size_t *vlen,
-                     int *filter_negative);
+                     int *filter_negative, uint64_t *seq);
 
 /* Bytes of entries and nodes stored (what write_buffer_size bounds). */
 size_t bkv_memtable_memory(const bkv_memtable *m);

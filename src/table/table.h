@@ -154,11 +154,12 @@ enum {
  * other. */
 void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen);
 /* Newest version of key with sequence <= snapshot. Returns BKV_OK and
- * *found = 1 with *type and a malloc'd copy of the value (when type is
- * BKV_TYPE_VALUE), or *found = 0; errors name the file and offset. The
- * filter is not consulted: call bkv_table_may_contain first. */
+ * *found = 1 with *type, its sequence (seq, when not NULL) and a malloc'd
+ * copy of the value (when type is BKV_TYPE_VALUE), or *found = 0; errors
+ * name the file and offset. The filter is not consulted: call
+ * bkv_table_may_contain first. */
 int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
-                  unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e);
+                  unsigned *type, void **val, size_t *vlen, uint64_t *seq, bkv_table_stats *stats, bkv_err *e);
 
 const bkv_table_props *bkv_table_properties(const bkv_table *t);
 /* The size of the table's file in bytes. */

@@ -1265,7 +1265,7 @@ void bkv_table_prefetch_get(bkv_table *t, const void *key, size_t klen) {
 }
 
 int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot, int read_flags, int *found,
-                  unsigned *type, void **val, size_t *vlen, bkv_table_stats *stats, bkv_err *e) {
+                  unsigned *type, void **val, size_t *vlen, uint64_t *seq, bkv_table_stats *stats, bkv_err *e) {
     *found = 0;
     int rc = load_index(t, e);
     if (rc) return rc;
@@ -1305,6 +1305,7 @@ int bkv_table_get(bkv_table *t, const void *key, size_t klen, uint64_t snapshot,
                           (unsigned long long)h.offset);
         } else {
             *found = 1;
+            if (seq) *seq = t->global_seq ? t->global_seq : bkv_ikey_seq(bi.key.data, bi.key.len);
             *vlen = 0;
             *val = NULL;
             if (*type == BKV_TYPE_VALUE) {

@@ -73,7 +73,7 @@ static void finish(fixture *fx) {
     for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_free(&fx->pointers[l]);
 }
 
-static bkv_compaction *pick(fixture *fx) { return bkv_compaction_pick(&fx->o, fx->v, fx->pointers); }
+static bkv_compaction *pick(fixture *fx) { return bkv_compaction_pick(&fx->o, fx->v, fx->pointers, 0); }
 
 static int has_input(const bkv_compaction *c, int which, uint64_t number) {
     for (size_t i = 0; i < c->ninputs[which]; i++)

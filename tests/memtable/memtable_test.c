@@ -21,7 +21,7 @@ static int get(bkv_memtable *m, const char *k, uint64_t snap, unsigned *type, ch
     const uint8_t *v;
     size_t vlen;
     int neg;
-    int r = bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), snap, type, &v, &vlen, &neg);
+    int r = bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), snap, type, &v, &vlen, &neg, NULL);
     if (r && out) {
         memcpy(out, v, vlen);
         out[vlen] = 0;
@@ -139,7 +139,7 @@ static void absent_keys_mostly_answered_by_filter(void **state) {
         const uint8_t *v;
         size_t vlen;
         int neg;
-        assert_int_equal(bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), 1000000, &type, &v, &vlen, &neg), 0);
+        assert_int_equal(bkv_memtable_get(m, k, strlen(k), bkv_hash_bytes(k, strlen(k)), 1000000, &type, &v, &vlen, &neg, NULL), 0);
         negatives += neg;
     }
     assert_true(negatives > 9800);

@@ -1025,3 +1025,21 @@ def test_no_reference_or_memory_leaks(path):
     if not UNDER_ASAN:
         assert rss_growth < 16 << 20, rss_growth
     d.close()
+
+
+def test_delete_range(tmp_path):
+    with bloomkv.DB(str(tmp_path / "dr"), create_if_missing=True) as db:
+        for i in range(100):
+            db.put(b"k%03d" % i, b"v")
+        snap = db.snapshot()
+        db.delete_range(b"k010", b"k020")
+        assert db.get(b"k009") == b"v" and db.get(b"k010") is None and db.get(b"k019") is None
+        assert db.get(b"k020") == b"v"
+        assert snap.get(b"k015") == b"v"  # a snapshot from before keeps its view
+        snap.close()
+        db.delete_range(b"k090")  # no stop: to the end
+        assert [k for k, _ in db] == [b"k%03d" % i for i in list(range(10)) + list(range(20, 90))]
+        db.delete_range()
+        assert list(db) == []
+        db.put(b"after", b"1")
+        assert db.get(b"after") == b"1"

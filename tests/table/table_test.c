@@ -73,7 +73,7 @@ static void check_table(bkv_table *t, int n, bkv_table_stats *st) {
         void *v;
         size_t vlen;
         bkv_err e;
-        assert_int_equal(bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, st, &e), BKV_OK);
+        assert_int_equal(bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, NULL, st, &e), BKV_OK);
         int present = i % 2 == 0 && i < 2 * n;
         assert_int_equal(found, present);
         if (!present) continue;
@@ -88,7 +88,7 @@ static void check_table(bkv_table *t, int n, bkv_table_stats *st) {
         }
         /* Older snapshot sees version 1. */
         if (i < 100 && i % 10 != 0) {
-            assert_int_equal(bkv_table_get(t, k, strlen(k), 1, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, st, &e), BKV_OK);
+            assert_int_equal(bkv_table_get(t, k, strlen(k), 1, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, NULL, st, &e), BKV_OK);
             assert_int_equal(found, 1);
             make_val(expect, i, 1);
             assert_memory_equal(v, expect, vlen);
@@ -420,7 +420,7 @@ static void damage_never_yields_wrong_values(void **state) {
                 void *v;
                 size_t vlen;
                 rc = bkv_table_get(t, k, strlen(k), 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type, &v,
-                                   &vlen, &st, &e);
+                                   &vlen, NULL, &st, &e);
                 if (rc != BKV_OK) {
                     assert_int_equal(rc, BKV_CORRUPTION);
                     assert_non_null(strstr(e.msg, "offset"));
@@ -475,16 +475,16 @@ static void verify_all_rereads_every_block(void **state) {
         unsigned type;
         void *v;
         size_t vlen;
-        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, &st, &e),
+        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, NULL, &st, &e),
                          BKV_OK);
         assert_true(found);
         free(v);
         assert_int_equal(test_xor_byte(p, 20, 0x08), 0); /* the first data block starts at offset 0 */
-        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, &st, &e),
+        assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE, &found, &type, &v, &vlen, NULL, &st, &e),
                          BKV_OK); /* verified once, trusted since */
         if (found && type == BKV_TYPE_VALUE) free(v);
         assert_int_equal(bkv_table_get(t, "key00000002", 11, 100, BKV_READ_FILL_CACHE | BKV_READ_VERIFY_ALL, &found, &type,
-                                       &v, &vlen, &st, &e),
+                                       &v, &vlen, NULL, &st, &e),
                          BKV_CORRUPTION);
         assert_non_null(strstr(e.msg, "offset"));
         bkv_table_close(t);

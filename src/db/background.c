@@ -180,6 +180,17 @@ void *bkv_db_background(void *arg) {
             bkv_db_make_spare_log(db);
             continue;
         }
+        if (urgent && db->nleaving) {
+            uint64_t *leaving = db->index_leaving;
+            size_t n = db->nleaving;
+            db->index_leaving = NULL;
+            db->nleaving = db->cap_leaving = 0;
+            bkv_db_unlock(db);
+            bkv_db_value_index_forget(db, leaving, n);
+            free(leaving);
+            bkv_db_lock(db);
+            continue;
+        }
         if (urgent && db->retired_views) {
             bkv_db_unlock(db);
             bkv_view_reclaim(db);

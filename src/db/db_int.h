@@ -186,6 +186,8 @@ struct bkv_db {
     pthread_mutex_t vindex_update_mu;
     void *terms_arg;               /* a built-in terms extractor's argument (db_value.c), or NULL */
     struct bkv_repair_state *repair; /* only in bkv_repair's open: what it salvages (repair.h) */
+    uint64_t *index_leaving;       /* under mu: tables a range deletion dropped, for the background thread */
+    size_t nleaving, cap_leaving;  /* to take out of the value index */
     pthread_mutex_t catch_up_mu;   /* one bkv_try_catch_up at a time (read-only handles) */
 };
 
@@ -270,6 +272,10 @@ int bkv_value_params(const bkv_options *o, const char *terms_name, bkv_vf_params
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e);
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit);
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed);
+/* Takes tables no version holds any longer out of the value index (a
+ * search skips them meanwhile): the background thread's share of a range
+ * deletion, whose caller does not wait for it. Without db->mu. */
+void bkv_db_value_index_forget(bkv_db *db, const uint64_t *numbers, size_t n);
 /* The filters a finished builder made, malloc'd for a file meta (NULL when
  * none or out of memory: the index then scans that table); freed with
  * bkv_vf_set_destroy. */

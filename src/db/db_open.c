@@ -445,6 +445,7 @@ static void free_db(bkv_db *db) {
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->bg_cv);
     pthread_cond_destroy(&db->work_cv);
+    free(db->index_leaving);
     free(db->path);
     free(db);
 }

@@ -244,6 +244,16 @@ static int edit_adds(const bkv_version_edit *edit, uint64_t number) {
  * table of the current version (it may also name a few that are not, which
  * a search skips), and a search that holds the index's read lock from
  * before it picks its version until it has probed sees all of them. */
+void bkv_db_value_index_forget(bkv_db *db, const uint64_t *numbers, size_t n) {
+    if (!db->vindex || !n) return;
+    pthread_mutex_lock(&db->vindex_update_mu);
+    for (size_t i = 0; i < n; i++) bkv_vindex_remove_table(db->vindex, numbers[i]);
+    uint64_t nodes = bkv_vindex_commit(db->vindex);
+    pthread_mutex_unlock(&db->vindex_update_mu);
+    BKV_COUNT(db, value_index_updates, 1);
+    BKV_COUNT(db, value_index_nodes_recomputed, nodes);
+}
+
 static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int remove_added) {
     uint64_t t0 = bkv_monotonic_nanos();
     pthread_mutex_lock(&db->vindex_update_mu);

@@ -310,6 +310,50 @@ static void snapshot_keeps_tables_until_released(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+static int count_found(void *arg, const void *key, size_t klen, const void *val, size_t vlen) {
+    (void)val, (void)vlen;
+    assert_true(klen == 5 && (memcmp(key, "k0100", 5) < 0 || memcmp(key, "k0200", 5) >= 0));
+    ++*(int *)arg;
+    return 0;
+}
+
+/* A search by value finds no row a range deletion covers: not in the
+ * memtable, not in a table it dropped, not in one it only covers. */
+static void value_search_skips_deleted_rows(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/values", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    o.write_buffer_size = 16 * 1024;
+    o.value_index = BKV_VALUE_INDEX_BITSLICED;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < KEYS; i++) {
+            char k[16];
+            key_of(i, k);
+            assert_int_equal(bkv_put(db, NULL, k, strlen(k), "blue", 4), BKV_OK);
+        }
+        if (round == 0) assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
+        if (round == 1) assert_int_equal(bkv_flush(db), BKV_OK);
+        assert_int_equal(bkv_delete_range(db, NULL, "k0100", 5, "k0200", 5), BKV_OK);
+        int found = 0;
+        assert_int_equal(bkv_find_value(db, NULL, "blue", 4, count_found, &found, NULL), BKV_OK);
+        assert_int_equal(found, KEYS - 100);
+    }
+    assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
+    int found = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "blue", 4, count_found, &found, NULL), BKV_OK);
+    assert_int_equal(found, KEYS - 100);
+    assert_int_equal(bkv_delete_range(db, NULL, NULL, 0, NULL, 0), BKV_OK);
+    found = 0;
+    assert_int_equal(bkv_find_value(db, NULL, "blue", 4, count_found, &found, NULL), BKV_OK);
+    assert_int_equal(found, 0);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 static void refuses_what_it_should(void **state) {
     (void)state;
     char path[300];
@@ -335,6 +379,7 @@ int main(void) {
         cmocka_unit_test(random_ops_match_the_model_tiered),
         cmocka_unit_test(whole_database_drops_every_table),
         cmocka_unit_test(snapshot_keeps_tables_until_released),
+        cmocka_unit_test(value_search_skips_deleted_rows),
         cmocka_unit_test(refuses_what_it_should),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1128,6 +1128,38 @@ def persistence():
     model.clear()
     r.execute_command("DEBUG", "RELOAD")
     same_rows(r, model, "FLUSHALL then DEBUG RELOAD")
+    # FLUSHALL while another client writes: every write sent after FLUSHALL
+    # returned is there, and nothing written before it came back.
+    stop = threading.Event()
+    sent_after = []
+    flushed = threading.Event()
+
+    def keep_writing():
+        w = s.client()
+        i = 0
+        while not stop.is_set():
+            after = flushed.is_set()
+            w.execute_command("BKV.SET", "busy%06d" % i, "z")
+            if after:
+                sent_after.append("busy%06d" % i)
+            i += 1
+
+    t = threading.Thread(target=keep_writing)
+    t.start()
+    time.sleep(0.3)
+    r.flushall()
+    flushed.set()
+    time.sleep(0.3)
+    stop.set()
+    t.join()
+    rows = all_rows(r)
+    check(sent_after and all(k in rows for k in sent_after), "every write sent after FLUSHALL is kept")
+    # What survives is every write from some point on: the ones FLUSHALL
+    # came after are gone, none of them left behind.
+    present = sorted(int(k[4:]) for k in rows)
+    check(present and present == list(range(present[0], present[-1] + 1)) and present[0] <= int(sent_after[0][4:]),
+          "FLUSHALL under writes keeps exactly the writes after it")
+    r.flushall()
     s.kill(signal.SIGTERM)
 
     # The AOF (with its RDB preamble): DEBUG LOADAOF, and a restart after

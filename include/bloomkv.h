@@ -327,6 +327,15 @@ typedef struct bkv_read_options {       /* bkv_read_options_init() fills the def
      * keys with the seek key's prefix; tables whose filter rules that
      * prefix out are never read. */
     int prefix_same_as_start;
+    /* Iterators only: pass over what cannot be read (a table, an index or
+     * a data block that fails its checksum) instead of stopping there.
+     * Every key in a range that could not be read is left out, also
+     * where another table holds a version of it (that version may be one
+     * the unreadable part overwrote or deleted): what is returned is
+     * never wrong, only incomplete. Once a part was skipped,
+     * bkv_iter_status answers BKV_CORRUPTION, naming the first and how
+     * many; the iterator goes on meanwhile. Default 0. */
+    int skip_damaged;
 } bkv_read_options;                     /* NULL = defaults */
 
 /* Each _init fills the defaults and stamps size with the caller's own

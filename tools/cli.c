@@ -71,13 +71,14 @@ static const usage_text usages[] = {
      "value null when absent; exit 1 if any is absent", "json hex key-hex value-hex wal-recovery"},
     {"delete", "DB KEY [KEY...] [--hex] [--sync] " RECOVERY_FLAG,
      "delete the keys (or '-': one a line from stdin), all in one atomic batch", "hex sync wal-recovery"},
-    {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] [--hex|--key-hex|--value-hex] "
-             RECOVERY_FLAG,
+    {"scan", "DB [--from K] [--to K | --prefix P] [--reverse] [--limit N] [--keys-only|--count] [--json] "
+             "[--hex|--key-hex|--value-hex] [--continue-on-error] " RECOVERY_FLAG,
      "print key<TAB>value lines in key order (--reverse: descending), from K (inclusive) to K (exclusive), or the "
      "keys starting with P; at most N, only the keys, or only their number; --json prints {\"key\":...,\"value\":...} "
      "lines; in text, \\\\, tab, newline, carriage return and other control bytes are printed as \\\\, \\t, \\n, "
-     "\\r and \\xNN (load reads them back)",
-     "from to prefix reverse limit keys-only count json hex key-hex value-hex wal-recovery"},
+     "\\r and \\xNN (load reads them back); --continue-on-error: parts that cannot be read are passed over "
+     "(every key in their ranges left out, so nothing printed is stale) and reported at the end (exit 3)",
+     "from to prefix reverse limit keys-only count json hex key-hex value-hex continue-on-error wal-recovery"},
     {"load", "DB FILE [--deletes] [--hex|--key-hex|--value-hex] [--value-index flat|hierarchy|bitsliced|paged [--terms NAME]] " RECOVERY_FLAG,
      "bulk load key<TAB>value lines from FILE ('-' for stdin; the escapes scan prints), committed 1000 at a time; "
      "on a bad line, an error "
@@ -683,6 +684,7 @@ static int scan_args(int argc, char **argv) {
         ro.lower_bound_len = fl;
         ro.upper_bound = to;
         ro.upper_bound_len = tl;
+        ro.skip_damaged = o.continue_on_error;
         bkv_iter *it;
         int rc = bkv_iter_create(db, &ro, &it);
         if (rc) {

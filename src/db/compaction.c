@@ -140,7 +140,7 @@ static int merge_range(subcompaction *sub) {
         /* Not counted as blocks read: that counter is what reads cost
          * (compaction-bytes-read counts this). */
         if (is_sorted_run(c, w)) {
-            children[nchildren] = bkv_level_iter_new(db, c->inputs[w], c->ninputs[w], 0, 0);
+            children[nchildren] = bkv_level_iter_new(db, c->inputs[w], c->ninputs[w], 0, 0, NULL);
             if (!children[nchildren++]) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
             continue;
         }

@@ -38,6 +38,7 @@ struct bkv_iter {
     int has_prefix;
     int rc;
     bkv_err err;
+    bkv_skip_log skips;         /* ro.skip_damaged: the ranges passed over */
     /* Read sampling: the seek, and the step of a scan, at which this
      * iterator next tells the version what reading cost it
      * (bkv_db_charge_seeks); random, so that iterators of one seek each
@@ -82,6 +83,9 @@ static void fail(bkv_iter *it, int rc, const bkv_err *e) {
 
 /* Builds the merge over every memtable and every table that may hold keys
  * with the given prefix (all tables when prefix is NULL). */
+/* Where the children record damage they pass over; NULL: damage stops them. */
+static bkv_skip_log *skip_log(bkv_iter *it) { return it->ro.skip_damaged ? &it->skips : NULL; }
+
 static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     drop_children(it);
     const bkv_tree_version *v = it->rs.version;
@@ -107,7 +111,8 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
         if (l > 0 && !prefix) {
             /* Without a prefix to filter tables by, a deeper level is one
              * lazily opened run. */
-            if (v->nfiles[l] && !(children[n++] = bkv_level_iter_new(it->db, v->files[l], v->nfiles[l], bkv_db_read_flags(&it->ro), 1)))
+            if (v->nfiles[l] && !(children[n++] = bkv_level_iter_new(it->db, v->files[l], v->nfiles[l],
+                                                                     bkv_db_read_flags(&it->ro), 1, skip_log(it))))
                 rc = BKV_NOMEM;
             continue;
         }
@@ -122,7 +127,14 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
                     continue;
             }
             bkv_cache_entry *entry;
-            if ((rc = bkv_db_get_table(it->db, f, &entry, &e))) break;
+            if ((rc = bkv_db_get_table(it->db, f, &entry, &e)) && skip_log(it) &&
+                (rc == BKV_CORRUPTION || rc == BKV_IOERROR)) {
+                bkv_skip_log_add(&it->skips, f->smallest, f->smallest_len - BKV_IKEY_TRAILER, 1, f->largest,
+                                 f->largest_len - BKV_IKEY_TRAILER, &e);
+                rc = BKV_OK;
+                continue;
+            }
+            if (rc) break;
             bkv_table *t = bkv_cache_value(entry);
             if (prefix) {
                 BKV_COUNT(it->db, filter_probes, 1);
@@ -134,6 +146,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
             }
             it->tables[it->ntables++] = entry;
             rc = bkv_table_iter_new(t, bkv_db_read_flags(&it->ro), bkv_db_tstats(it->db), &children[n]);
+            if (!rc && skip_log(it)) bkv_table_iter_skip_damage(children[n], &it->skips);
             if (!rc) n++;
         }
     }
@@ -195,6 +208,7 @@ void bkv_iter_destroy(bkv_iter *it) {
     bkv_buf_free(&it->saved_key);
     bkv_buf_free(&it->saved_value);
     bkv_buf_free(&it->prefix);
+    bkv_skip_log_free(&it->skips);
     free(it);
 }
 
@@ -222,9 +236,12 @@ static int below_lower(const bkv_iter *it, const uint8_t *k, size_t n) {
 }
 
 /* A value a range deletion visible to the iterator covers reads as a
- * deletion of its key. */
+ * deletion of its key; so does one in a range skipped as unreadable (a
+ * version there may have overwritten or deleted it). */
 static int range_deleted(const bkv_iter *it, const bkv_parsed_ikey *p) {
-    return p->type == BKV_TYPE_VALUE && bkv_tree_version_covers(it->rs.version, p->ukey, p->ulen, p->seq, it->rs.snapshot);
+    if (p->type != BKV_TYPE_VALUE) return 0;
+    if (bkv_tree_version_covers(it->rs.version, p->ukey, p->ulen, p->seq, it->rs.snapshot)) return 1;
+    return (it->skips.n || it->skips.incomplete) && bkv_skip_log_holds(&it->skips, p->ukey, p->ulen);
 }
 
 static void check_status(bkv_iter *it) {
@@ -442,4 +459,12 @@ const void *bkv_iter_value(const bkv_iter *it, size_t *vlen) {
     return it->saved_value.data;
 }
 
-int bkv_iter_status(const bkv_iter *it) { return it ? it->rc : BKV_INVALID; }
+int bkv_iter_status(const bkv_iter *it) {
+    if (!it) return bkv_db_arg_error(NULL, "bkv_iter_status");
+    if (it->rc || !(it->skips.n || it->skips.incomplete)) return it->rc;
+    bkv_err e;
+    bkv_fail(&e, BKV_CORRUPTION, "%zu unreadable part%s skipped, the keys in %s left out; the first: %s",
+             it->skips.n, it->skips.n == 1 ? "" : "s", it->skips.n == 1 ? "its range" : "their ranges",
+             it->skips.incomplete && !it->skips.n ? "(not recorded: out of memory)" : it->skips.first.msg);
+    return bkv_db_error(it->db, BKV_CORRUPTION, &e);
+}

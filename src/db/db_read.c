@@ -449,6 +449,7 @@ void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
 int bkv_db_read_flags(const bkv_read_options *ro) {
     if (!ro) return BKV_READ_FILL_CACHE;
     return (ro->fill_cache ? BKV_READ_FILL_CACHE : 0) | (ro->verify_checksums ? BKV_READ_VERIFY_ALL : 0);
+    /* skip_damaged is the iterator's own: it hands its log to each table. */
 }
 
 int bkv_db_read_options(const bkv_db *db, const bkv_read_options **rop, bkv_read_options *local, bkv_err *e) {

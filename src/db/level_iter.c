@@ -16,6 +16,7 @@ typedef struct level_iter {
     bkv_ikey_iter *table;
     int read_flags;
     int count_reads;             /* blocks read count in the database's table stats */
+    bkv_skip_log *skips;         /* skipping damage: where it went (NULL: damage is an error) */
     int rc;
     bkv_err err;
 } level_iter;
@@ -29,22 +30,36 @@ static void li_close_table(level_iter *li) {
 }
 
 /* Opens table i (closing the current one); 0 when i is out of range or the
- * table cannot be opened (the error is kept). */
-static int li_open(level_iter *li, size_t i) {
-    if (li->cur == i && li->table) return 1;
-    li_close_table(li);
-    if (i >= li->nfiles || li->rc) return 0;
-    int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
-    if (!rc)
-        rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags,
-                                li->count_reads ? bkv_db_tstats(li->db) : NULL, &li->table);
-    if (rc) {
-        li->rc = rc;
+ * table cannot be opened (the error is kept). Skipping damage, a table
+ * that cannot be opened is recorded and the next one in the direction
+ * (forward or not) is opened instead. */
+static int li_open(level_iter *li, size_t i, int forward) {
+    for (;;) {
+        if (li->cur == i && li->table) return 1;
         li_close_table(li);
-        return 0;
+        if (i >= li->nfiles || li->rc) return 0;
+        int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
+        if (!rc)
+            rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags,
+                                    li->count_reads ? bkv_db_tstats(li->db) : NULL, &li->table);
+        if (!rc && li->skips) bkv_table_iter_skip_damage(li->table, li->skips);
+        if ((rc == BKV_CORRUPTION || rc == BKV_IOERROR) && li->skips) {
+            const bkv_file_meta *f = li->files[i];
+            bkv_skip_log_add(li->skips, f->smallest, f->smallest_len - BKV_IKEY_TRAILER, 1, f->largest,
+                             f->largest_len - BKV_IKEY_TRAILER, &li->err);
+            li_close_table(li);
+            if (!forward && i == 0) return 0;
+            i = forward ? i + 1 : i - 1;
+            continue;
+        }
+        if (rc) {
+            li->rc = rc;
+            li_close_table(li);
+            return 0;
+        }
+        li->cur = i;
+        return 1;
     }
-    li->cur = i;
-    return 1;
 }
 
 /* After a move inside the open table: on to the neighbour when it ran out. */
@@ -58,7 +73,7 @@ static void li_settle(level_iter *li, int forward) {
         size_t next = li->cur;
         if (forward) next++;
         else if (next-- == 0) next = li->nfiles;
-        if (!li_open(li, next)) return;
+        if (!li_open(li, next, forward)) return;
         if (forward) bkv_ikey_iter_first(li->table);
         else bkv_ikey_iter_last(li->table);
     }
@@ -71,13 +86,13 @@ static int li_valid(bkv_ikey_iter *b) {
 
 static void li_first(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li_open(li, 0)) bkv_ikey_iter_first(li->table);
+    if (li_open(li, 0, 1)) bkv_ikey_iter_first(li->table);
     li_settle(li, 1);
 }
 
 static void li_last(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li->nfiles && li_open(li, li->nfiles - 1)) bkv_ikey_iter_last(li->table);
+    if (li->nfiles && li_open(li, li->nfiles - 1, 0)) bkv_ikey_iter_last(li->table);
     li_settle(li, 0);
 }
 
@@ -91,7 +106,7 @@ static void li_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
         if (bkv_ikey_compare(f->largest, f->largest_len, k, n) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (li_open(li, lo)) bkv_ikey_iter_seek(li->table, k, n);
+    if (li_open(li, lo, 1)) bkv_ikey_iter_seek(li->table, k, n);
     li_settle(li, 1);
 }
 
@@ -127,7 +142,7 @@ static const bkv_ikey_iter_ops level_iter_ops = {li_valid, li_first, li_last,  l
                                              li_prev,  li_key,   li_value, li_status, li_destroy};
 
 bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags,
-                                  int count_reads) {
+                                  int count_reads, bkv_skip_log *skips) {
     level_iter *li = calloc(1, sizeof *li);
     if (!li) return NULL;
     li->base.ops = &level_iter_ops;
@@ -137,5 +152,6 @@ bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_
     li->cur = n;
     li->read_flags = read_flags;
     li->count_reads = count_reads;
+    li->skips = skips;
     return &li->base;
 }

@@ -15,9 +15,10 @@
 /* files (n of them, disjoint, in key order) must outlive the iterator; the
  * caller holds the version or compaction they belong to. read_flags as for
  * bkv_table_iter_new; count_reads: blocks read count in the database's
- * table stats (compactions count their input bytes instead). NULL when out
- * of memory. */
+ * table stats (compactions count their input bytes instead); skips: pass
+ * over damage, recording it there (bkv_table_iter_skip_damage), or NULL.
+ * NULL when out of memory. */
 bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags,
-                                  int count_reads);
+                                  int count_reads, bkv_skip_log *skips);
 
 #endif

@@ -148,6 +148,24 @@ enum {
                                 when first read from the file */
 };
 
+/* Where a reader that skips damage (bkv_table_iter_skip_damage) passed
+ * over some: ranges of user keys whose entries it could not read, and the
+ * first reason. Range i is lo[i] .. hi[i], lo inclusive when lo_in[i]
+ * (else exclusive), hi inclusive. */
+typedef struct bkv_skip_log {
+    bkv_buf *lo, *hi;
+    uint8_t *lo_in;
+    size_t n, cap;
+    bkv_err first;
+    int incomplete; /* a range could not be recorded (no memory): treat every key as skipped */
+} bkv_skip_log;
+void bkv_skip_log_free(bkv_skip_log *s);
+/* Records a range; the reason is kept for the first. */
+void bkv_skip_log_add(bkv_skip_log *s, const uint8_t *lo, size_t lol, int lo_inclusive, const uint8_t *hi, size_t hil,
+                      const bkv_err *why);
+/* Whether user key k lies in a recorded range. */
+int bkv_skip_log_holds(const bkv_skip_log *s, const uint8_t *k, size_t kl);
+
 /* Starts loading from memory what a get of key would read first in a
  * mapped table whose index is loaded (a no-op otherwise), so that the
  * gets of a batch wait for memory together rather than one after the
@@ -261,5 +279,10 @@ int bkv_table_filter_partition(bkv_table *t, uint32_t i, bkv_filter **out, bkv_e
  * stay open while the iterator lives. */
 struct bkv_ikey_iter;
 int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, struct bkv_ikey_iter **out);
+/* Makes a table iterator (from bkv_table_iter_new) pass over what it
+ * cannot read (its index, a data block that fails its checksum or does
+ * not decode), recording the key ranges in log (which must outlive it),
+ * instead of stopping with the error. */
+void bkv_table_iter_skip_damage(struct bkv_ikey_iter *it, bkv_skip_log *log);
 
 #endif

@@ -1431,7 +1431,90 @@ typedef struct table_iter {
     bkv_err err;
     bkv_buf key;              /* an ingested table's current key, at its global sequence */
     readahead ra;
+    bkv_skip_log *skips;      /* skipping damage: where it went (NULL: damage is an error) */
 } table_iter;
+
+void bkv_skip_log_free(bkv_skip_log *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        bkv_buf_free(&s->lo[i]);
+        bkv_buf_free(&s->hi[i]);
+    }
+    free(s->lo);
+    free(s->hi);
+    free(s->lo_in);
+    memset(s, 0, sizeof *s);
+}
+
+void bkv_skip_log_add(bkv_skip_log *s, const uint8_t *lo, size_t lol, int lo_inclusive, const uint8_t *hi, size_t hil,
+                      const bkv_err *why) {
+    if (!s->n && !s->incomplete && why) s->first = *why;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 4;
+        bkv_buf *l = realloc(s->lo, cap * sizeof *l);
+        if (l) s->lo = l;
+        bkv_buf *h = l ? realloc(s->hi, cap * sizeof *h) : NULL;
+        if (h) s->hi = h;
+        uint8_t *in = h ? realloc(s->lo_in, cap) : NULL;
+        if (!in) {
+            s->incomplete = 1;
+            return;
+        }
+        s->lo_in = in;
+        s->cap = cap;
+    }
+    bkv_buf_init(&s->lo[s->n]);
+    bkv_buf_init(&s->hi[s->n]);
+    if (bkv_buf_set(&s->lo[s->n], lo, lol) || bkv_buf_set(&s->hi[s->n], hi, hil)) {
+        bkv_buf_free(&s->lo[s->n]);
+        bkv_buf_free(&s->hi[s->n]);
+        s->incomplete = 1;
+        return;
+    }
+    s->lo_in[s->n++] = (uint8_t)(lo_inclusive != 0);
+}
+
+int bkv_skip_log_holds(const bkv_skip_log *s, const uint8_t *k, size_t kl) {
+    if (s->incomplete) return 1;
+    for (size_t i = 0; i < s->n; i++) {
+        int c = bkv_user_key_compare(k, kl, s->lo[i].data, s->lo[i].len);
+        if ((c > 0 || (c == 0 && s->lo_in[i])) && bkv_user_key_compare(k, kl, s->hi[i].data, s->hi[i].len) <= 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void drop_block(table_iter *ti);
+
+/* The user key of an internal key, or all of a key too short to have a
+ * trailer (damage: still a place in the key order). */
+static size_t user_len(size_t len) { return len >= BKV_IKEY_TRAILER ? len - BKV_IKEY_TRAILER : len; }
+
+/* Skipping damage: records the current block's key range (after the
+ * separator before it, up to its own) with why, and drops it. */
+static void skip_block(table_iter *ti, const bkv_err *why) {
+    const bkv_table_props *p = &ti->t->props;
+    int64_t at = bkv_block_iter_restart_ordinal(&ti->index_it);
+    bkv_buf prev;
+    bkv_buf_init(&prev);
+    int have_prev = 0;
+    if (at > 0) {
+        bkv_block_iter ii;
+        bkv_block_iter_init(&ii, &ti->t->index);
+        bkv_block_iter_first(&ii);
+        for (int64_t i = 0; i + 1 < at && ii.valid; i++) bkv_block_iter_next(&ii);
+        have_prev = ii.valid && !bkv_buf_set(&prev, ii.key.data, user_len(ii.key.len));
+        if (ii.valid && !have_prev) ti->skips->incomplete = 1;
+        bkv_block_iter_free(&ii);
+    }
+    const uint8_t *lo = have_prev ? prev.data : p->smallest;
+    size_t lol = have_prev ? prev.len : (p->smallest ? user_len(p->smallest_len) : 0);
+    const uint8_t *hi = ti->index_it.valid ? ti->index_it.key.data : NULL;
+    size_t hil = hi ? user_len(ti->index_it.key.len) : 0;
+    if (!lo || !hi) ti->skips->incomplete = 1; /* no bound to give: every key is in doubt */
+    else bkv_skip_log_add(ti->skips, lo, lol, !have_prev, hi, hil, why);
+    bkv_buf_free(&prev);
+    drop_block(ti);
+}
 
 static void drop_block(table_iter *ti) {
     if (ti->have_block) bkv_block_iter_free(&ti->it);
@@ -1447,7 +1530,8 @@ static void set_error(table_iter *ti, int rc, const bkv_err *e) {
     drop_block(ti);
 }
 
-/* Loads the block the index iterator points at. 1 on success. */
+/* Loads the block the index iterator points at: 1 on success, 0 at the
+ * end or on an error, -1 when skipping damage and the block was skipped. */
 static int load_current(table_iter *ti) {
     drop_block(ti);
     if (!ti->index_it.valid) {
@@ -1464,6 +1548,10 @@ static int load_current(table_iter *ti) {
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
     if (!rc) readahead_before(ti->t, &ti->ra, h);
     if (!rc) rc = load_block(ti->t, h, bkv_block_iter_restart_ordinal(&ti->index_it), ti->read_flags, &ti->cur, ti->stats, &e);
+    if (rc && ti->skips && (rc == BKV_CORRUPTION || rc == BKV_IOERROR)) {
+        skip_block(ti, &e);
+        return -1;
+    }
     if (rc) {
         set_error(ti, rc, &e);
         return 0;
@@ -1473,10 +1561,33 @@ static int load_current(table_iter *ti) {
     return 1;
 }
 
+/* Loads the block the index points at, or skipping damage the first
+ * readable one from there in direction dir, positioned at its first
+ * (dir > 0) or last entry. 1 when one was loaded. */
+static int load_usable(table_iter *ti, int dir) {
+    int r;
+    while ((r = load_current(ti)) < 0) {
+        if (dir > 0) bkv_block_iter_next(&ti->index_it);
+        else bkv_block_iter_prev(&ti->index_it);
+    }
+    if (r > 0 && dir > 0) bkv_block_iter_first(&ti->it);
+    else if (r > 0) bkv_block_iter_last(&ti->it);
+    return r;
+}
+
 /* After a move inside the block: checks for damage and, when the block is
  * exhausted, moves to the neighbouring block in direction dir. */
 static void settle(table_iter *ti, int dir) {
     while (ti->have_block) {
+        if (ti->it.corrupt && ti->skips) {
+            bkv_err e;
+            bkv_fail(&e, BKV_CORRUPTION, "%s: malformed entry in a data block", ti->t->name);
+            skip_block(ti, &e);
+            if (dir > 0) bkv_block_iter_next(&ti->index_it);
+            else bkv_block_iter_prev(&ti->index_it);
+            load_usable(ti, dir);
+            continue;
+        }
         if (ti->it.oom || ti->it.corrupt) {
             bkv_err e;
             int rc = ti->it.oom ? bkv_fail(&e, BKV_NOMEM, "%s: out of memory reading a data block", ti->t->name)
@@ -1487,16 +1598,13 @@ static void settle(table_iter *ti, int dir) {
         if (ti->it.valid) return;
         if (dir > 0) bkv_block_iter_next(&ti->index_it);
         else bkv_block_iter_prev(&ti->index_it);
-        if (!load_current(ti)) return;
+        if (load_usable(ti, dir) <= 0) return;
         if (dir > 0) {
             int64_t i = bkv_block_iter_restart_ordinal(&ti->index_it);
             bkv_handle next;
             if (i >= 0 && (uint64_t)i + 1 < ti->t->index.num_restarts &&
                 !index_handle_at(ti->t, (uint32_t)i + 1, &next, NULL))
                 REQUEST_MAPPED_BLOCK(ti->t, next);
-            bkv_block_iter_first(&ti->it);
-        } else {
-            bkv_block_iter_last(&ti->it);
         }
     }
 }
@@ -1510,7 +1618,7 @@ static void ti_first(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     bkv_block_iter_first(&ti->index_it);
-    if (load_current(ti)) bkv_block_iter_first(&ti->it);
+    load_usable(ti, 1);
     settle(ti, 1);
 }
 
@@ -1518,7 +1626,7 @@ static void ti_last(bkv_ikey_iter *b) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     bkv_block_iter_last(&ti->index_it);
-    if (load_current(ti)) bkv_block_iter_last(&ti->it);
+    load_usable(ti, -1);
     settle(ti, -1);
 }
 
@@ -1526,7 +1634,12 @@ static void ti_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
     table_iter *ti = (table_iter *)b;
     if (ti->rc) return;
     index_seek(ti->t, &ti->index_it, k, n);
-    if (load_current(ti)) bkv_block_iter_seek(&ti->it, k, n, ikey_cmp);
+    int r = load_current(ti);
+    if (r > 0) bkv_block_iter_seek(&ti->it, k, n, ikey_cmp);
+    else if (r < 0) { /* the block holding k was skipped: on from the next */
+        bkv_block_iter_next(&ti->index_it);
+        load_usable(ti, 1);
+    }
     settle(ti, 1);
 }
 
@@ -1577,6 +1690,18 @@ static void ti_destroy(bkv_ikey_iter *b) {
 
 static const bkv_ikey_iter_ops table_iter_ops = {ti_valid, ti_first, ti_last, ti_seek, ti_next,
                                              ti_prev,  ti_key,   ti_value, ti_status, ti_destroy};
+
+void bkv_table_iter_skip_damage(bkv_ikey_iter *it, bkv_skip_log *log) {
+    table_iter *ti = (table_iter *)it;
+    ti->skips = log;
+    if (!ti->rc || (ti->rc != BKV_CORRUPTION && ti->rc != BKV_IOERROR)) return;
+    /* An index that cannot be read: the whole table is skipped. */
+    const bkv_table_props *p = &ti->t->props;
+    if (p->smallest && p->largest)
+        bkv_skip_log_add(log, p->smallest, user_len(p->smallest_len), 1, p->largest, user_len(p->largest_len), &ti->err);
+    else log->incomplete = 1;
+    ti->rc = 0;
+}
 
 int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv_ikey_iter **out) {
     table_iter *ti = calloc(1, sizeof *ti);

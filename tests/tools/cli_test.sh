@@ -365,6 +365,10 @@ awk 'BEGIN { for (i = 0; i < 20000; i++) printf "s%06d\tvalue%d\n", i, i }' >"$D
 sst=$(ls "$D/salv"/*.sst | head -1)
 printf 'XXXXXXXX' | dd of="$sst" bs=1 seek=$(($(stat -c %s "$sst") / 3)) conv=notrunc 2>/dev/null
 expect 3 "scan of a damaged table" -- "$B" scan "$D/salv" --count
+expect 3 "scan --continue-on-error past the damage" -- "$B" scan "$D/salv" --count --continue-on-error
+stderr_has "names what it skipped" "unreadable part"
+past=$(cat "$D/out")
+[ "$past" -gt 19000 ] && [ "$past" -lt 20000 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: read past the damage: $past"; }
 expect 0 "repair of a damaged table" -- "$B" repair "$D/salv"
 if grep -q "data blocks damaged" "$D/out" && grep -q "lost/" "$D/out"; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL: repair names what it kept and set aside: $(cat "$D/out")"; fi

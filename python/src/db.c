@@ -409,29 +409,6 @@ static PyObject *db_delete(DBObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
-static PyObject *db_delete_range(DBObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"start", "stop", NULL};
-    PyObject *start_obj = Py_None, *stop_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:delete_range", kwlist, &start_obj, &stop_obj))
-        return NULL;
-    bkvpy_bytes start, stop;
-    if (!bkvpy_bytes_get_pair(start_obj, stop_obj, &start, &stop, "start", "stop", 1))
-        return NULL;
-    PyObject *r = NULL;
-    if (bkvpy_guard_enter(&self->guard, "DB")) {
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = bkv_delete_range(self->db, NULL, start.data, start.len, stop.data, stop.len);
-        Py_END_ALLOW_THREADS
-        r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
-        bkvpy_guard_leave(&self->guard);
-    }
-    bkvpy_bytes_release(&start);
-    bkvpy_bytes_release(&stop);
-    return r;
-}
-
 static void read_options(SnapshotObject *snap, bkv_read_options *ro)
 {
     bkv_read_options_init(ro);
@@ -931,11 +908,15 @@ static PyObject *db_try_catch_up(DBObject *self, PyObject *unused)
     return r;
 }
 
-static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
+/* A call over [start, stop) or [start, stop] (None: unbounded), the GIL
+ * released: compact and delete_range. */
+typedef int (*range_call)(bkv_db *db, const void *start, size_t slen, const void *stop, size_t elen);
+
+static PyObject *on_range(DBObject *self, PyObject *args, PyObject *kwargs, const char *format, range_call call)
 {
     static char *kwlist[] = {"start", "stop", NULL};
     PyObject *start_obj = Py_None, *stop_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:compact", kwlist, &start_obj, &stop_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, &start_obj, &stop_obj))
         return NULL;
     bkvpy_bytes start, stop;
     if (!bkvpy_bytes_get_pair(start_obj, stop_obj, &start, &stop, "start", "stop", 1))
@@ -944,7 +925,7 @@ static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
     if (bkvpy_guard_enter(&self->guard, "DB")) {
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = bkv_compact_range(self->db, start.data, start.len, stop.data, stop.len);
+        rc = call(self->db, start.data, start.len, stop.data, stop.len);
         Py_END_ALLOW_THREADS
         r = rc == BKV_OK ? Py_NewRef(Py_None) : bkvpy_raise(rc, self->db);
         bkvpy_guard_leave(&self->guard);
@@ -952,6 +933,21 @@ static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
     bkvpy_bytes_release(&start);
     bkvpy_bytes_release(&stop);
     return r;
+}
+
+static PyObject *db_compact(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    return on_range(self, args, kwargs, "|OO:compact", bkv_compact_range);
+}
+
+static int delete_range(bkv_db *db, const void *start, size_t slen, const void *stop, size_t elen)
+{
+    return bkv_delete_range(db, NULL, start, slen, stop, elen);
+}
+
+static PyObject *db_delete_range(DBObject *self, PyObject *args, PyObject *kwargs)
+{
+    return on_range(self, args, kwargs, "|OO:delete_range", delete_range);
 }
 
 static PyObject *db_approximate_size(DBObject *self, PyObject *args)

@@ -121,14 +121,22 @@ static void one_table(const char *path, int value_index) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
-static void props_of(const char *path, uint64_t number, bkv_table_props *out, uint64_t *file_size) {
+static void props_of(const char *path, uint64_t number, bkv_table_props *out) {
     bkv_table *t;
     bkv_err e = {{0}};
     assert_int_equal(bkv_table_open(bkv_env_posix(), path, number, NULL, NULL, &t, &e), BKV_OK);
     *out = *bkv_table_properties(t);
     out->smallest = out->largest = NULL; /* freed with the table */
-    *file_size = bkv_table_file_size(t);
     bkv_table_close(t);
+}
+
+/* A database of ROWS rows in one table: its number, path (in t) and properties. */
+static uint64_t one_table_at(const char *path, int value_index, char *t, size_t tn, bkv_table_props *p) {
+    one_table(path, value_index);
+    uint64_t number = only_table(path);
+    table_path(t, tn, path, number);
+    props_of(t, number, p);
+    return number;
 }
 
 static void repair_says(const char *path, const char *what) {
@@ -144,12 +152,8 @@ static void damaged_block_costs_its_rows_only(void **state) {
     (void)state;
     char path[300], t[400], aside[400];
     sub(path, sizeof path, "block");
-    one_table(path, BKV_VALUE_INDEX_NONE);
-    uint64_t number = only_table(path);
-    table_path(t, sizeof t, path, number);
     bkv_table_props p;
-    uint64_t size;
-    props_of(t, number, &p, &size);
+    uint64_t number = one_table_at(path, BKV_VALUE_INDEX_NONE, t, sizeof t, &p);
     assert_int_equal(test_xor_byte(t, (long)(p.data_bytes / 2), 0x40), 0);
     assert_int_not_equal(bkv_check(path, NULL, NULL), BKV_OK);
 
@@ -171,12 +175,8 @@ static void damaged_filter_is_rebuilt_and_unreadable_table_set_aside(void **stat
     (void)state;
     char path[300], t[400];
     sub(path, sizeof path, "filter");
-    one_table(path, BKV_VALUE_INDEX_NONE);
-    uint64_t number = only_table(path);
-    table_path(t, sizeof t, path, number);
     bkv_table_props p;
-    uint64_t size;
-    props_of(t, number, &p, &size);
+    uint64_t number = one_table_at(path, BKV_VALUE_INDEX_NONE, t, sizeof t, &p);
     assert_true(p.filter_bytes > 1000);
     /* The filter block follows the data blocks and their 9-byte trailers. */
     long filter_middle = (long)(p.data_bytes + 9 * p.num_data_blocks + p.filter_bytes / 2);
@@ -268,12 +268,8 @@ static void value_search_after_salvage(void **state) {
     (void)state;
     char path[300], t[400];
     sub(path, sizeof path, "values");
-    one_table(path, BKV_VALUE_INDEX_FLAT);
-    uint64_t number = only_table(path);
-    table_path(t, sizeof t, path, number);
     bkv_table_props p;
-    uint64_t size;
-    props_of(t, number, &p, &size);
+    one_table_at(path, BKV_VALUE_INDEX_FLAT, t, sizeof t, &p);
     assert_int_equal(test_xor_byte(t, (long)(p.data_bytes / 3), 0x08), 0);
     repair_says(path, "entries kept in");
     assert_true(count_rows(path) < ROWS);
@@ -372,8 +368,7 @@ static void iterators_skip_damage_without_stale_rows(void **state) {
 
     table_path(t, sizeof t, path, newer);
     bkv_table_props p;
-    uint64_t size;
-    props_of(t, newer, &p, &size);
+    props_of(t, newer, &p);
     assert_true(p.num_data_blocks >= 3);
     assert_int_equal(test_xor_byte(t, (long)(p.data_bytes / 2), 0x20), 0);
     int forward = scan_skipping(path, 1, &status);

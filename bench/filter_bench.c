@@ -275,14 +275,101 @@ static int compare_anchor(const bench_config *base, int have_keys, int json) {
     return 0;
 }
 
+/* The range filter: for --bits-per-key (or 10, 14, 18 and 22), the bits
+ * per key stored and, by range length, the false-positive rate of empty
+ * ranges placed uniformly and of empty ranges starting just past a key
+ * (the correlated case that breaks prefix-based range filters), beside
+ * the bound L / 2^(B-2). Queries: --queries per cell. */
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int range_table(const bench_config *cfg, int have_bpk) {
+    uint64_t n = cfg->keys, rnd = cfg->seed * 0x9e3779b97f4a7c15ULL + 1;
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys), *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!keys || !sorted) {
+        free(keys);
+        free(sorted);
+        return 3;
+    }
+    for (uint64_t i = 0; i < n; i++) keys[i] = sorted[i] = bench_splitmix(&rnd);
+    qsort(sorted, n, sizeof *sorted, compare_u64);
+    static const double table_bpk[] = {10, 14, 18, 22};
+    static const uint64_t lens[] = {1, 16, 256, 1024, 4096, 65536};
+    size_t nb = have_bpk ? 1 : 4;
+    if (cfg->json) printf("[");
+    else printf("range filter: %llu uniform random 64-bit keys, %llu empty ranges a cell, seed %llu\n"
+                "%9s %9s %8s %12s %12s %12s %10s\n", (unsigned long long)n, (unsigned long long)cfg->queries,
+                (unsigned long long)cfg->seed, "B", "bits/key", "L", "uniform fpr%", "correl. fpr%", "bound%",
+                "build ns/key");
+    for (size_t b = 0; b < nb; b++) {
+        double bpk = have_bpk ? cfg->bits_per_key : table_bpk[b];
+        bkv_filter *f;
+        double t0 = bench_now_ns();
+        int rc = bkv_filter_build_range(keys, n, bpk, (uint32_t)cfg->seed, &f);
+        double build_ns = (bench_now_ns() - t0) / (double)(n ? n : 1);
+        if (rc) {
+            fprintf(stderr, "filter-bench: range filter at %g bits per key: %s\n", bpk, bkv_strerror(rc));
+            free(keys);
+            free(sorted);
+            return 3;
+        }
+        double stored = n ? 8.0 * (double)bkv_filter_encoded_size(f) / (double)n : 0;
+        for (size_t i = 0; i < n; i++)
+            if (!bkv_filter_may_intersect(f, keys[i], keys[i])) {
+                fprintf(stderr, "filter-bench: FALSE NEGATIVE for key %llu\n", (unsigned long long)keys[i]);
+                return 4;
+            }
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            uint64_t len = lens[li], fp[2] = {0, 0};
+            for (int correlated = 0; correlated < 2; correlated++)
+                for (uint64_t q = 0; q < cfg->queries;) {
+                    uint64_t lo = correlated && n ? sorted[bench_splitmix(&rnd) % n] + 1 : bench_splitmix(&rnd);
+                    if (UINT64_MAX - lo < len) continue;
+                    uint64_t hi = lo + len - 1;
+                    /* Only empty ranges: the first key >= lo must be past hi. */
+                    size_t a = 0, z = n;
+                    while (a < z) {
+                        size_t mid = a + (z - a) / 2;
+                        if (sorted[mid] < lo) a = mid + 1;
+                        else z = mid;
+                    }
+                    if (a < n && sorted[a] <= hi) continue;
+                    q++;
+                    fp[correlated] += (uint64_t)bkv_filter_may_intersect(f, lo, hi);
+                }
+            double u = cfg->queries ? 100.0 * (double)fp[0] / (double)cfg->queries : 0;
+            double c = cfg->queries ? 100.0 * (double)fp[1] / (double)cfg->queries : 0;
+            double bound = 100.0 * bkv_filter_range_fpr_bound(f, len - 1);
+            if (cfg->json)
+                printf("%s{\"bits_per_key_asked\":%g,\"bits_per_key\":%.3f,\"range_len\":%llu,\"uniform_fpr\":%.6f,"
+                       "\"correlated_fpr\":%.6f,\"bound\":%.6f,\"build_ns_per_key\":%.1f}",
+                       b || li ? "," : "", bpk, stored, (unsigned long long)len, u / 100, c / 100, bound / 100,
+                       build_ns);
+            else
+                printf("%9g %9.2f %8llu %12.4f %12.4f %12.4f %10.1f\n", bpk, stored, (unsigned long long)len, u, c,
+                       bound, build_ns);
+        }
+        bkv_filter_destroy(f);
+    }
+    if (cfg->json) printf("]\n");
+    free(keys);
+    free(sorted);
+    return 0;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: bloomkv-bench filters [--type T] [--keys N] [--bits-per-key B | --fpr E]\n"
             "                            [--queries Q] [--seed S] [--json] [--space-table] [--compare-anchor]\n"
-            "types: bloom blocked ribbon fuse8 fuse16 xor8 cuckoo8 cuckoo12 cuckoo16 counting\n"
+            "types: bloom blocked ribbon fuse8 fuse16 xor8 cuckoo8 cuckoo12 cuckoo16 counting range\n"
             "Builds a filter over N random distinct keys, checks it has no false negative, and\n"
             "measures build and probe cost and the false-positive rate over Q keys never inserted.\n"
             "Without --type: bloom and blocked at 4, 8, 10, 12, 16 and 20 bits per key.\n"
+            "--type range: the range filter at 10, 14, 18 and 22 bits per key (or --bits-per-key):\n"
+            "false positives of empty ranges of 1 to 65536 keys, uniform and starting just past a\n"
+            "key, beside the bound L / 2^(B-2).\n"
             "--space-table: every type at false-positive rates near 1%%, 0.1%% and 0.01%%, for 1 M and\n"
             "10 M keys (or --keys), beside the bound log2(1/fpr).\n"
             "--compare-anchor: blocked, ribbon, fuse and xor at 10 M keys (or --keys) beside figures\n"
@@ -364,6 +451,10 @@ int bkv_filter_bench_main(int argc, char **argv) {
     if (warn) fprintf(stderr, "%s\n", warn);
     if (space) return space_table(&cfg, have_keys, cfg.json);
     if (anchor_table) return compare_anchor(&cfg, have_keys, cfg.json);
+    if (cfg.type == BKV_FILTER_RANGE) {
+        if (!have_queries) cfg.queries = 100000;
+        return range_table(&cfg, have_bpk);
+    }
 
     static const int all_types[] = {BKV_FILTER_BLOOM, BKV_FILTER_BLOCKED_BLOOM};
     static const double table_bpk[] = {4, 8, 10, 12, 16, 20};

@@ -23,6 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int i = 0; i < 40; i++) hs[i] = bkv_hash_bytes(&i, sizeof i);
             for (int i = 0; i < 40; i++) (void)bkv_filter_may_contain(f, hs[i]);
             bkv_filter_may_contain_batch(f, hs, 40, out);
+            /* Range filters answer ranges: every kind, from points to the whole universe. */
+            for (int i = 0; i < 40; i++) {
+                uint64_t lo = hs[i], len = i < 10 ? 0 : i < 20 ? hs[i] % 4096 : i < 30 ? hs[i] >> 20 : UINT64_MAX;
+                (void)bkv_filter_may_intersect(f, lo, UINT64_MAX - lo < len ? UINT64_MAX : lo + len);
+            }
             bkv_filter_info info;
             bkv_filter_get_info(f, &info);
             bkv_filter_destroy(f);

@@ -54,7 +54,8 @@ enum {
     BKV_FILTER_CUCKOO8 = 7,       /* cuckoo, 4-slot buckets, 8/12/16-bit fingerprints */
     BKV_FILTER_CUCKOO12 = 8,
     BKV_FILTER_CUCKOO16 = 9,
-    BKV_FILTER_COUNTING = 10      /* counting Bloom, 4-bit saturating counters */
+    BKV_FILTER_COUNTING = 10,     /* counting Bloom, 4-bit saturating counters */
+    BKV_FILTER_RANGE = 11         /* range filter over 64-bit keys (bkv_filter_build_range) */
 };
 
 /* A readable name for a status code; a static string, never NULL. */

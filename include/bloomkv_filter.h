@@ -179,6 +179,30 @@ BKV_EXPORT int bkv_filter_open(const void *buf, size_t len, unsigned flags, bkv_
 
 BKV_EXPORT void bkv_filter_destroy(bkv_filter *f);
 
+/* ---- Range filters (type BKV_FILTER_RANGE) ----
+ *
+ * Built from n 64-bit keys (any order, duplicates allowed) at
+ * bits_per_key B (3..66, the integer part counts), answering whether the
+ * set may hold a key in [lo, hi]: 0 is certain, 1 may be a false
+ * positive. For a range of length L (L = hi - lo + 1) the false-positive
+ * rate is at most L / 2^(B-2) (bkv_filter_range_fpr_bound), for any
+ * choice of ranges, including ranges that start just past a key; a range
+ * longer than n * 2^(B-2) always answers 1. Keys map to the order of
+ * their bytes by their first eight (big-endian, zero-padded: a variable
+ * length key's prefix). seed varies the hashing between filters. It
+ * serializes, validates and opens like every filter (bkv_filter_encode,
+ * bkv_filter_open); point probes with a bkv_hash always answer 1, ask
+ * bkv_filter_may_intersect(f, x, x) instead. Errors: BKV_INVALID (out
+ * NULL, keys NULL with n > 0, B out of range), BKV_NOMEM. */
+BKV_EXPORT int bkv_filter_build_range(const uint64_t *keys, size_t n, double bits_per_key, uint32_t seed,
+                                      bkv_filter **out);
+/* 1 when f may hold a key in [lo, hi] (always for a filter of another
+ * type, or NULL), 0 when it certainly holds none (or lo > hi). */
+BKV_EXPORT int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi);
+/* The bound on the false-positive rate for ranges of range_len + 1 keys
+ * (at most 1; 0 when f keeps keys exactly; 1 for another type). */
+BKV_EXPORT double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len);
+
 /* A filter moved in pieces (a server dumping a large filter in chunks):
  * its encoded header, the first BKV_FILTER_HEADER_BYTES bytes of
  * bkv_filter_encode's output, describes it; its payload, the bytes probes

@@ -22,6 +22,7 @@ static const bkv_filter_ops *ops_for_type(int type) {
     case BKV_FILTER_CUCKOO12: return &bkv_cuckoo12_ops;
     case BKV_FILTER_CUCKOO16: return &bkv_cuckoo16_ops;
     case BKV_FILTER_COUNTING: return &bkv_counting_ops;
+    case BKV_FILTER_RANGE: return &bkv_range_ops;
     default: return NULL;
     }
 }

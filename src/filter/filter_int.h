@@ -118,6 +118,7 @@ extern const bkv_filter_ops bkv_xor8_ops;
 extern const bkv_filter_ops bkv_cuckoo8_ops;
 extern const bkv_filter_ops bkv_cuckoo12_ops;
 extern const bkv_filter_ops bkv_cuckoo16_ops;
+extern const bkv_filter_ops bkv_range_ops;
 extern const bkv_filter_ops bkv_counting_ops;
 
 /* Allocates f->payload (zeroed, 64-byte aligned, f->payload_len bytes). */

@@ -1,0 +1,272 @@
+/*
+ * Range filter (type 11): does a set of 64-bit keys meet [lo, hi]?
+ *
+ * Grafite's design (Costa, Ferragina, Vinciguerra, SIGMOD 2024): keys are
+ * hashed into a reduced universe [0, r) by a hash that keeps order inside
+ * each aligned run of r values and moves each run by a random offset:
+ *
+ *   h(x) = (x mod r + g(x div r)) mod r,   g a seeded 64-bit mix, mod r.
+ *
+ * A query range of length L <= r maps to at most two runs, so to at most
+ * four intervals of [0, r); it may meet the set only if a stored value lies
+ * in one of them. Two keys collide into an interval only when one of them
+ * was moved there by g, which happens with probability at most L/r for
+ * any fixed query, whatever the keys: with r = n * 2^(B-2) the false
+ * positive rate of a range of length L is at most L / 2^(B-2) for B bits
+ * per key, on correlated queries (a range starting just past a key) as on
+ * uniform ones. A key itself is always found: no false negatives.
+ *
+ * The sorted distinct hashed values are stored with Elias-Fano: l low
+ * bits each, packed, and the high parts in unary (an upper bitvector of
+ * m ones and about m zeros), with the position of every 256th zero
+ * sampled for select: B - 2 + about 2.25 bits per key in all.
+ *
+ * Payload (little-endian u64 words): upper bitvector (U bits, U = m +
+ * (max >> l) + 1), zero samples (one word each: positions of zeros 0, 256,
+ * 512, ...), low bits (m * l bits). Header: k = l, num_keys = keys given,
+ * num_bits = U + m * l, filter_seed = g's seed, params = {m, r (0: the
+ * whole 2^64, no reduction), U}.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter/filter_int.h"
+#include "util/coding.h"
+
+#define SAMPLE_EVERY 256
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+typedef struct geometry {
+    uint64_t m, r, U, l, zeros, samples;
+    size_t upper_words, low_words;
+} geometry;
+
+static void geometry_of(const bkv_filter *f, geometry *g) {
+    g->m = f->params[0];
+    g->r = f->params[1];
+    g->U = f->params[2];
+    g->l = f->k;
+    g->zeros = g->U - g->m;
+    g->samples = g->zeros / SAMPLE_EVERY + 1;
+    g->upper_words = (size_t)((g->U + 63) / 64);
+    g->low_words = (size_t)((g->m * g->l + 63) / 64);
+}
+
+static uint64_t hash_into(uint64_t x, uint64_t r, uint32_t seed) {
+    if (r == 0) return x; /* the whole universe: keys kept exactly */
+    return (x % r + mix((x / r) ^ ((uint64_t)seed << 32 | seed)) % r) % r;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t word(const bkv_filter *f, size_t i) { return bkv_get_u64(f->payload + 8 * i); }
+
+static uint64_t low_bits(const bkv_filter *f, const geometry *g, uint64_t i) {
+    if (g->l == 0) return 0;
+    size_t base = g->upper_words + (size_t)g->samples;
+    uint64_t bit = i * g->l, w = bit / 64, off = bit % 64;
+    uint64_t v = word(f, base + (size_t)w) >> off;
+    if (off + g->l > 64) v |= word(f, base + (size_t)w + 1) << (64 - off);
+    return v & ((UINT64_C(1) << g->l) - 1);
+}
+
+/* Position in the upper bitvector of zero number k (0-based), or U when
+ * there is none; every step stays inside the payload whatever it holds. */
+static uint64_t select_zero(const bkv_filter *f, const geometry *g, uint64_t k) {
+    if (k >= g->zeros) return g->U;
+    uint64_t pos = word(f, g->upper_words + (size_t)(k / SAMPLE_EVERY));
+    uint64_t left = k % SAMPLE_EVERY; /* zeros to pass after the sampled one */
+    if (pos >= g->U) return g->U;     /* a damaged sample: no answer below U */
+    for (uint64_t w = pos / 64; w < g->upper_words; w++) {
+        uint64_t zeros = ~word(f, (size_t)w);
+        if (w == pos / 64) zeros &= ~UINT64_C(0) << (pos % 64);
+        if (w == g->upper_words - 1 && g->U % 64) zeros &= (UINT64_C(1) << (g->U % 64)) - 1;
+        uint64_t c = (uint64_t)__builtin_popcountll(zeros);
+        if (c > left) {
+            while (left--) zeros &= zeros - 1;
+            return w * 64 + (uint64_t)__builtin_ctzll(zeros);
+        }
+        left -= c;
+    }
+    return g->U;
+}
+
+/* Whether a stored value lies in [a, b] (a <= b < r, or any a <= b when r
+ * is the whole universe). */
+static int any_in(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b) {
+    if (g->m == 0) return 0;
+    uint64_t high = a >> g->l;
+    /* The first element whose high part is >= high: after zero high - 1. */
+    uint64_t pos = high == 0 ? 0 : select_zero(f, g, high - 1) + 1;
+    if (pos >= g->U) return 0;
+    uint64_t i = pos - high; /* ones before pos */
+    for (uint64_t q = pos; q < g->U && i < g->m; q++) {
+        if (!((word(f, (size_t)(q / 64)) >> (q % 64)) & 1)) continue;
+        uint64_t h = q - i; /* this element's high part */
+        uint64_t v = h << g->l | low_bits(f, g, i);
+        if (v >= a) return v <= b;
+        i++;
+    }
+    return 0;
+}
+
+/* The interval [s, s + len] of [0, r), wrapping past r - 1. */
+static int any_in_cyclic(const bkv_filter *f, const geometry *g, uint64_t s, uint64_t len) {
+    uint64_t room = g->r - 1 - s;
+    if (len <= room) return any_in(f, g, s, s + len);
+    return any_in(f, g, s, g->r - 1) || any_in(f, g, 0, len - room - 1);
+}
+
+double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
+    if (!f || f->ops->type != BKV_FILTER_RANGE) return 1.0;
+    if (f->params[1] == 0) return 0.0; /* keys kept exactly */
+    double p = ((double)range_len + 1.0) * (double)f->num_keys / (double)f->params[1];
+    return p < 1.0 ? p : 1.0;
+}
+
+int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi) {
+    if (!f) return 1;
+    if (f->ops->type != BKV_FILTER_RANGE) return 1;
+    if (lo > hi) return 0;
+    geometry g;
+    geometry_of(f, &g);
+    if (g.m == 0) return 0; /* no key: no range meets it */
+    if (g.r == 0) return any_in(f, &g, lo, hi);
+    uint64_t len = hi - lo;
+    if (len >= g.r) return 1;
+    uint64_t blo = lo / g.r, bhi = hi / g.r;
+    uint64_t hlo = hash_into(lo, g.r, f->filter_seed), hhi = hash_into(hi, g.r, f->filter_seed);
+    if (blo == bhi) return any_in_cyclic(f, &g, hlo, len);
+    /* Two runs (len < r): the end of lo's, then the start of hi's. */
+    uint64_t to_end = g.r - 1 - lo % g.r, from_start = hi % g.r;
+    return any_in_cyclic(f, &g, hlo, to_end) || any_in_cyclic(f, &g, (hhi + g.r - from_start) % g.r, from_start);
+}
+
+int bkv_filter_build_range(const uint64_t *keys, size_t n, double bits_per_key, uint32_t seed, bkv_filter **out) {
+    if (!out) return BKV_INVALID;
+    *out = NULL;
+    if ((n && !keys) || !(bits_per_key >= 3 && bits_per_key <= 66)) return BKV_INVALID;
+    /* r = n * 2^(B-2), or the whole universe when that does not fit. */
+    unsigned shift = (unsigned)bits_per_key - 2;
+    uint64_t r = 0, nn = n ? (uint64_t)n : 1;
+    if (shift < 64 && nn <= (UINT64_MAX >> shift)) r = nn << shift;
+    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return BKV_NOMEM;
+    for (size_t i = 0; i < n; i++) v[i] = hash_into(keys[i], r, seed);
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
+    /* l = floor(log2(universe / m)), at most 63: the universe is r, or
+     * 2^64 (then 64 - ceil(log2 m)). */
+    unsigned l = 0;
+    if (m && r) {
+        while (l < 63 && (r >> (l + 1)) >= m) l++;
+    } else if (m) {
+        unsigned ceil_log2 = m > 1 ? 64 - (unsigned)__builtin_clzll((uint64_t)m - 1) : 0;
+        l = ceil_log2 ? 64 - ceil_log2 : 63;
+    }
+    bkv_filter *f = calloc(1, sizeof *f);
+    if (!f) {
+        free(v);
+        return BKV_NOMEM;
+    }
+    f->ops = &bkv_range_ops;
+    f->k = l;
+    f->filter_seed = seed;
+    f->num_keys = n;
+    uint64_t max_high = m ? v[m - 1] >> l : 0;
+    f->params[0] = m;
+    f->params[1] = r;
+    f->params[2] = m + max_high + 1;
+    geometry g;
+    geometry_of(f, &g);
+    f->num_bits = g.U + g.m * g.l;
+    f->payload_len = 8 * (g.upper_words + (size_t)g.samples + g.low_words);
+    if (bkv_filter_alloc_payload(f)) {
+        free(f);
+        free(v);
+        return BKV_NOMEM;
+    }
+    memset(f->payload, 0, f->payload_len);
+    uint64_t *upper = calloc(g.upper_words ? g.upper_words : 1, sizeof *upper);
+    uint64_t *low = calloc(g.low_words ? g.low_words : 1, sizeof *low);
+    if (!upper || !low) {
+        free(upper);
+        free(low);
+        free(v);
+        bkv_filter_destroy(f);
+        return BKV_NOMEM;
+    }
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t high = v[i] >> l, q = high + i;
+        upper[q / 64] |= UINT64_C(1) << (q % 64);
+        if (l) {
+            uint64_t lowv = v[i] & ((UINT64_C(1) << l) - 1), bit = i * l;
+            low[bit / 64] |= lowv << (bit % 64);
+            if (bit % 64 + l > 64) low[bit / 64 + 1] |= lowv >> (64 - bit % 64);
+        }
+    }
+    for (size_t w = 0; w < g.upper_words; w++) bkv_put_u64(f->payload + 8 * w, upper[w]);
+    /* Every 256th zero's position. */
+    uint64_t zero = 0;
+    for (uint64_t q = 0; q < g.U; q++)
+        if (!((upper[q / 64] >> (q % 64)) & 1)) {
+            if (zero % SAMPLE_EVERY == 0)
+                bkv_put_u64(f->payload + 8 * (g.upper_words + (size_t)(zero / SAMPLE_EVERY)), q);
+            zero++;
+        }
+    for (size_t w = 0; w < g.low_words; w++)
+        bkv_put_u64(f->payload + 8 * (g.upper_words + (size_t)g.samples + w), low[w]);
+    free(upper);
+    free(low);
+    free(v);
+    *out = f;
+    return BKV_OK;
+}
+
+/* Hashes mean nothing to a range filter: every point probe is "maybe";
+ * bkv_filter_may_intersect(f, x, x) asks about a key. */
+static int range_may_contain(const bkv_filter *f, bkv_hash h) {
+    (void)f, (void)h;
+    return 1;
+}
+
+static void range_may_contain_batch(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out) {
+    (void)f, (void)h;
+    memset(out, 1, n);
+}
+
+static const char *range_check_geometry(bkv_filter *f) {
+    uint64_t m = f->params[0], r = f->params[1], U = f->params[2];
+    if (f->k > 63) return "range filter: more than 63 low bits";
+    if (U <= m) return "range filter: fewer upper bits than values and one zero";
+    if (r && m > r) return "range filter: more values than its universe";
+    if (f->k && m > UINT64_MAX / f->k) return "range filter: low bits overflow";
+    if (U > (uint64_t)f->payload_len * 8) return "range filter: upper bits exceed the payload";
+    geometry g;
+    geometry_of(f, &g);
+    uint64_t words = (uint64_t)g.upper_words + g.samples + g.low_words;
+    if (words != (uint64_t)f->payload_len / 8 || f->payload_len % 8) return "range filter: payload size does not match";
+    if (f->num_bits != U + m * f->k) return "range filter: bit count does not match";
+    return NULL;
+}
+
+const bkv_filter_ops bkv_range_ops = {
+    .type = BKV_FILTER_RANGE,
+    .name = "range",
+    .may_contain = range_may_contain,
+    .may_contain_batch = range_may_contain_batch,
+    .check_geometry = range_check_geometry,
+};

@@ -71,7 +71,7 @@ typedef struct bkv_db_counters {
         tables_consulted, flush_bytes_written, compactions, trivial_moves, summary_rewrites, compaction_bytes_read,
         compaction_bytes_written, value_searches, value_index_updates, value_index_nodes_recomputed,
         value_index_update_micros, value_index_locked_micros, value_filters_unusable, value_candidates_proven,
-        seek_compactions, subcompactions;
+        seek_compactions, subcompactions, range_filter_probes, range_filter_negatives;
 } bkv_db_counters;
 
 
@@ -291,6 +291,9 @@ int bkv_db_flush_held(bkv_db *db, bkv_err *e);
 
 /* The table read flags (BKV_READ_*) ro asks for; NULL: fill the cache. */
 int bkv_db_read_flags(const bkv_read_options *ro);
+/* bkv_table_range_may_intersect of ro's bounds, counted in the
+ * range-filter counters. */
+int bkv_db_range_may_intersect(bkv_db *db, const struct bkv_table *t, const bkv_read_options *ro);
 
 /* Copies a caller's options struct (whose first field is its size) over
  * dst, which holds defaults and is dst_size bytes (options.c says how

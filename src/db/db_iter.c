@@ -107,6 +107,9 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
     for (int i = 0; !rc && i < it->rs.nimm; i++)
         if (!(children[n++] = bkv_memtable_ikey_iter_new(it->rs.imm[i]))) rc = BKV_NOMEM;
     bkv_hash ph = prefix ? bkv_hash_bytes_seeded(prefix, plen, BKV_PREFIX_SEED) : 0;
+    /* With bounds, tables whose range filter rules them out are left out:
+     * every key shown lies in [lower, upper). */
+    int bounded = it->ro.lower_bound || it->ro.upper_bound;
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++) {
         if (l > 0 && !prefix) {
             /* Without a prefix to filter tables by, a deeper level is one
@@ -114,6 +117,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
             if (v->nfiles[l] && !(children[n++] = bkv_level_iter_new(it->db, v->files[l], v->nfiles[l],
                                                                      bkv_db_read_flags(&it->ro), 1, skip_log(it))))
                 rc = BKV_NOMEM;
+            else if (v->nfiles[l] && bounded) bkv_level_iter_set_bounds(children[n - 1], &it->ro);
             continue;
         }
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
@@ -136,6 +140,10 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
             }
             if (rc) break;
             bkv_table *t = bkv_cache_value(entry);
+            if (bounded && !bkv_db_range_may_intersect(it->db, t, &it->ro)) {
+                bkv_cache_release(it->db->table_cache, entry); /* none of its keys in the bounds */
+                continue;
+            }
             if (prefix) {
                 BKV_COUNT(it->db, filter_probes, 1);
                 if (!bkv_table_may_contain(t, ph)) {
@@ -198,6 +206,30 @@ int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     bkv_read_state rs;
     bkv_read_state_acquire(db, ro, &rs);
     return bkv_iter_create_at(db, ro, &rs, out);
+}
+
+int bkv_range_empty(bkv_db *db, const bkv_read_options *ro, const void *lo, size_t lolen, const void *hi, size_t hilen,
+                    int *empty) {
+    if (!db || !empty || (!lo && lolen) || (!hi && hilen)) return bkv_db_arg_error(db, "bkv_range_empty");
+    *empty = 0;
+    bkv_err e = {{0}};
+    bkv_read_options local;
+    if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
+    bkv_read_options bounded = ro ? *ro : local;
+    if (!ro) bkv_read_options_init(&bounded);
+    bounded.lower_bound = lo ? lo : "";
+    bounded.lower_bound_len = lolen;
+    bounded.upper_bound = hi;
+    bounded.upper_bound_len = hilen;
+    bkv_iter *it;
+    int rc = bkv_iter_create(db, &bounded, &it);
+    if (rc) return rc;
+    bkv_iter_seek_to_first(it);
+    *empty = !bkv_iter_valid(it);
+    rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    if (rc) *empty = 0;
+    return rc;
 }
 
 void bkv_iter_destroy(bkv_iter *it) {

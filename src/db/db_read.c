@@ -446,6 +446,15 @@ void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
     if (s != &db->snapshots) free(s);
 }
 
+int bkv_db_range_may_intersect(bkv_db *db, const bkv_table *t, const bkv_read_options *ro) {
+    if (!bkv_table_has_range_filter(t)) return 1;
+    int maybe = bkv_table_range_may_intersect(t, ro->lower_bound, ro->lower_bound_len, ro->upper_bound,
+                                              ro->upper_bound_len);
+    BKV_COUNT(db, range_filter_probes, 1);
+    BKV_COUNT(db, range_filter_negatives, !maybe);
+    return maybe;
+}
+
 int bkv_db_read_flags(const bkv_read_options *ro) {
     if (!ro) return BKV_READ_FILL_CACHE;
     return (ro->fill_cache ? BKV_READ_FILL_CACHE : 0) | (ro->verify_checksums ? BKV_READ_VERIFY_ALL : 0);

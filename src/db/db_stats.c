@@ -35,6 +35,8 @@ static const counter_name db_counters[] = {
     DB_COUNTER("summary-rewrites", summary_rewrites),
     DB_COUNTER("seek-compactions", seek_compactions),
     DB_COUNTER("subcompactions", subcompactions),
+    DB_COUNTER("range-filter-probes", range_filter_probes),
+    DB_COUNTER("range-filter-negatives", range_filter_negatives),
     DB_COUNTER("compaction-bytes-read", compaction_bytes_read),
     DB_COUNTER("compaction-bytes-written", compaction_bytes_written),
     DB_COUNTER("value-searches", value_searches),

@@ -17,6 +17,7 @@ typedef struct level_iter {
     int read_flags;
     int count_reads;             /* blocks read count in the database's table stats */
     bkv_skip_log *skips;         /* skipping damage: where it went (NULL: damage is an error) */
+    const bkv_read_options *bounds; /* tables whose range filter rules out its bounds are passed over */
     int rc;
     bkv_err err;
 } level_iter;
@@ -29,16 +30,36 @@ static void li_close_table(level_iter *li) {
     li->cur = li->nfiles;
 }
 
+/* Whether table f, and every table after it in direction forward, lies
+ * outside [lower_bound, upper_bound). */
+static int beyond_bounds(const bkv_file_meta *f, const bkv_read_options *b, int forward) {
+    if (forward)
+        return b->upper_bound && bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, b->upper_bound,
+                                                      b->upper_bound_len) >= 0;
+    return b->lower_bound &&
+           bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, b->lower_bound, b->lower_bound_len) < 0;
+}
+
 /* Opens table i (closing the current one); 0 when i is out of range or the
  * table cannot be opened (the error is kept). Skipping damage, a table
  * that cannot be opened is recorded and the next one in the direction
  * (forward or not) is opened instead. */
-static int li_open(level_iter *li, size_t i, int forward) {
+static int li_open(level_iter *li, size_t i, int forward, int stepping) {
     for (;;) {
         if (li->cur == i && li->table) return 1;
         li_close_table(li);
         if (i >= li->nfiles || li->rc) return 0;
+        /* Stepping on past the bounds, no later table (in this direction)
+         * holds a key of them. Not on a seek: it must still find the first
+         * entry at or after its key, which the merge steps back from. */
+        if (stepping && li->bounds && beyond_bounds(li->files[i], li->bounds, forward)) return 0;
         int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
+        if (!rc && li->bounds && !bkv_db_range_may_intersect(li->db, bkv_cache_value(li->entry), li->bounds)) {
+            li_close_table(li); /* none of its keys in the range: its index is never read */
+            if (!forward && i == 0) return 0;
+            i = forward ? i + 1 : i - 1;
+            continue;
+        }
         if (!rc)
             rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags,
                                     li->count_reads ? bkv_db_tstats(li->db) : NULL, &li->table);
@@ -73,7 +94,7 @@ static void li_settle(level_iter *li, int forward) {
         size_t next = li->cur;
         if (forward) next++;
         else if (next-- == 0) next = li->nfiles;
-        if (!li_open(li, next, forward)) return;
+        if (!li_open(li, next, forward, 1)) return;
         if (forward) bkv_ikey_iter_first(li->table);
         else bkv_ikey_iter_last(li->table);
     }
@@ -86,13 +107,13 @@ static int li_valid(bkv_ikey_iter *b) {
 
 static void li_first(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li_open(li, 0, 1)) bkv_ikey_iter_first(li->table);
+    if (li_open(li, 0, 1, 0)) bkv_ikey_iter_first(li->table);
     li_settle(li, 1);
 }
 
 static void li_last(bkv_ikey_iter *b) {
     level_iter *li = (level_iter *)b;
-    if (li->nfiles && li_open(li, li->nfiles - 1, 0)) bkv_ikey_iter_last(li->table);
+    if (li->nfiles && li_open(li, li->nfiles - 1, 0, 0)) bkv_ikey_iter_last(li->table);
     li_settle(li, 0);
 }
 
@@ -106,7 +127,7 @@ static void li_seek(bkv_ikey_iter *b, const uint8_t *k, size_t n) {
         if (bkv_ikey_compare(f->largest, f->largest_len, k, n) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (li_open(li, lo, 1)) bkv_ikey_iter_seek(li->table, k, n);
+    if (li_open(li, lo, 1, 0)) bkv_ikey_iter_seek(li->table, k, n);
     li_settle(li, 1);
 }
 
@@ -154,4 +175,8 @@ bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_
     li->count_reads = count_reads;
     li->skips = skips;
     return &li->base;
+}
+
+void bkv_level_iter_set_bounds(bkv_ikey_iter *it, const bkv_read_options *bounds) {
+    ((level_iter *)it)->bounds = bounds;
 }

@@ -175,6 +175,9 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
     REQUIRE(o->partition_filters == 0 || o->partition_filters == 1, "partition_filters = %d, must be 0 or 1",
             o->partition_filters);
     REQUIRE(o->read_only == 0 || o->read_only == 1, "read_only = %d, must be 0 or 1", o->read_only);
+    REQUIRE(o->range_filter_bits_per_key == 0 ||
+                (o->range_filter_bits_per_key >= 3 && o->range_filter_bits_per_key <= 66),
+            "range_filter_bits_per_key = %g, must be 0 or 3..66", o->range_filter_bits_per_key);
     REQUIRE(!o->read_only || (!o->value_index_drop && !o->value_index_reshape),
             "read_only: dropping or reshaping the value index writes the manifest; open for writing to do it");
     REQUIRE(o->compaction_style == BKV_COMPACTION_LEVELED || o->compaction_style == BKV_COMPACTION_TIERED,

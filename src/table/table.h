@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bloomkv.h"
 #include "filter/value_filter.h"
@@ -62,7 +63,30 @@ typedef struct bkv_table_options {
      * tables that a compaction will rewrite soon. */
     int value_summary_cheap;
 #define BKV_CHEAP_SUMMARY_TYPE BKV_FILTER_BLOCKED_BLOOM /* what value_summary_cheap builds; else Ribbon */
+    /* When > 0, a range filter (bkv_filter_build_range) at this many bits
+     * per key over eight bytes of every user key, from a place inside the
+     * prefix all the table's keys share (bkv_table_shared_prefix): reads
+     * of a key range ask it before the index (properties
+     * "range.filter.offset", ".size" and ".skip"). */
+    double range_filter_bits;
 } bkv_table_options;
+
+/* The length of the prefix user keys a and b share: every key of a table
+ * between its smallest and largest shares that one's. */
+static inline size_t bkv_table_shared_prefix(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    size_t n = 0;
+    while (n < an && n < bn && a[n] == b[n]) n++;
+    return n;
+}
+
+/* Eight bytes of a key, big-endian, zero-padded: their order agrees with
+ * the keys' (ties aside). */
+static inline uint64_t bkv_key_prefix64(const void *k, size_t n) {
+    uint8_t b[8] = {0};
+    memcpy(b, k, n < 8 ? n : 8);
+    return (uint64_t)b[0] << 56 | (uint64_t)b[1] << 48 | (uint64_t)b[2] << 40 | (uint64_t)b[3] << 32 |
+           (uint64_t)b[4] << 24 | (uint64_t)b[5] << 16 | (uint64_t)b[6] << 8 | (uint64_t)b[7];
+}
 
 typedef struct bkv_table_props {
     uint64_t num_entries, num_deletions, num_data_blocks;
@@ -73,6 +97,8 @@ typedef struct bkv_table_props {
     uint64_t filter_fpr_ppb;              /* the filter's modelled false-positive rate, parts per 10^9 */
     uint64_t value_filter_offset, value_filter_bytes; /* 0 bytes: none */
     uint64_t value_tags_offset, value_tags_bytes;     /* the value tags index block; 0 bytes: none */
+    uint64_t range_filter_offset, range_filter_bytes; /* the range filter block; 0 bytes: none */
+    uint64_t range_filter_skip;   /* its keys: eight bytes of each user key from here (bkv_key_prefix64) */
     int filter_type;
     int compression;
     uint64_t creation_time;
@@ -263,6 +289,13 @@ size_t bkv_table_filter_memory(const bkv_table *t);
  * the data block holding the first such entry (the end of the data when
  * none does). From the index alone: no data block is read. */
 uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t ilen);
+/* Whether the table may hold a user key in [lo, hi] (lo NULL: from the
+ * first; hi NULL: unbounded; an exclusive upper bound may be given as hi,
+ * which only widens the answer): its range filter's answer, 1 when it has
+ * none or a damaged one. */
+int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                                  size_t hilen);
+int bkv_table_has_range_filter(const bkv_table *t);
 /* The key filter, NULL when absent, damaged or partitioned. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
 /* Whether the table has a usable key filter (whole or partitioned). */

@@ -40,6 +40,14 @@ struct bkv_table_builder {
     bkv_buf tags, block_counts;
     uint64_t block_first_entry; /* num_entries when the open data block began */
     double fpr_keys;           /* sum over key filters of expected rate x keys */
+    /* The range filter's keys: each user key's eight bytes after the prefix
+     * it shares with the table's first key, and that prefix's length;
+     * turned at finish into the eight bytes after the prefix every key of
+     * the table shares (bkv_table_range_window). */
+    uint64_t *rf_window;
+    uint32_t *rf_shared;
+    size_t nrf, rf_cap;
+    size_t rf_max_len;         /* the longest user key */
 };
 
 bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name) {
@@ -72,6 +80,8 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     bkv_buf_free(&b->last_ikey);
     bkv_buf_free(&b->compressed);
     free(b->hashes);
+    free(b->rf_window);
+    free(b->rf_shared);
     free(b->term_hashes);
     bkv_buf_free(&b->tags);
     bkv_buf_free(&b->block_counts);
@@ -228,6 +238,26 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
     int new_user_key = b->last_ikey.len == 0 ||
         bkv_user_key_compare(b->last_ikey.data, b->last_ikey.len - BKV_IKEY_TRAILER, ikey, ulen) != 0;
     b->props.num_keys += (uint64_t)new_user_key;
+    if (new_user_key && b->opts.range_filter_bits > 0) {
+        if (b->nrf == b->rf_cap) {
+            size_t cap = b->rf_cap ? 2 * b->rf_cap : 1024;
+            uint64_t *w = realloc(b->rf_window, cap * sizeof *w);
+            if (w) b->rf_window = w;
+            uint32_t *sh = w ? realloc(b->rf_shared, cap * sizeof *sh) : NULL;
+            if (!sh) {
+                b->failed = 1;
+                return bkv_fail(e, BKV_NOMEM, "%s: out of memory collecting range filter keys", b->name);
+            }
+            b->rf_shared = sh;
+            b->rf_cap = cap;
+        }
+        const uint8_t *first = b->props.num_entries ? b->first_ikey.data : ikey;
+        size_t flen = b->props.num_entries ? b->first_ikey.len - BKV_IKEY_TRAILER : ulen, shared = 0;
+        while (shared < flen && shared < ulen && first[shared] == ikey[shared]) shared++;
+        b->rf_shared[b->nrf] = (uint32_t)shared; /* keys are at most BKV_MAX_KEY_SIZE */
+        if (ulen > b->rf_max_len) b->rf_max_len = ulen;
+        b->rf_window[b->nrf++] = bkv_key_prefix64(ikey + shared, ulen - shared);
+    }
     if (new_user_key && b->opts.filter_type != 0) {
         int rc = add_hash(b, bkv_hash_bytes(ikey, ulen), e);
         size_t plen = b->opts.prefix_extractor ? b->opts.prefix_extractor(ikey, ulen) : SIZE_MAX;
@@ -515,6 +545,43 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         }
     }
 
+    if (b->opts.range_filter_bits > 0) {
+        /* The window: eight bytes from skip, past the prefix every key
+         * shares but no further than the longest key's last eight (so that
+         * a range of L keys spans L windows, not L x 256 per byte skipped
+         * too far). Each key's window: up to its own (longer) shared
+         * prefix, the first key's bytes, then its own. */
+        const uint8_t *first = b->first_ikey.data;
+        size_t flen = b->first_ikey.len ? b->first_ikey.len - BKV_IKEY_TRAILER : 0;
+        size_t skip = bkv_table_shared_prefix(first, flen, b->last_ikey.data,
+                                              b->last_ikey.len ? b->last_ikey.len - BKV_IKEY_TRAILER : 0);
+        if (b->rf_max_len < skip + 8) skip = b->rf_max_len > 8 ? b->rf_max_len - 8 : 0;
+        b->props.range_filter_skip = skip;
+        for (size_t i = 0; i < b->nrf; i++) {
+            uint64_t w = 0;
+            for (size_t j = 0; j < 8; j++) {
+                size_t pos = skip + j;
+                uint64_t byte = pos < b->rf_shared[i] ? first[pos] : (b->rf_window[i] >> (56 - 8 * (pos - b->rf_shared[i]))) & 0xff;
+                w = w << 8 | byte;
+            }
+            b->rf_window[i] = w;
+        }
+        bkv_filter *rf;
+        rc = bkv_filter_build_range(b->rf_window, b->nrf, b->opts.range_filter_bits, (uint32_t)b->props.num_keys, &rf);
+        if (rc) return bkv_fail(e, rc, "%s: cannot build the range filter", b->name);
+        size_t len = bkv_filter_encoded_size(rf);
+        uint8_t *enc = malloc(len);
+        rc = enc && bkv_filter_encode(rf, enc, len) == BKV_OK ? BKV_OK : BKV_NOMEM;
+        bkv_filter_destroy(rf);
+        bkv_handle rh;
+        rc = rc ? bkv_fail(e, rc, "%s: out of memory encoding the range filter", b->name)
+                : write_raw_block(b, enc, len, BKV_COMPRESS_NONE, &rh, e);
+        free(enc);
+        if (rc) return rc;
+        b->props.range_filter_offset = rh.offset;
+        b->props.range_filter_bytes = rh.size;
+    }
+
     /* Properties, in sorted name order (it is an ordinary block). */
     b->props.creation_time = (uint64_t)time(NULL);
     bkv_block_builder props;
@@ -532,6 +599,9 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
               put_prop(&props, "num.deletions", b->props.num_deletions) ||
               put_prop(&props, "num.entries", b->props.num_entries) ||
               put_prop(&props, "num.keys", b->props.num_keys) ||
+              (b->props.range_filter_bytes && (put_prop(&props, "range.filter.offset", b->props.range_filter_offset) ||
+                                               put_prop(&props, "range.filter.size", b->props.range_filter_bytes) ||
+                                               put_prop(&props, "range.filter.skip", b->props.range_filter_skip))) ||
               put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes) ||
               put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes) ||
               (b->opts.value_filter && (put_prop(&props, "value.filter.offset", b->props.value_filter_offset) ||

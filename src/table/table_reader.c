@@ -41,6 +41,9 @@ struct bkv_table {
     uint8_t *filter_data;
     size_t filter_len;
     bkv_filter *filter;   /* NULL: no filter, a damaged one ("maybe") or partitions */
+    uint8_t *range_data;  /* the range filter block, and the filter on it (NULL: none or damaged) */
+    bkv_filter *range_filter;
+    size_t range_shared;  /* its keys skip this much of the prefix every key shares (props.smallest's) */
     /* A partitioned filter: the handles of its partitions (pinned), and
      * what is known of each (PART_*): a damaged one answers "maybe"
      * without being read again. */
@@ -139,6 +142,9 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"value.filter.size", offsetof(bkv_table_props, value_filter_bytes)},
         {"value.tags.offset", offsetof(bkv_table_props, value_tags_offset)},
         {"value.tags.size", offsetof(bkv_table_props, value_tags_bytes)},
+        {"range.filter.offset", offsetof(bkv_table_props, range_filter_offset)},
+        {"range.filter.size", offsetof(bkv_table_props, range_filter_bytes)},
+        {"range.filter.skip", offsetof(bkv_table_props, range_filter_skip)},
     };
     for (bkv_block_iter_first(&it); it.valid; bkv_block_iter_next(&it)) {
         uint8_t **key_prop = NULL;
@@ -159,6 +165,60 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         if (it.key.len == 11 && memcmp(it.key.data, "compression", 11) == 0) t->props.compression = (int)v;
     }
     bkv_block_iter_free(&it);
+}
+
+/* Reads and validates the range filter block; on failure the table keeps
+ * none, and answers every range "maybe". */
+static int open_range_filter(bkv_table *t) {
+    size_t len;
+    bkv_handle h = {t->props.range_filter_offset, t->props.range_filter_bytes};
+    if (bkv_read_filter_block(t->file, t->name, h, &t->range_data, &len, NULL) != BKV_OK) return BKV_CORRUPTION;
+    bkv_filter_info info;
+    const bkv_table_props *p = &t->props;
+    if (p->smallest && p->largest && p->smallest_len >= BKV_IKEY_TRAILER && p->largest_len >= BKV_IKEY_TRAILER &&
+        bkv_filter_open(t->range_data, len, 0, &t->range_filter, NULL, 0) == BKV_OK &&
+        (bkv_filter_get_info(t->range_filter, &info), info.type == BKV_FILTER_RANGE)) {
+        /* The skipped bytes must be ones every key shares. */
+        size_t shared = bkv_table_shared_prefix(p->smallest, p->smallest_len - BKV_IKEY_TRAILER, p->largest,
+                                                p->largest_len - BKV_IKEY_TRAILER);
+        if (p->range_filter_skip <= shared) {
+            t->range_shared = (size_t)p->range_filter_skip;
+            return BKV_OK;
+        }
+    }
+    bkv_filter_destroy(t->range_filter);
+    t->range_filter = NULL;
+    free(t->range_data);
+    t->range_data = NULL;
+    return BKV_CORRUPTION;
+}
+
+int bkv_table_has_range_filter(const bkv_table *t) { return t->range_filter != NULL; }
+
+/* Where user key k stands against the table's shared prefix: -1 below
+ * every key of the table, 1 above every key, 0 sharing it. */
+static int against_shared(const bkv_table *t, const uint8_t *k, size_t n) {
+    size_t m = n < t->range_shared ? n : t->range_shared;
+    int c = m ? memcmp(k, t->props.smallest, m) : 0;
+    if (c) return c < 0 ? -1 : 1;
+    return n < t->range_shared ? -1 : 0;
+}
+
+int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                                  size_t hilen) {
+    if (!t->range_filter) return 1;
+    uint64_t a = 0, z = UINT64_MAX;
+    if (lo) {
+        int c = against_shared(t, lo, lolen);
+        if (c > 0) return 0;
+        if (c == 0) a = bkv_key_prefix64(lo + t->range_shared, lolen - t->range_shared);
+    }
+    if (hi) {
+        int c = against_shared(t, hi, hilen);
+        if (c < 0) return 0;
+        if (c == 0) z = bkv_key_prefix64(hi + t->range_shared, hilen - t->range_shared);
+    }
+    return bkv_filter_may_intersect(t->range_filter, a, z);
 }
 
 /* Reads the filter block: one filter (version 1) or a partition index
@@ -246,6 +306,8 @@ int bkv_table_open(const bkv_env *env, const char *path, uint64_t file_number, b
          * correctness: the table then answers "maybe". */
         if (stats) atomic_fetch_add_explicit(&stats->filter_corrupt, 1, memory_order_relaxed);
     }
+    if (t->props.range_filter_bytes && open_range_filter(t) != BKV_OK && stats)
+        atomic_fetch_add_explicit(&stats->filter_corrupt, 1, memory_order_relaxed); /* the same: "maybe" */
     *out = t;
     return BKV_OK;
 fail:
@@ -301,6 +363,8 @@ void bkv_table_close(bkv_table *t) {
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
     if (t->file) bkv_file_close_readable(t->file);
     bkv_filter_destroy(t->filter);
+    bkv_filter_destroy(t->range_filter);
+    free(t->range_data);
     free(t->props.smallest);
     free(t->props.largest);
     free(t->filter_data);

@@ -52,6 +52,14 @@ typedef struct bench_cfg {
      * memory is only what the engine keeps resident from its open). */
     int cold;
     int filter_stats; /* RocksDB: keep statistics, for the key filters' counters */
+    /* Range benchmarks: keys spread evenly over 2^64 (key i: the big-endian
+     * eight bytes of i * 2^64 / num, padded), ranges of range_len
+     * consecutive 64-bit values, rangescan reading seek_nexts keys;
+     * bloomkv's range filters at range_filter_bits per key (0: none). */
+    int spread_keys;
+    uint64_t range_len;
+    long seek_nexts;
+    double range_filter_bits;
 } bench_cfg;
 
 #define BENCH_FIND_FIRST 1    /* stop at the first match */
@@ -70,6 +78,9 @@ typedef struct bench_engine {
     /* Iterators: visit n entries from the first (readseq), or seek to key
      * and read up to n entries (seekrandom); entries visited, < 0 error. */
     long (*scan)(void *h, const char *from, size_t fl, long n);
+    /* Entries in [lo, hi), at most n of them: an iterator given both
+     * bounds where the engine takes them; entries visited, < 0 error. */
+    long (*range_scan)(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n);
     /* The keys whose value is v, found by reading every entry (what a user
      * of an engine without a value index must do): matches, < 0 error. */
     long (*scan_value)(void *h, const char *v, size_t vl);

@@ -63,11 +63,27 @@ static uint64_t next_rand(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* --key_space spread: key i is the big-endian eight bytes of i * spread_step
+ * (0: the decimal keys below), then '0's up to key_size. */
+static uint64_t spread_step;
+
+static size_t key_at(char *buf, int key_size, uint64_t x) {
+    for (int b = 0; b < 8; b++) buf[b] = (char)(x >> (56 - 8 * b));
+    int n = key_size > 8 ? key_size : 8;
+    memset(buf + 8, '0', (size_t)(n - 8));
+    return (size_t)n;
+}
+
 /* Key i: its decimal digits, zero-padded to key_size. A missing key is
  * key i followed by '.' (as in db_bench): it sorts right after key i, so
  * every table whose range holds key i holds it too, and only a filter
  * can rule it out. */
 static size_t make_key(char *buf, int key_size, uint64_t i, int missing) {
+    if (spread_step) {
+        size_t len = key_at(buf, key_size, i * spread_step);
+        if (missing) buf[len++] = '.';
+        return len;
+    }
     char digits[32];
     int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)i);
     int pad = key_size > n ? key_size - n : 0;
@@ -313,6 +329,41 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             found += n > 0;
             add_find_stats(&s->fst, &st);
         }
+    } else if (strncmp(name, "range", 5) == 0) {
+        /* rangeempty: ranges of range_len values between two keys, placed
+         * at random; rangecorrelated: the same, starting just past a key
+         * (where prefix-based range filters fail); rangescan: from a key,
+         * through the next seek_nexts keys. */
+        int scan = strcmp(name, "rangescan") == 0, correlated = strcmp(name, "rangecorrelated") == 0;
+        if (!scan && !correlated && strcmp(name, "rangeempty") != 0) {
+            fprintf(stderr, "bench: unknown benchmark '%s'\n", name);
+            return -1;
+        }
+        if (!spread_step || !s->eng->range_scan || (!scan && c->range_len + 2 > spread_step)) {
+            fprintf(stderr, "bench: %s needs --key_space spread and a --range_len below the keys' spacing (%llu)\n",
+                    name, (unsigned long long)spread_step);
+            return -1;
+        }
+        ops = share;
+        char lo[64], hi[64];
+        for (uint64_t i = 0; i < ops; i++) {
+            uint64_t k = next_rand(&s->rng) % c->num, a, z;
+            long most = 1;
+            if (scan) {
+                a = k * spread_step;
+                z = k + (uint64_t)c->seek_nexts < c->num ? (k + (uint64_t)c->seek_nexts) * spread_step : UINT64_MAX;
+                most = c->seek_nexts;
+            } else {
+                a = k * spread_step + 1 + (correlated ? 0 : next_rand(&s->rng) % (spread_step - c->range_len - 1));
+                z = a + c->range_len;
+            }
+            size_t ll = key_at(lo, c->key_size, a), hl = key_at(hi, c->key_size, z);
+            double t0 = op_start(s);
+            long r = s->eng->range_scan(s->h, lo, ll, hi, hl, most);
+            record(s, t0);
+            if (r < 0) return -1;
+            found += (uint64_t)(r > 0); /* rangeempty, rangecorrelated: 0 when right */
+        }
     } else if (strcmp(name, "compact") == 0) {
         ops = 1;
         double t0 = op_start(s);
@@ -446,7 +497,8 @@ static void usage(FILE *out) {
             "                     [--max_subcompactions 1..8]\n"
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "                     [--value_summary_bits 2..16] [--cold] [--target_file_size BYTES]\n"
-            "                     [--filter_stats]\n"
+            "                     [--filter_stats] [--key_space decimal|spread] [--range_len N] [--seek_nexts N]\n"
+            "                     [--range_filter B]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -457,6 +509,10 @@ static void usage(FILE *out) {
             "            read) while one more thread overwrites random keys as fast as it can; --cold: before\n"
             "            each search the database is closed, its pages dropped from the page cache, and opened\n"
             "            again (open times reported, not counted)\n"
+            "            rangeempty, rangecorrelated (--range_len values between two keys, placed at random or\n"
+            "            starting just past a key: no key in them), rangescan (a key and the next --seek_nexts):\n"
+            "            these need --key_space spread (key i at i * 2^64 / num, big-endian) for the fill too;\n"
+            "            --range_filter B gives bloomkv's tables range filters at B bits per key\n"
             "--filter_stats: RocksDB keeps statistics (off by default: they cost it time), so that its\n"
             "            key filters' false positives are reported beside bloomkv's for each read benchmark.\n"
             "--compare runs the benchmarks on every engine built in (each under --db DIR/ENGINE when --db is\n"
@@ -508,6 +564,7 @@ static int remove_db_dir(const char *dir) {
 }
 
 int bench_run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec, size_t *nbench) {
+    spread_step = c.spread_keys ? UINT64_MAX / (c.num ? c.num : 1) : 0;
     char tmpdir[256] = "";
     if (!c.db) {
         const char *t = getenv("TMPDIR");
@@ -645,9 +702,11 @@ int bench_run_engine(bench_cfg c, const bench_engine *eng, double *ops_per_sec, 
             if (writing) printf(" (a writer beside: %.0f puts/sec)", writer_rate);
             if (s.bytes) printf(" %7.1f MB/s", (double)s.bytes / 1048576.0 / secs);
             if (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") || !strcmp(name, "seekrandom") ||
-                !strncmp(name, "findvalue", 9))
-                printf(" (%llu of %ld found)", (unsigned long long)found, ops);
-            if (have_blocks && (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom")))
+                !strncmp(name, "findvalue", 9) || !strncmp(name, "range", 5))
+                printf(" (%llu of %ld %s)", (unsigned long long)found, ops,
+                       !strcmp(name, "rangeempty") || !strcmp(name, "rangecorrelated") ? "not empty" : "found");
+            if (have_blocks && (!strncmp(name, "read", 4) || !strcmp(name, "multireadrandom") ||
+                                !strncmp(name, "range", 5)))
                 printf(" %.3f blocks read/op, filters %.1f MB resident, anon %.1f MB", blocks_per_op,
                        (double)filter_bytes / 1048576.0, (double)anon / 1048576.0);
             if (show_fp)
@@ -734,6 +793,7 @@ int bkv_db_bench_main(int argc, char **argv) {
                    .value_size = 100, .bloom_bits = 10, .filter = BKV_FILTER_BLOCKED_BLOOM,
                    .cache_size = 8u << 20, .write_buffer_size = 4u << 20, .seed = 301, .value_distinct = 100, .value_partition_entries = -1,
                    .searches = 1000, .scan_searches = 3, .wal_mmap = 1, .compact_for_reads = 1,
+                   .range_len = 1024, .seek_nexts = 10,
                    .release_free_memory = 1};
     int have_reads = 0;
     static const struct option opts[] = {
@@ -778,6 +838,10 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"cold", no_argument, 0, '9'},
         {"target_file_size", required_argument, 0, 'Y'},
         {"filter_stats", no_argument, 0, '%'},
+        {"key_space", required_argument, 0, 'a'},
+        {"range_len", required_argument, 0, 'e'},
+        {"seek_nexts", required_argument, 0, 'g'},
+        {"range_filter", required_argument, 0, 'i'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     if (bkv_exact_options("bloomkv-bench", argc, argv, opts, NULL)) {
         usage(stderr);
@@ -890,6 +954,20 @@ int bkv_db_bench_main(int argc, char **argv) {
         case '9': c.cold = 1; break;
         case 'Y': c.target_file_size = parse_u64(optarg, &bad_number); break;
         case '%': c.filter_stats = 1; break;
+        case 'a':
+            if (strcmp(optarg, "spread") == 0) c.spread_keys = 1;
+            else if (strcmp(optarg, "decimal") == 0) c.spread_keys = 0;
+            else bad_number = optarg;
+            break;
+        case 'e': c.range_len = (uint64_t)parse_int(optarg, &bad_number); break;
+        case 'g': c.seek_nexts = parse_int(optarg, &bad_number); break;
+        case 'i': {
+            char *end;
+            c.range_filter_bits = strtod(optarg, &end);
+            if (*end || (c.range_filter_bits != 0 && (c.range_filter_bits < 3 || c.range_filter_bits > 66)))
+                bad_number = optarg;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: goto bad;
         }

@@ -36,6 +36,7 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     if (cfg->max_subcompactions) o.max_subcompactions = cfg->max_subcompactions;
     o.filter_partition_size = cfg->filter_partition_size;
     o.filter_memory_budget = cfg->filter_memory_budget;
+    o.range_filter_bits_per_key = cfg->range_filter_bits;
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);
@@ -166,6 +167,26 @@ static long bkv_bench_scan(void *h, const char *from, size_t fl, long n) {
     return rc ? -1 : seen;
 }
 
+static long bkv_bench_range_scan(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n) {
+    bkv_read_options ro;
+    bkv_read_options_init(&ro);
+    ro.lower_bound = lo;
+    ro.lower_bound_len = ll;
+    ro.upper_bound = hi;
+    ro.upper_bound_len = hl;
+    bkv_iter *it;
+    if (bkv_iter_create(h, &ro, &it) != BKV_OK) return -1;
+    long seen = 0;
+    size_t kl, vl;
+    for (bkv_iter_seek_to_first(it); seen < n && bkv_iter_valid(it); bkv_iter_next(it), seen++) {
+        bkv_iter_key(it, &kl);
+        bkv_iter_value(it, &vl);
+    }
+    int rc = bkv_iter_status(it);
+    bkv_iter_destroy(it);
+    return rc ? -1 : seen;
+}
+
 static long bkv_bench_scan_value(void *h, const char *v, size_t vl) {
     bkv_read_options ro;
     bkv_read_options_init(&ro);
@@ -250,6 +271,7 @@ static void bkv_bench_close(void *h) { bkv_close(h); }
 const bench_engine bkv_bench_engine_bloomkv = {
     .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
     .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
+    .range_scan = bkv_bench_range_scan,
     .scan_value = bkv_bench_scan_value, .find_value = bkv_bench_find_value,
     .put_indexed = bkv_bench_put_indexed, .find_indexed = bkv_bench_find_indexed,
     .report = bkv_bench_report, .counter = bkv_bench_counter, .close = bkv_bench_close,

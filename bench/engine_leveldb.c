@@ -130,6 +130,25 @@ static long ldb_scan(void *h, const char *from, size_t fl, long n) {
     return check(err) ? -1 : seen;
 }
 
+/* LevelDB's C API has no iterator bounds: seek, then stop at hi. */
+static long ldb_range_scan(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n) {
+    ldb *l = h;
+    leveldb_iterator_t *it = leveldb_create_iterator(l->db, l->ro);
+    leveldb_iter_seek(it, lo, ll);
+    long seen = 0;
+    size_t kl, vl;
+    for (; seen < n && leveldb_iter_valid(it); leveldb_iter_next(it), seen++) {
+        const char *k = leveldb_iter_key(it, &kl);
+        int c = memcmp(k, hi, kl < hl ? kl : hl);
+        if (c > 0 || (c == 0 && kl >= hl)) break;
+        leveldb_iter_value(it, &vl);
+    }
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    leveldb_iter_destroy(it);
+    return check(err) ? -1 : seen;
+}
+
 static long ldb_scan_value(void *h, const char *v, size_t vl) {
     ldb *l = h;
     leveldb_iterator_t *it = leveldb_create_iterator(l->db, l->ro);
@@ -195,6 +214,7 @@ static long ldb_find_indexed(void *h, const char *v, size_t vl) {
 const bench_engine bkv_bench_engine_leveldb = {
     .name = "leveldb", .open = ldb_open, .put = ldb_put, .del = ldb_del, .get = ldb_get,
     .multi_get = ldb_multi_get, .compact = ldb_compact, .scan = ldb_scan,
+    .range_scan = ldb_range_scan,
     .scan_value = ldb_scan_value, .put_indexed = ldb_put_indexed, .find_indexed = ldb_find_indexed,
     .report = ldb_report, .close = ldb_close,
 };

@@ -185,6 +185,26 @@ static long rdb_scan(void *h, const char *from, size_t fl, long n) {
     return check(err) ? -1 : seen;
 }
 
+static long rdb_range_scan(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n) {
+    rdb *r = h;
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_iterate_lower_bound(ro, lo, ll);
+    rocksdb_readoptions_set_iterate_upper_bound(ro, hi, hl);
+    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, ro);
+    rocksdb_iter_seek(it, lo, ll);
+    long seen = 0;
+    size_t kl, vl;
+    for (; seen < n && rocksdb_iter_valid(it); rocksdb_iter_next(it), seen++) {
+        rocksdb_iter_key(it, &kl);
+        rocksdb_iter_value(it, &vl);
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    return check(err) ? -1 : seen;
+}
+
 static long rdb_scan_value(void *h, const char *v, size_t vl) {
     rdb *r = h;
     rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
@@ -283,6 +303,7 @@ static long rdb_find_indexed(void *h, const char *v, size_t vl) {
 const bench_engine bkv_bench_engine_rocksdb = {
     .name = "rocksdb", .open = rdb_open, .put = rdb_put, .del = rdb_del, .get = rdb_get,
     .multi_get = rdb_multi_get, .compact = rdb_compact, .scan = rdb_scan,
+    .range_scan = rdb_range_scan,
     .scan_value = rdb_scan_value, .put_indexed = rdb_put_indexed, .find_indexed = rdb_find_indexed,
     .report = rdb_report, .counter = rdb_counter, .close = rdb_close,
 };

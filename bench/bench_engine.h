@@ -81,6 +81,9 @@ typedef struct bench_engine {
     /* Entries in [lo, hi), at most n of them: an iterator given both
      * bounds where the engine takes them; entries visited, < 0 error. */
     long (*range_scan)(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n);
+    /* 1 when [lo, hi) holds no key, 0 when it holds one, < 0 error; NULL:
+     * range_scan of one entry (an engine without a call of its own). */
+    int (*range_empty)(void *h, const char *lo, size_t ll, const char *hi, size_t hl);
     /* The keys whose value is v, found by reading every entry (what a user
      * of an engine without a value index must do): matches, < 0 error. */
     long (*scan_value)(void *h, const char *v, size_t vl);

@@ -359,7 +359,13 @@ static long run_benchmark(run_state *s, const char *name, uint64_t *found_out) {
             }
             size_t ll = key_at(lo, c->key_size, a), hl = key_at(hi, c->key_size, z);
             double t0 = op_start(s);
-            long r = s->eng->range_scan(s->h, lo, ll, hi, hl, most);
+            long r;
+            if (!scan && s->eng->range_empty) {
+                int empty = s->eng->range_empty(s->h, lo, ll, hi, hl);
+                r = empty < 0 ? -1 : !empty;
+            } else {
+                r = s->eng->range_scan(s->h, lo, ll, hi, hl, most);
+            }
             record(s, t0);
             if (r < 0) return -1;
             found += (uint64_t)(r > 0); /* rangeempty, rangecorrelated: 0 when right */

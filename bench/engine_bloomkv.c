@@ -187,6 +187,11 @@ static long bkv_bench_range_scan(void *h, const char *lo, size_t ll, const char 
     return rc ? -1 : seen;
 }
 
+static int bkv_bench_range_empty(void *h, const char *lo, size_t ll, const char *hi, size_t hl) {
+    int empty;
+    return bkv_range_empty(h, NULL, lo, ll, hi, hl, &empty) == BKV_OK ? empty : -1;
+}
+
 static long bkv_bench_scan_value(void *h, const char *v, size_t vl) {
     bkv_read_options ro;
     bkv_read_options_init(&ro);
@@ -271,7 +276,7 @@ static void bkv_bench_close(void *h) { bkv_close(h); }
 const bench_engine bkv_bench_engine_bloomkv = {
     .name = "bloomkv", .open = bkv_bench_open, .put = bkv_bench_put, .del = bkv_bench_del, .get = bkv_bench_get,
     .multi_get = bkv_bench_multi_get, .compact = bkv_bench_compact, .scan = bkv_bench_scan,
-    .range_scan = bkv_bench_range_scan,
+    .range_scan = bkv_bench_range_scan, .range_empty = bkv_bench_range_empty,
     .scan_value = bkv_bench_scan_value, .find_value = bkv_bench_find_value,
     .put_indexed = bkv_bench_put_indexed, .find_indexed = bkv_bench_find_indexed,
     .report = bkv_bench_report, .counter = bkv_bench_counter, .close = bkv_bench_close,

@@ -18,6 +18,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/level_iter.h"
+#include "db/read_view.h"
 #include "db/version_set.h"
 #include "util/coding.h"
 #include "util/hash.h"
@@ -208,6 +209,61 @@ int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     return bkv_iter_create_at(db, ro, &rs, out);
 }
 
+/* Whether a key in [lo, hi) (hi NULL: unbounded) is past lo and before hi. */
+static int before_hi(const uint8_t *k, size_t n, const void *hi, size_t hilen) {
+    return !hi || bkv_user_key_compare(k, n, hi, hilen) < 0;
+}
+
+/* Whether no memtable entry and no table may hold a key in [lo, hi): the
+ * memtables by a seek, the tables by their key ranges and range filters.
+ * 0 (maybe) also when the state cannot be read cheaply. Inside a read
+ * section. */
+static int surely_empty(bkv_db *db, const bkv_read_state *rs, const bkv_read_options *bounds) {
+    const uint8_t *lo = bounds->lower_bound, *hi = bounds->upper_bound;
+    size_t lolen = bounds->lower_bound_len, hilen = bounds->upper_bound_len;
+    uint8_t stack[256];
+    bkv_buf seek;
+    bkv_buf_init_with(&seek, stack, sizeof stack);
+    if (bkv_ikey_seek_key(&seek, lo, lolen)) {
+        bkv_buf_free(&seek);
+        return 0;
+    }
+    int maybe = 0;
+    for (int i = -1; !maybe && i < rs->nimm; i++) {
+        bkv_memtable_iter mi;
+        bkv_memtable_iter_init(&mi, i < 0 ? rs->mem : rs->imm[i]);
+        bkv_memtable_iter_seek(&mi, seek.data, seek.len);
+        size_t n;
+        maybe = bkv_memtable_iter_valid(&mi) &&
+                before_hi(bkv_memtable_iter_ikey(&mi, &n), n - BKV_IKEY_TRAILER, hi, hilen);
+    }
+    bkv_buf_free(&seek);
+    const bkv_tree_version *v = rs->version;
+    for (int l = 0; !maybe && l < BKV_MAX_LEVELS; l++) {
+        /* Level 0 whole; deeper, from the first table whose largest key is >= lo. */
+        size_t i = 0, n = v->nfiles[l];
+        for (size_t z = n; l > 0 && i < z;) {
+            size_t mid = i + (z - i) / 2;
+            const bkv_file_meta *f = v->files[l][mid];
+            if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lolen) < 0) i = mid + 1;
+            else z = mid;
+        }
+        for (; !maybe && i < n; i++) {
+            const bkv_file_meta *f = v->files[l][i];
+            int past_hi = !before_hi(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, hi, hilen);
+            if (past_hi && l > 0) break; /* and every later table of the level */
+            if (past_hi ||
+                bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lolen) < 0)
+                continue;
+            bkv_cache_entry *entry;
+            if (bkv_db_get_table(db, f, &entry, NULL)) return 0;
+            maybe = bkv_db_range_may_intersect(db, bkv_cache_value(entry), bounds);
+            bkv_cache_release(db->table_cache, entry);
+        }
+    }
+    return !maybe;
+}
+
 int bkv_range_empty(bkv_db *db, const bkv_read_options *ro, const void *lo, size_t lolen, const void *hi, size_t hilen,
                     int *empty) {
     if (!db || !empty || (!lo && lolen) || (!hi && hilen)) return bkv_db_arg_error(db, "bkv_range_empty");
@@ -221,6 +277,17 @@ int bkv_range_empty(bkv_db *db, const bkv_read_options *ro, const void *lo, size
     bounded.lower_bound_len = lolen;
     bounded.upper_bound = hi;
     bounded.upper_bound_len = hilen;
+    /* The common case, an empty range that every filter rules out, needs
+     * no iterator: asked under a read section as a get is. */
+    bkv_read_state rs;
+    bkv_view_section sec;
+    bkv_view_enter(db, &bounded, &rs, &sec);
+    int sure = surely_empty(db, &rs, &bounded);
+    bkv_view_leave(db, &rs, &sec);
+    if (sure) {
+        *empty = 1;
+        return BKV_OK;
+    }
     bkv_iter *it;
     int rc = bkv_iter_create(db, &bounded, &it);
     if (rc) return rc;

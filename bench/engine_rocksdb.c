@@ -168,11 +168,9 @@ static int rdb_compact(void *h) {
     return 0;
 }
 
-static long rdb_scan(void *h, const char *from, size_t fl, long n) {
-    rdb *r = h;
-    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
-    if (from) rocksdb_iter_seek(it, from, fl);
-    else rocksdb_iter_seek_to_first(it);
+/* Reads up to n entries from where it stands, then destroys it: entries
+ * read, -1 on an error. */
+static long rdb_walk(rocksdb_iterator_t *it, long n) {
     long seen = 0;
     size_t kl, vl;
     for (; seen < n && rocksdb_iter_valid(it); rocksdb_iter_next(it), seen++) {
@@ -185,6 +183,14 @@ static long rdb_scan(void *h, const char *from, size_t fl, long n) {
     return check(err) ? -1 : seen;
 }
 
+static long rdb_scan(void *h, const char *from, size_t fl, long n) {
+    rdb *r = h;
+    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->ro);
+    if (from) rocksdb_iter_seek(it, from, fl);
+    else rocksdb_iter_seek_to_first(it);
+    return rdb_walk(it, n);
+}
+
 static long rdb_range_scan(void *h, const char *lo, size_t ll, const char *hi, size_t hl, long n) {
     rdb *r = h;
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
@@ -192,17 +198,9 @@ static long rdb_range_scan(void *h, const char *lo, size_t ll, const char *hi, s
     rocksdb_readoptions_set_iterate_upper_bound(ro, hi, hl);
     rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, ro);
     rocksdb_iter_seek(it, lo, ll);
-    long seen = 0;
-    size_t kl, vl;
-    for (; seen < n && rocksdb_iter_valid(it); rocksdb_iter_next(it), seen++) {
-        rocksdb_iter_key(it, &kl);
-        rocksdb_iter_value(it, &vl);
-    }
-    char *err = NULL;
-    rocksdb_iter_get_error(it, &err);
-    rocksdb_iter_destroy(it);
+    long seen = rdb_walk(it, n);
     rocksdb_readoptions_destroy(ro);
-    return check(err) ? -1 : seen;
+    return seen;
 }
 
 static long rdb_scan_value(void *h, const char *v, size_t vl) {

@@ -5,7 +5,7 @@
  * hashed into a reduced universe [0, r) by a hash that keeps order inside
  * each aligned run of r values and moves each run by a random offset:
  *
- *   h(x) = (x mod r + g(x div r)) mod r,   g a seeded 64-bit mix, mod r.
+ *   h(x) = (x mod r + g(x div r)) mod r,   g a seeded 64-bit mix into [0, r).
  *
  * A query range of length L <= r maps to at most two runs, so to at most
  * four intervals of [0, r); it may meet the set only if a stored value lies
@@ -60,14 +60,41 @@ static void geometry_of(const bkv_filter *f, geometry *g) {
     g->low_words = (size_t)((g->m * g->l + 63) / 64);
 }
 
+/* h(x): the run's offset g is mapped into [0, r) by a multiply-high
+ * (uniform like a modulo, without a second division). */
 static uint64_t hash_into(uint64_t x, uint64_t r, uint32_t seed) {
     if (r == 0) return x; /* the whole universe: keys kept exactly */
-    return (x % r + mix((x / r) ^ ((uint64_t)seed << 32 | seed)) % r) % r;
+    uint64_t run = x / r, off = x - run * r;
+    uint64_t g = (uint64_t)(((unsigned __int128)mix(run ^ ((uint64_t)seed << 32 | seed)) * r) >> 64);
+    return off >= r - g ? off - (r - g) : off + g;
 }
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Sorts n values below 2^bits: least significant digit first, 11 bits a
+ * pass (a table's keys arrive sorted, but the hash scatters them; qsort
+ * was most of a build, about 250 ns a key). qsort when out of memory. */
+static void sort_values(uint64_t *v, size_t n, unsigned bits) {
+    uint64_t *tmp = n > 1024 ? malloc(n * sizeof *tmp) : NULL;
+    if (!tmp) {
+        qsort(v, n, sizeof *v, cmp_u64);
+        return;
+    }
+    uint64_t *from = v, *to = tmp;
+    for (unsigned shift = 0; shift < bits; shift += 11) {
+        size_t count[2049] = {0};
+        for (size_t i = 0; i < n; i++) count[((from[i] >> shift) & 2047) + 1]++;
+        for (size_t d = 0; d < 2048; d++) count[d + 1] += count[d];
+        for (size_t i = 0; i < n; i++) to[count[(from[i] >> shift) & 2047]++] = from[i];
+        uint64_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v) memcpy(v, from, n * sizeof *v);
+    free(tmp);
 }
 
 static uint64_t word(const bkv_filter *f, size_t i) { return bkv_get_u64(f->payload + 8 * i); }
@@ -164,7 +191,7 @@ int bkv_filter_build_range(const uint64_t *keys, size_t n, double bits_per_key, 
     uint64_t *v = malloc((n ? n : 1) * sizeof *v);
     if (!v) return BKV_NOMEM;
     for (size_t i = 0; i < n; i++) v[i] = hash_into(keys[i], r, seed);
-    qsort(v, n, sizeof *v, cmp_u64);
+    sort_values(v, n, r ? 64 - (unsigned)__builtin_clzll(r > 1 ? r - 1 : 1) : 64);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];

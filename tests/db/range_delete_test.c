@@ -266,8 +266,8 @@ static void whole_database_drops_every_table(void **state) {
     db = open_db(path);
     expect_model(db, NULL, &empty, "reopened");
     /* The WAL's older row went into a table at the open; a compaction
+     * (the background thread's, which seeks such tables out, or this one)
      * removes it, and with it the last thing the deletion covered. */
-    assert_int_equal(range_deletions(db), 1);
     assert_int_equal(bkv_compact_range(db, NULL, 0, NULL, 0), BKV_OK);
     assert_int_equal(range_deletions(db), 0);
     expect_model(db, NULL, &empty, "compacted");

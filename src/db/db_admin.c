@@ -16,9 +16,7 @@
 #include "util/ikey.h"
 #include "util/mutex.h"
 
-/* A scratch handle for reading a manifest outside an open database: only
- * what bkv_vset_replay touches is set. */
-static bkv_db *scratch_db(const bkv_env *env, const char *path) {
+bkv_db *bkv_db_scratch(const bkv_env *env, const char *path) {
     size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
     bkv_db *db = aligned_alloc(64, size);
     if (!db) return NULL;
@@ -33,7 +31,7 @@ static bkv_db *scratch_db(const bkv_env *env, const char *path) {
  * CURRENT name it, and (without) before destroy takes the directory for
  * a database, damaged tables and all. */
 static int manifest_intact(const bkv_env *env, const char *path, uint64_t number, int tables, bkv_err *e) {
-    bkv_db *db = scratch_db(env, path);
+    bkv_db *db = bkv_db_scratch(env, path);
     if (!db) return bkv_fail(e, BKV_NOMEM, "out of memory");
     uint64_t log_number = 0;
     int rc = bkv_vset_replay(db, number, &log_number, e);

@@ -291,6 +291,11 @@ int bkv_db_flush_held(bkv_db *db, bkv_err *e);
 
 /* The table read flags (BKV_READ_*) ro asks for; NULL: fill the cache. */
 int bkv_db_read_flags(const bkv_read_options *ro);
+/* A scratch handle for reading a manifest (and WALs) outside an open
+ * database: zeroed, 64-byte aligned, with env and path (not copied) set;
+ * the caller sets what else it reads and frees it with free(). NULL when
+ * out of memory. */
+bkv_db *bkv_db_scratch(const bkv_env *env, const char *path);
 /* bkv_table_range_may_intersect of ro's bounds, counted in the
  * range-filter counters. */
 int bkv_db_range_may_intersect(bkv_db *db, const struct bkv_table *t, const bkv_read_options *ro);

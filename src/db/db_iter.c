@@ -134,8 +134,7 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
             bkv_cache_entry *entry;
             if ((rc = bkv_db_get_table(it->db, f, &entry, &e)) && skip_log(it) &&
                 (rc == BKV_CORRUPTION || rc == BKV_IOERROR)) {
-                bkv_skip_log_add(&it->skips, f->smallest, f->smallest_len - BKV_IKEY_TRAILER, 1, f->largest,
-                                 f->largest_len - BKV_IKEY_TRAILER, &e);
+                bkv_skip_log_add_file(&it->skips, f, &e);
                 rc = BKV_OK;
                 continue;
             }

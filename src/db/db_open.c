@@ -673,24 +673,16 @@ static void reread_free(reread *r) {
 static int reread_state(bkv_db *db, reread *r, bkv_err *e) {
     memset(r, 0, sizeof *r);
     bkv_edit_init(&r->rec.edit);
-    size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
-    bkv_db *s = aligned_alloc(64, size);
+    bkv_db *s = bkv_db_scratch(db->env, db->path);
     if (!s) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    memset(s, 0, size);
-    s->env = db->env;
-    s->path = db->path;
     s->opts = db->opts;
-    s->has_vrec = db->has_vrec; /* the memtable indexes terms as db's does */
-    s->vparams = db->vparams;
+    s->vparams = db->vparams; /* the memtable indexes terms as db's does (has_vrec: from the manifest) */
     bkv_wal_set_init(&s->wals);
     r->shell = s;
     if (!(s->current = bkv_tree_version_new())) return bkv_fail(e, BKV_NOMEM, "out of memory");
     s->next_file = 2;
-    int had_vrec = db->has_vrec;
-    bkv_value_index_rec vrec = db->vrec;
-    s->has_vrec = 0;
     int rc = bkv_vset_recover(s, &r->rec.log_number, e);
-    if (!rc && (s->has_vrec != had_vrec || (had_vrec && memcmp(&s->vrec, &vrec, sizeof vrec) != 0)))
+    if (!rc && (s->has_vrec != db->has_vrec || (db->has_vrec && memcmp(&s->vrec, &db->vrec, sizeof db->vrec) != 0)))
         rc = bkv_fail(e, BKV_BUSY, "the database's value index changed since it was opened: open it again");
     if (!rc) rc = replay_logs(s, &r->rec, e);
     if (!rc && r->rec.max_sequence > s->last_sequence) s->last_sequence = r->rec.max_sequence;

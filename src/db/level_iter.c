@@ -54,20 +54,19 @@ static int li_open(level_iter *li, size_t i, int forward, int stepping) {
          * entry at or after its key, which the merge steps back from. */
         if (stepping && li->bounds && beyond_bounds(li->files[i], li->bounds, forward)) return 0;
         int rc = bkv_db_get_table(li->db, li->files[i], &li->entry, &li->err);
-        if (!rc && li->bounds && !bkv_db_range_may_intersect(li->db, bkv_cache_value(li->entry), li->bounds)) {
-            li_close_table(li); /* none of its keys in the range: its index is never read */
-            if (!forward && i == 0) return 0;
-            i = forward ? i + 1 : i - 1;
-            continue;
-        }
-        if (!rc)
+        /* Passed over: none of its keys in the bounds (its index is never
+         * read), or, skipping damage, it cannot be read. */
+        int pass = !rc && li->bounds && !bkv_db_range_may_intersect(li->db, bkv_cache_value(li->entry), li->bounds);
+        if (!rc && !pass)
             rc = bkv_table_iter_new(bkv_cache_value(li->entry), li->read_flags,
                                     li->count_reads ? bkv_db_tstats(li->db) : NULL, &li->table);
-        if (!rc && li->skips) bkv_table_iter_skip_damage(li->table, li->skips);
+        if (!rc && !pass && li->skips) bkv_table_iter_skip_damage(li->table, li->skips);
         if ((rc == BKV_CORRUPTION || rc == BKV_IOERROR) && li->skips) {
-            const bkv_file_meta *f = li->files[i];
-            bkv_skip_log_add(li->skips, f->smallest, f->smallest_len - BKV_IKEY_TRAILER, 1, f->largest,
-                             f->largest_len - BKV_IKEY_TRAILER, &li->err);
+            bkv_skip_log_add_file(li->skips, li->files[i], &li->err);
+            rc = BKV_OK;
+            pass = 1;
+        }
+        if (pass) {
             li_close_table(li);
             if (!forward && i == 0) return 0;
             i = forward ? i + 1 : i - 1;
@@ -175,6 +174,11 @@ bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_
     li->count_reads = count_reads;
     li->skips = skips;
     return &li->base;
+}
+
+void bkv_skip_log_add_file(bkv_skip_log *log, const bkv_file_meta *f, const bkv_err *why) {
+    bkv_skip_log_add(log, f->smallest, f->smallest_len - BKV_IKEY_TRAILER, 1, f->largest,
+                     f->largest_len - BKV_IKEY_TRAILER, why);
 }
 
 void bkv_level_iter_set_bounds(bkv_ikey_iter *it, const bkv_read_options *bounds) {

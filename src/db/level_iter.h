@@ -20,6 +20,8 @@
  * NULL when out of memory. */
 bkv_ikey_iter *bkv_level_iter_new(bkv_db *db, bkv_file_meta *const *files, size_t n, int read_flags,
                                   int count_reads, bkv_skip_log *skips);
+/* Records table f's whole key range in log: it cannot be read. */
+void bkv_skip_log_add_file(bkv_skip_log *log, const bkv_file_meta *f, const bkv_err *why);
 /* Passes over every table whose range filter says it holds no key within
  * bounds' lower_bound and upper_bound (bounds outlives the iterator). */
 void bkv_level_iter_set_bounds(bkv_ikey_iter *it, const bkv_read_options *bounds);

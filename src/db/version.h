@@ -194,9 +194,7 @@ static inline int bkv_file_meta_holds(const bkv_file_meta *f, const void *k, siz
 
 /* The eight bytes of key k after its first skip (zero-padded). */
 static inline uint64_t bkv_key_fence(const uint8_t *k, size_t klen, size_t skip) {
-    uint8_t b[8] = {0};
-    if (klen > skip) memcpy(b, k + skip, klen - skip < 8 ? klen - skip : 8);
-    return bkv_get_be64(b);
+    return klen > skip ? bkv_key_prefix64(k + skip, klen - skip) : 0;
 }
 
 /* The table of level >= 1 (disjoint tables in key order) that may hold

@@ -13,12 +13,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "bloomkv.h"
 #include "filter/value_filter.h"
 #include "filter/value_tags.h"
 #include "table/cache.h"
+#include "util/coding.h"
 #include "util/env.h"
 
 #define BKV_TABLE_MAGIC 0x31425354564B4C42ULL /* "BLKVTSB1" */
@@ -79,14 +79,7 @@ static inline size_t bkv_table_shared_prefix(const uint8_t *a, size_t an, const 
     return n;
 }
 
-/* Eight bytes of a key, big-endian, zero-padded: their order agrees with
- * the keys' (ties aside). */
-static inline uint64_t bkv_key_prefix64(const void *k, size_t n) {
-    uint8_t b[8] = {0};
-    memcpy(b, k, n < 8 ? n : 8);
-    return (uint64_t)b[0] << 56 | (uint64_t)b[1] << 48 | (uint64_t)b[2] << 40 | (uint64_t)b[3] << 32 |
-           (uint64_t)b[4] << 24 | (uint64_t)b[5] << 16 | (uint64_t)b[6] << 8 | (uint64_t)b[7];
-}
+
 
 typedef struct bkv_table_props {
     uint64_t num_entries, num_deletions, num_data_blocks;

@@ -30,6 +30,14 @@ static inline uint64_t bkv_get_be64(const uint8_t *p) {
 #endif
 }
 
+/* The first eight bytes of the n at k, big-endian, zero-padded: their
+ * order agrees with memcmp's on the keys (ties aside). */
+static inline uint64_t bkv_key_prefix64(const void *k, size_t n) {
+    uint8_t b[8] = {0};
+    if (n) memcpy(b, k, n < 8 ? n : 8);
+    return bkv_get_be64(b);
+}
+
 static inline void bkv_put_u16(uint8_t *p, uint16_t v) {
     v = BKV_LE16(v);
     memcpy(p, &v, 2);

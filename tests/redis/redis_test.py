@@ -894,7 +894,7 @@ def fails_to_start(server, log_text, what):
     except RuntimeError:
         pass
     check(log_has(server, log_text), "%s: the log lacks %r" % (what, log_text))
-    server.proc = None
+    server.kill(signal.SIGKILL)  # by its own pid, should it still be there: never left running untracked
 
 
 def eviction():

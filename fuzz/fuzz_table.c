@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "table/table.h"
+#include "valuesearch/table_values.h"
 #include "util/coding.h"
 #include "util/iterator.h"
 
@@ -58,14 +59,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             bkv_ikey_iter_destroy(it);
         }
         bkv_vt_index tix;
-        if (bkv_table_value_tags_index(t, &tix, &e) == BKV_OK) {
+        if (bkv_vs_tags_index(t, &tix, &e) == BKV_OK) {
             for (uint32_t i = 0; i < tix.n && i < 64; i++) {
                 uint8_t *tags_block, maybe[256];
-                if (bkv_table_value_tags_part(t, &tix, i, &tags_block, &e) == BKV_OK) free(tags_block);
+                if (bkv_vs_tags_part(t, &tix, i, &tags_block, &e) == BKV_OK) free(tags_block);
                 uint32_t first = tix.first_block[i], last = tix.first_block[i + 1] - 1;
                 uint16_t tags[2] = {0, 0x1234};
                 if (last - first < sizeof maybe)
-                    (void)bkv_table_value_blocks(t, tix.seed, first, last, tags, 2, BKV_READ_FILL_CACHE, maybe);
+                    (void)bkv_vs_blocks(t, tix.seed, first, last, tags, 2, BKV_READ_FILL_CACHE, maybe);
             }
             bkv_vt_index_free(&tix);
         }

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "filter/value_filter.h"
-#include "valueindex/vindex.h"
+#include "valuesearch/value_filter.h"
+#include "valuesearch/vindex.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

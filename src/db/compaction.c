@@ -323,7 +323,7 @@ static int move_keeps_cheap_summary(bkv_db *db, const bkv_compaction *c) {
     bkv_err e;
     int cheap = 0;
     if (bkv_db_get_table(db, c->inputs[0][0], &entry, &e) == BKV_OK) {
-        cheap = bkv_table_value_summary_cheap(bkv_cache_value(entry), &db->vparams);
+        cheap = bkv_vs_summary_cheap(bkv_cache_value(entry), &db->vparams);
         bkv_cache_release(db->table_cache, entry);
     }
     bkv_db_lock(db);

@@ -12,6 +12,7 @@
 #include "db/repair.h"
 #include "db/version_set.h"
 #include "db/version.h"
+#include "valuesearch/table_values.h"
 #include "db/write_batch.h"
 #include "util/coding.h"
 #include "util/ikey.h"
@@ -74,7 +75,7 @@ static int check_part_entry(void *arg, const uint8_t *ikey, size_t ilen, const u
  * check_part_entry. */
 static int open_value_tags(checker *c, bkv_table *t, const char *path, const bkv_vf_set *vf, bkv_vt_index *tix) {
     bkv_err e = {{0}};
-    int rc = bkv_table_value_tags_index(t, tix, &e);
+    int rc = bkv_vs_tags_index(t, tix, &e);
     if (rc == BKV_NOTFOUND) return 0;
     if (rc) {
         report(c, "%s (value searches read whole partitions instead)", e.msg);
@@ -83,9 +84,11 @@ static int open_value_tags(checker *c, bkv_table *t, const char *path, const bkv
     int ok = tix->n == vf->nparts;
     for (uint32_t i = 0; ok && i < vf->nparts; i++)
         ok = tix->first_block[i] == vf->parts[i].first_block && tix->first_block[i + 1] == vf->parts[i].last_block + 1;
+    bkv_handle th = {0, 0};
     if (!ok) {
+        bkv_vs_tags_handle(t, &th);
         report(c, "%s: value tags index at offset %llu does not match the value filters' partitions", path,
-               (unsigned long long)bkv_table_properties(t)->value_tags_offset);
+               (unsigned long long)th.offset);
         bkv_vt_index_free(tix);
     }
     return ok;
@@ -95,7 +98,7 @@ static int open_value_tags(checker *c, bkv_table *t, const char *path, const bkv
 static int scan_tagged_part(checker *c, bkv_table *t, const char *path, const bkv_vt_index *tix, uint32_t i,
                             part_check *pc, bkv_err *e) {
     uint8_t *tags;
-    if (bkv_table_value_tags_part(t, tix, i, &tags, e)) {
+    if (bkv_vs_tags_part(t, tix, i, &tags, e)) {
         report(c, "%s (value searches read the whole partition instead)", e->msg);
         return bkv_table_scan_blocks(t, tix->first_block[i], tix->first_block[i + 1] - 1, 0, NULL, check_part_entry,
                                      pc, e);
@@ -123,15 +126,16 @@ static int scan_tagged_part(checker *c, bkv_table *t, const char *path, const bk
  * values) its filter holds every value in it, and its tags every entry's:
  * a search could miss none. */
 static void check_value_filters(checker *c, bkv_table *t, const char *path) {
-    if (!bkv_table_properties(t)->value_filter_bytes) return;
+    bkv_handle vh;
+    if (!bkv_vs_filter_handle(t, &vh)) return;
     bkv_vf_set vf;
     bkv_err e = {{0}};
-    if (bkv_table_value_filters(t, &vf, &e)) {
+    if (bkv_vs_table_filters(t, &vf, &e)) {
         report(c, "%s (value searches scan the whole table instead)", e.msg);
         return;
     }
     bkv_filter *summary = NULL;
-    int src = bkv_table_value_summary(t, &summary, &e);
+    int src = bkv_vs_summary(t, &summary, &e);
     if (src && src != BKV_NOTFOUND) report(c, "%s (value searches read every row of the table instead)", e.msg);
     bkv_vt_index tix;
     int tagged = open_value_tags(c, t, path, &vf, &tix);
@@ -482,7 +486,7 @@ typedef struct table_summary {
     char vf_err[BKV_ERR_LEN];    /* non-empty: the value filters are damaged */
     bkv_vf_params vparams;
     uint32_t vf_parts;
-    uint64_t vf_filter_bytes;
+    uint64_t vf_filter_bytes, vf_block_bytes;
     double vf_bits_set;          /* percent */
     int has_summary;
     char summary_err[BKV_ERR_LEN];
@@ -513,10 +517,12 @@ static void summarize(bkv_table *t, int filter_corrupt, table_summary *ts) {
     } else if (ts->has_filter) {
         bkv_filter_get_info(bkv_table_filter(t), &ts->filter);
     }
-    if (!p->value_filter_bytes) return;
+    bkv_handle vh, th;
+    if (!bkv_vs_filter_handle(t, &vh)) return;
     ts->has_vf = 1;
+    ts->vf_block_bytes = vh.size;
     bkv_vf_set vf;
-    if (bkv_table_value_filters(t, &vf, &e)) {
+    if (bkv_vs_table_filters(t, &vf, &e)) {
         snprintf(ts->vf_err, sizeof ts->vf_err, "%s", e.msg);
     } else {
         uint64_t ones = 0, words = (uint64_t)vf.nparts * bkv_vf_words(&vf.params);
@@ -527,7 +533,7 @@ static void summarize(bkv_table *t, int filter_corrupt, table_summary *ts) {
         ts->vf_bits_set = words ? 100.0 * (double)ones / (double)(words * 64) : 0.0;
         bkv_vf_set_free(&vf);
         bkv_filter *summary;
-        int src = bkv_table_value_summary(t, &summary, &e);
+        int src = bkv_vs_summary(t, &summary, &e);
         if (src == BKV_OK) {
             ts->has_summary = 1;
             bkv_filter_get_info(summary, &ts->summary);
@@ -538,11 +544,11 @@ static void summarize(bkv_table *t, int filter_corrupt, table_summary *ts) {
         }
     }
     bkv_vt_index tix;
-    int trc = bkv_table_value_tags_index(t, &tix, &e);
+    int trc = bkv_vs_tags_index(t, &tix, &e);
     if (trc == BKV_OK) {
         ts->has_tags = 1;
         ts->tag_parts = tix.n;
-        ts->tag_bytes = p->value_tags_bytes;
+        ts->tag_bytes = bkv_vs_tags_handle(t, &th) ? th.size : 0;
         for (uint32_t i = 0; i < tix.n; i++) ts->tag_bytes += tix.size[i];
         bkv_vt_index_free(&tix);
     } else if (trc != BKV_NOTFOUND) {
@@ -589,7 +595,7 @@ static void print_text(FILE *out, const char *file, const table_summary *ts) {
                 "%.1f%% of bits set\n",
                 ts->vf_parts, ts->vparams.partition_entries, ts->vparams.m_bits, ts->vparams.k,
                 ts->vparams.words == BKV_VF_TWO_WORDS ? " in two words" : "", (unsigned long long)ts->vf_filter_bytes,
-                (unsigned long long)p->value_filter_bytes, ts->vf_bits_set);
+                (unsigned long long)ts->vf_block_bytes, ts->vf_bits_set);
     }
     if (ts->has_summary && *ts->summary_err)
         fprintf(out, "  value summary: DAMAGED (searches read the rows): %s\n", ts->summary_err);
@@ -647,7 +653,7 @@ static void print_json(FILE *out, const char *file, const table_summary *ts) {
                          "\"filter_bytes\":%llu,\"block_bytes\":%llu,\"bits_set_percent\":%.2f}",
                     ts->vf_parts, ts->vparams.partition_entries, ts->vparams.m_bits, ts->vparams.k,
                     ts->vparams.words == BKV_VF_TWO_WORDS ? "true" : "false", (unsigned long long)ts->vf_filter_bytes,
-                    (unsigned long long)p->value_filter_bytes, ts->vf_bits_set);
+                    (unsigned long long)ts->vf_block_bytes, ts->vf_bits_set);
         }
     }
     if (ts->has_summary) {

@@ -33,7 +33,7 @@ struct bkv_table_writer {
     char path[BKV_PATH_MAX];
     bkv_wfile *file;              /* NULL once finished or failed */
     bkv_table_builder *builder;
-    bkv_vf_params vparams;        /* the builder's value filters point here */
+    bkv_vs_collector *values;     /* NULL: written without value filters */
     void *terms_arg;              /* a built-in terms extractor's argument, or NULL */
     bkv_buf last;                 /* the last user key added */
     bkv_buf ikey;
@@ -68,15 +68,17 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
     snprintf(w->path, sizeof w->path, "%s", path);
     bkv_buf_init(&w->last);
     bkv_buf_init(&w->ikey);
-    int has_values = bkv_value_params(&o, terms_name, &w->vparams);
+    bkv_vf_params vparams;
+    int has_values = bkv_value_params(&o, terms_name, &vparams);
     /* Laid out as a flush would lay it out: where it lands is not known
      * yet, and level 0's settings never drop the filter. */
-    bkv_table_options to = bkv_table_options_for(&o, 0, 0, has_values ? &w->vparams : NULL);
+    bkv_table_options to = bkv_table_options_for(&o, 0, 0);
     if ((rc = env->new_writable(env, path, o.file_mode, &w->file, &e))) {
         bkv_table_writer_destroy(w);
         return bkv_db_error(NULL, rc, &e);
     }
-    if (!(w->builder = bkv_table_builder_new(&to, w->file, w->path))) {
+    if (has_values && (w->values = bkv_table_values_for(&o, 0, &vparams))) to.collector = bkv_vs_collector_hook(w->values);
+    if ((has_values && !w->values) || !(w->builder = bkv_table_builder_new(&to, w->file, w->path))) {
         bkv_table_writer_destroy(w);
         return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_table_writer_create: out of memory"});
     }
@@ -156,6 +158,7 @@ void bkv_table_writer_destroy(bkv_table_writer *w) {
     if (!w) return;
     if (w->file) writer_fail(w, BKV_OK, NULL);
     bkv_table_builder_free(w->builder);
+    bkv_vs_collector_free(w->values);
     bkv_buf_free(&w->last);
     bkv_buf_free(&w->ikey);
     free(w->terms_arg);
@@ -217,7 +220,7 @@ static int inspect_entry(const bkv_db *db, const bkv_table *t, ingest_file *f, c
 static int inspect_value_filters(const bkv_db *db, bkv_table *t, const char *path, bkv_err *e) {
     if (!db->has_vrec) return BKV_OK;
     bkv_vf_set vf;
-    int rc = bkv_table_value_filters(t, &vf, e);
+    int rc = bkv_vs_table_filters(t, &vf, e);
     if (rc == BKV_NOTFOUND)
         return bkv_fail(e, BKV_INVALID,
                         "%s has no value filters and the database has a value index: write it with the options the "

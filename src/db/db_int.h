@@ -15,7 +15,7 @@
 #include "table/table.h"
 #include "util/env.h"
 #include "util/event.h"
-#include "valueindex/vindex.h"
+#include "valuesearch/vindex.h"
 #include "log/log.h"
 #include "db/log_sync.h"
 
@@ -276,10 +276,6 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
  * search skips them meanwhile): the background thread's share of a range
  * deletion, whose caller does not wait for it. Without db->mu. */
 void bkv_db_value_index_forget(bkv_db *db, const uint64_t *numbers, size_t n);
-/* The filters a finished builder made, malloc'd for a file meta (NULL when
- * none or out of memory: the index then scans that table); freed with
- * bkv_vf_set_destroy. */
-bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b);
 
 /* Holding every write back (db_write.c): hold waits until w leads the
  * write queue, so no write is applied until release; the holder may then

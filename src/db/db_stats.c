@@ -7,6 +7,7 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
+#include "valuesearch/table_values.h"
 
 typedef struct counter_name {
     const char *name;
@@ -155,7 +156,7 @@ static bkv_tree_version *ref_current(bkv_db *db) {
 static uint64_t value_index_memory(bkv_db *db, const bkv_vindex_info *in) {
     if (in->shape != BKV_VALUE_INDEX_PAGED) return in->leaf_bytes + in->inner_bytes;
     bkv_tree_version *v = ref_current(db);
-    uint64_t m = open_tables_sum(db, v, bkv_table_value_memory);
+    uint64_t m = open_tables_sum(db, v, bkv_vs_memory);
     bkv_tree_version_unref(v);
     return m;
 }

@@ -18,9 +18,9 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
-#include "filter/value_tags.h"
+#include "valuesearch/table_values.h"
 #include "util/ikey.h"
-#include "valueindex/terms.h"
+#include "valuesearch/terms.h"
 
 /* Value filters are hashed with this seed ("value_v1"), recorded in the
  * manifest so it can change for new databases without breaking old ones.
@@ -184,7 +184,7 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
         bkv_cache_entry *entry;
         bkv_err e;
         if (!vf && may_read && bkv_db_get_table(db, f, &entry, &e) == BKV_OK) {
-            paged = bkv_table_value_paged(bkv_cache_value(entry), &db->vparams);
+            paged = bkv_vs_paged(bkv_cache_value(entry), &db->vparams);
             bkv_cache_release(db->table_cache, entry);
         }
         if (!paged) BKV_COUNT(db, value_filters_unusable, 1);
@@ -197,7 +197,7 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
         bkv_cache_entry *entry;
         bkv_err e;
         if (bkv_db_get_table(db, f, &entry, &e) == BKV_OK) {
-            if (bkv_table_value_filters(bkv_cache_value(entry), &loaded, &e) == BKV_OK) vf = &loaded;
+            if (bkv_vs_table_filters(bkv_cache_value(entry), &loaded, &e) == BKV_OK) vf = &loaded;
             bkv_cache_release(db->table_cache, entry);
         }
     }
@@ -207,16 +207,6 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
     bkv_vf_set_free(&loaded);
     bkv_vf_set_destroy(f->vf);
     f->vf = NULL;
-}
-
-bkv_vf_set *bkv_db_take_value_filters(bkv_table_builder *b) {
-    bkv_vf_set *vf = malloc(sizeof *vf);
-    if (vf) bkv_table_builder_take_value_filters(b, vf);
-    if (vf && vf->nparts == 0) {
-        bkv_vf_set_destroy(vf);
-        vf = NULL;
-    }
-    return vf;
 }
 
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
@@ -592,7 +582,7 @@ static int scan_tagged(finder *fd, bkv_table *t, const bkv_vleaf_ref *lf, int re
     uint8_t stack[256], *maybe = NULL;
     uint32_t nb = lf->last_block != UINT32_MAX ? lf->last_block - lf->first_block + 1 : 0;
     if (fd->ntags && nb) maybe = nb <= sizeof stack ? stack : malloc(nb);
-    if (!maybe || !bkv_table_value_blocks(t, fd->db->vparams.seed, lf->first_block, lf->last_block, fd->tags,
+    if (!maybe || !bkv_vs_blocks(t, fd->db->vparams.seed, lf->first_block, lf->last_block, fd->tags,
                                           fd->ntags, read_flags, maybe)) {
         if (maybe != stack) free(maybe);
         return bkv_table_scan_blocks(t, lf->first_block, lf->last_block, read_flags, bkv_db_tstats(fd->db), consider,
@@ -722,7 +712,7 @@ static int add_table_part(void *arg, uint32_t first_block, uint32_t last_block) 
  * summary's handle, the summary's lines) cost about a microsecond after
  * an open, a quarter of a cold search at 30 M entries (docs/design.md). */
 #define STAGE_SPACING 2
-#define SUMMARY_AHEAD (STAGE_SPACING * BKV_TABLE_PREFETCH_STAGES)
+#define SUMMARY_AHEAD (STAGE_SPACING * BKV_VS_PREFETCH_STAGES)
 static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int read_flags) {
     size_t n = 0;
     for (int l = 0; l < BKV_MAX_LEVELS; l++) n += rs->version->nfiles[l];
@@ -747,8 +737,8 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
                 /* A table that cannot be opened is left to the scan of its partitions, which reports it. */
                 rc = add_leaf(fd, &(bkv_vleaf_ref){f->number, 0, 0, UINT32_MAX});
             } else {
-                bkv_table_vsearch vs;
-                rc = bkv_table_value_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
+                bkv_vs_table_probe vs;
+                rc = bkv_vs_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
                 fd->st->nodes_probed++;
                 fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
                 fd->st->leaves += vs.partitions;
@@ -762,10 +752,10 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
         }
         bkv_err e;
         if (!rc && i < nfiles && bkv_db_get_table(fd->db, files[i], slot, &e) != BKV_OK) *slot = NULL;
-        for (int stage = 0; !rc && stage < BKV_TABLE_PREFETCH_STAGES; stage++) {
+        for (int stage = 0; !rc && stage < BKV_VS_PREFETCH_STAGES; stage++) {
             size_t back = (size_t)stage * STAGE_SPACING; /* table i - back, at this stage */
             if (i >= back && i - back < nfiles && ring[(i - back) % SUMMARY_AHEAD])
-                bkv_table_value_prefetch(bkv_cache_value(ring[(i - back) % SUMMARY_AHEAD]), h, stage);
+                bkv_vs_prefetch(bkv_cache_value(ring[(i - back) % SUMMARY_AHEAD]), h, stage);
         }
     }
     for (size_t i = 0; i < SUMMARY_AHEAD; i++) /* left by a failure */
@@ -773,7 +763,7 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
     for (size_t i = 0; i < nmaybe; i++) {
         table_hits th = {fd, maybe[i].number};
         if (!rc)
-            rc = bkv_table_value_match(bkv_cache_value(maybe[i].entry), &fd->db->vparams, h, read_flags, add_table_part,
+            rc = bkv_vs_match(bkv_cache_value(maybe[i].entry), &fd->db->vparams, h, read_flags, add_table_part,
                                        &th);
         bkv_cache_release(fd->db->table_cache, maybe[i].entry);
     }

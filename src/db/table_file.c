@@ -9,7 +9,7 @@ double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, i
     return bkv_filter_budget_bits(v, db->opts.filter_memory_budget, level, run_entries);
 }
 
-bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams) {
+bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost) {
     bkv_table_options to = {.block_size = o->block_size, .restart_interval = 16,
                             .filter_type = bkv_level_filter_type(o, level),
                             .bits_per_key = bkv_level_bits_per_key(o, level), .compression = o->compression,
@@ -19,17 +19,17 @@ bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bot
     /* Gets that reach the bottom mostly find their key there (the
      * workload has few misses), so its filter would rarely say no. */
     if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;
-    if (vparams) {
-        to.value_filter = vparams;
-        to.value_terms = o->value_terms;
-        to.value_terms_arg = o->value_terms_arg;
-        /* Most of an entry's rewrites happen above the bottom level, where
-         * a Ribbon summary for every table was most of the paged index's
-         * write cost; the bottom level's tables are most of the tables a
-         * search asks, and keep theirs for long (docs/design.md). */
-        to.value_summary_cheap = !bottommost;
-    }
     return to;
+}
+
+bkv_vs_collector *bkv_table_values_for(const bkv_options *o, int bottommost, const bkv_vf_params *vparams) {
+    /* Most of an entry's rewrites happen above the bottom level, where a
+     * Ribbon summary for every table was most of the paged index's write
+     * cost; the bottom level's tables are most of the tables a search
+     * asks, and keep theirs for long (docs/design.md). */
+    bkv_vs_collector_options vo = {.params = *vparams, .terms = o->value_terms, .terms_arg = o->value_terms_arg,
+                                   .summary_cheap = !bottommost};
+    return bkv_vs_collector_new(&vo);
 }
 
 int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, double budget_bits,
@@ -40,13 +40,15 @@ int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, 
     bkv_table_name(tf->path, db->path, number);
     int rc = db->env->new_writable(db->env, tf->path, db->opts.file_mode, &tf->file, e);
     if (rc) return rc;
-    bkv_table_options to = bkv_table_options_for(&db->opts, level, bottommost, db->has_vrec ? &db->vparams : NULL);
+    bkv_table_options to = bkv_table_options_for(&db->opts, level, bottommost);
     if (budget_bits >= 0 && !bkv_level_sets_bits(&db->opts, level)) {
         /* Below a bit per key a filter would answer "maybe" to most absent keys. */
         if (budget_bits < 1) to.filter_type = BKV_FILTER_NONE;
         else to.bits_per_key = budget_bits;
     }
-    if (!(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
+    if (db->has_vrec && (tf->values = bkv_table_values_for(&db->opts, bottommost, &db->vparams)))
+        to.collector = bkv_vs_collector_hook(tf->values);
+    if ((db->has_vrec && !tf->values) || !(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
         bkv_table_file_abandon(tf);
         return bkv_fail(e, BKV_NOMEM, "out of memory building %s", tf->path);
     }
@@ -66,7 +68,7 @@ int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e) {
     *out = NULL;
     bkv_db *db = tf->db;
     int rc = bkv_table_builder_finish(tf->builder, e);
-    bkv_vf_set *vf = rc ? NULL : bkv_db_take_value_filters(tf->builder);
+    bkv_vf_set *vf = rc || !tf->values ? NULL : bkv_vs_collector_take_filters(tf->values);
     if (!rc) rc = bkv_file_sync(tf->file, e);
     int crc = bkv_file_close(tf->file, rc ? NULL : e);
     tf->file = NULL;
@@ -87,6 +89,8 @@ int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e) {
     bkv_vf_set_destroy(vf);
     bkv_table_builder_free(tf->builder);
     tf->builder = NULL;
+    bkv_vs_collector_free(tf->values);
+    tf->values = NULL;
     if (rc) db->env->remove_file(db->env, tf->path, NULL);
     return rc;
 }
@@ -95,6 +99,8 @@ void bkv_table_file_abandon(bkv_table_file *tf) {
     if (!tf->file) return;
     bkv_table_builder_free(tf->builder);
     tf->builder = NULL;
+    bkv_vs_collector_free(tf->values);
+    tf->values = NULL;
     bkv_file_close(tf->file, NULL);
     tf->file = NULL;
     tf->db->env->remove_file(tf->db->env, tf->path, NULL);

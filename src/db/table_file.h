@@ -6,10 +6,14 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "valuesearch/table_values.h"
 
 /* How a table written at level is laid out under o (bottommost: no older
- * data for its keys below it); vparams: its value filters, NULL for none. */
-bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost, const bkv_vf_params *vparams);
+ * data for its keys below it). */
+bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost);
+/* The collector of its value filters with vparams (the caller frees it
+ * after the builder), or NULL when out of memory. */
+bkv_vs_collector *bkv_table_values_for(const bkv_options *o, int bottommost, const bkv_vf_params *vparams);
 
 typedef struct bkv_table_file {
     bkv_db *db;
@@ -17,6 +21,7 @@ typedef struct bkv_table_file {
     char path[BKV_PATH_MAX];
     bkv_wfile *file;
     bkv_table_builder *builder;
+    bkv_vs_collector *values; /* NULL: the database has no value index */
 } bkv_table_file;
 
 /* Creates table number, to be written to level (bottommost: no older data

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "filter/value_filter.h"
+#include "valuesearch/value_filter.h"
 #include "util/buf.h"
 #include "util/ikey.h"
 #include "util/status.h"

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "bloomkv.h"
-#include "filter/value_filter.h"
+#include "valuesearch/value_filter.h"
 #include "memtable/arena.h"
 
 typedef struct bkv_memtable bkv_memtable;

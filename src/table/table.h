@@ -2,10 +2,15 @@
  * SSTables: immutable sorted files of internal keys. Layout in
  * docs/format.md, "SSTable":
  *
- *   [data block 1] ... [data block N] [filter block] [value filter block]
- *   [properties block] [index block] [footer, 72 bytes]
+ *   [data block 1] ... [data block N] [filter block] [collectors' blocks]
+ *   [range filter block] [properties block] [index block] [footer, 72 bytes]
  *
  * Every block is followed by a 9-byte trailer (compression type, XXH3-64).
+ * A layer above (value search) keeps blocks of its own in a table without
+ * this module knowing what they hold: a collector writes them as the table
+ * is built, and names them in the properties; the reader hands them back
+ * by name, through the block cache, with a per-table slot for what that
+ * layer keeps of a table in memory ("Auxiliary blocks" below).
  */
 #ifndef BKV_TABLE_H
 #define BKV_TABLE_H
@@ -15,9 +20,9 @@
 #include <stdint.h>
 
 #include "bloomkv.h"
-#include "filter/value_filter.h"
-#include "filter/value_tags.h"
 #include "table/cache.h"
+#include "table/format.h"
+#include "util/buf.h"
 #include "util/coding.h"
 #include "util/env.h"
 
@@ -42,6 +47,26 @@ enum {
     BKV_COMPRESS_ZSTD = BKV_COMPRESSION_ZSTD
 };
 
+typedef struct bkv_table_builder bkv_table_builder;
+
+/* A collector builds blocks of its own from the entries of a table as the
+ * builder writes it. add sees every entry (in order, before it goes into
+ * a data block: it may end the open block first, with
+ * bkv_table_builder_end_block); block_done follows each data block
+ * written (its ordinal); finish runs after the key filter, writing the
+ * collector's blocks (bkv_table_builder_write_block) and naming them in
+ * the properties (bkv_table_builder_set_property). estimate is the bytes
+ * finish would write now. A non-zero return from add or finish fails the
+ * table with that status. */
+typedef struct bkv_table_collector {
+    void *state;
+    int (*add)(void *state, bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen,
+               bkv_err *e);
+    void (*block_done)(void *state, uint32_t block);
+    int (*finish)(void *state, bkv_table_builder *b, bkv_err *e);
+    uint64_t (*estimate)(const void *state);
+} bkv_table_collector;
+
 typedef struct bkv_table_options {
     size_t block_size;
     int restart_interval;
@@ -52,17 +77,9 @@ typedef struct bkv_table_options {
     /* When set, the filter also holds every key's prefix (hashed with
      * BKV_PREFIX_SEED); returns SIZE_MAX for keys without one. */
     size_t (*prefix_extractor)(const void *key, size_t klen);
-    /* When set, the table carries value filters with these parameters
-     * over the terms of its values (docs/format.md "Value filter block"). */
-    const bkv_vf_params *value_filter;
-    bkv_terms_fn value_terms;    /* NULL: the whole value is the term */
-    void *value_terms_arg;
-    /* The paged layout's summary (value_filter->summary_bits): 1 builds a
-     * blocked Bloom filter of the same size instead of a Ribbon one, a
-     * tenth of the build for about four times the false-positive rate: for
-     * tables that a compaction will rewrite soon. */
-    int value_summary_cheap;
-#define BKV_CHEAP_SUMMARY_TYPE BKV_FILTER_BLOCKED_BLOOM /* what value_summary_cheap builds; else Ribbon */
+    /* NULL, or a collector whose blocks the table carries (it must
+     * outlive the builder). */
+    const bkv_table_collector *collector;
     /* When > 0, a range filter (bkv_filter_build_range) at this many bits
      * per key over eight bytes of every user key, from a place inside the
      * prefix all the table's keys share (bkv_table_shared_prefix): reads
@@ -88,8 +105,6 @@ typedef struct bkv_table_props {
     uint64_t index_bytes, filter_bytes;   /* filter_bytes: every partition's, when partitioned */
     uint64_t filter_partitions;           /* 0: the filter is not partitioned */
     uint64_t filter_fpr_ppb;              /* the filter's modelled false-positive rate, parts per 10^9 */
-    uint64_t value_filter_offset, value_filter_bytes; /* 0 bytes: none */
-    uint64_t value_tags_offset, value_tags_bytes;     /* the value tags index block; 0 bytes: none */
     uint64_t range_filter_offset, range_filter_bytes; /* the range filter block; 0 bytes: none */
     uint64_t range_filter_skip;   /* its keys: eight bytes of each user key from here (bkv_key_prefix64) */
     int filter_type;
@@ -100,8 +115,6 @@ typedef struct bkv_table_props {
 } bkv_table_props;
 
 /* ---- builder ---- */
-typedef struct bkv_table_builder bkv_table_builder;
-
 /* Writes into file (owned by the caller, who syncs and closes it). */
 bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfile *file, const char *name);
 /* REQUIRES: ikey greater than every key added before. */
@@ -115,9 +128,19 @@ void bkv_table_builder_key_range(const bkv_table_builder *b, const uint8_t **sma
                                  const uint8_t **largest, size_t *llen);
 /* Smallest and largest sequence numbers added. */
 void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint64_t *hi);
-/* Hands the value filters built (after finish) to the caller, who frees
- * them with bkv_vf_set_free; an empty set when the table has none. */
-void bkv_table_builder_take_value_filters(bkv_table_builder *b, bkv_vf_set *out);
+/* For a collector: data blocks written so far; the open data block
+ * written now (a no-op when it is empty); an uncompressed block written at
+ * the end of the file (*h its place); a property recorded as a varint,
+ * written in the properties block at finish (name: at most
+ * BKV_TABLE_PROPERTY_MAX bytes, and none the table itself or another
+ * collector uses; BKV_INVALID or BKV_NOMEM leave a message). */
+#define BKV_TABLE_PROPERTY_MAX 40
+uint32_t bkv_table_builder_data_blocks(const bkv_table_builder *b);
+int bkv_table_builder_end_block(bkv_table_builder *b, bkv_err *e);
+int bkv_table_builder_write_block(bkv_table_builder *b, const uint8_t *data, size_t len, bkv_handle *h, bkv_err *e);
+int bkv_table_builder_set_property(bkv_table_builder *b, const char *name, uint64_t v, bkv_err *e);
+/* The name the builder was given, for messages. */
+const char *bkv_table_builder_name(const bkv_table_builder *b);
 /* Size of the file if finished now (for cutting outputs). */
 uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b);
 void bkv_table_builder_free(bkv_table_builder *b);
@@ -202,67 +225,6 @@ const bkv_table_props *bkv_table_properties(const bkv_table *t);
 /* The size of the table's file in bytes. */
 uint64_t bkv_table_file_size(const bkv_table *t);
 
-/* Reads and validates the table's value filter block: BKV_OK, BKV_NOTFOUND
- * when the table has none, or the error (naming file and offset). */
-int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e);
-/* The paged value index's probe of one table for the term hashed to h
- * under params (the database's), in two steps so that a search asks the
- * device for what every table needs before it waits for any.
- * bkv_table_value_probe asks the table's summary (a version 2 block);
- * when it says "maybe" (*out), the rows the term names are prefetched
- * and bkv_table_value_match then reads them (through the block cache when
- * the file is not mapped) and calls fn for each partition (its data blocks
- * first..last, last = UINT32_MAX: to the table's end) that may hold the
- * term, after prefetching the index and those partitions' blocks. A
- * version 1 block is read whole by match; a block that is missing,
- * damaged or made with other parameters answers "maybe" for the whole
- * table. Both return BKV_NOMEM when out of memory; match returns fn's
- * first non-zero answer. */
-typedef int (*bkv_table_part_fn)(void *arg, uint32_t first_block, uint32_t last_block);
-typedef struct bkv_table_vsearch {
-    uint32_t partitions; /* the table's (1: it answers for itself whole) */
-    int summary_maybe;   /* past its summary: match must test every partition */
-} bkv_table_vsearch;
-int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out);
-/* Hints before bkv_table_value_probe, in stages 0..BKV_TABLE_PREFETCH_STAGES
- * - 1, each asking the CPU for what the probe of h reads next and reading
- * only what the stage before asked for (the table's head, the summary's
- * handle, its lines): a caller spreads them over the tables ahead of the
- * one it probes, so their cache misses overlap instead of following one
- * another. */
-#define BKV_TABLE_PREFETCH_STAGES 4
-void bkv_table_value_prefetch(bkv_table *t, uint64_t h, int stage);
-int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags, bkv_table_part_fn fn,
-                          void *arg);
-/* 1 when the table has a usable version 2 block for params (reading what
- * the paged index keeps of it in memory). */
-int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params);
-/* 1 when that block's summary is the cheap kind the builder writes above
- * the bottom level (bkv_table_options.value_summary_cheap). */
-int bkv_table_value_summary_cheap(bkv_table *t, const bkv_vf_params *params);
-/* The summary of a version 2 block, opened into a filter of its own (the
- * caller destroys it): BKV_OK, BKV_NOTFOUND when the table has none, or
- * the error naming file and offset. */
-int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e);
-/* Bytes the paged index keeps for the table (0 before it is first read). */
-size_t bkv_table_value_memory(const bkv_table *t);
-
-/* Which data blocks of the value partition first..last may hold an entry
- * with one of the term tags[0, ntags) (bkv_vt_tag of term hashes made
- * with seed), from the table's value tags: 1 with maybe[i] set for block
- * first + i, or 0 when the table has no usable tags for exactly that
- * partition (no tags, another seed, damage: every block "maybe"), or when
- * the partition's blocks would come from the device anyway. */
-int bkv_table_value_blocks(bkv_table *t, uint64_t seed, uint32_t first, uint32_t last, const uint16_t *tags,
-                           size_t ntags, int read_flags, uint8_t *maybe);
-
-/* For bloomkv check: the value tags index, read and validated (BKV_NOTFOUND
- * when the table has none; free it with bkv_vt_index_free), and partition
- * i's tags block, checked against its index entry (*data malloc'd; its
- * length is ix->size[i]). Errors name the file and offset. */
-int bkv_table_value_tags_index(bkv_table *t, bkv_vt_index *out, bkv_err *e);
-int bkv_table_value_tags_part(bkv_table *t, const bkv_vt_index *ix, uint32_t i, uint8_t **data, bkv_err *e);
-
 /* The user keys of data blocks first..last (last clamped) lie in
  * [*lo, *hi]: *lo is the last key of block first - 1 (NULL for the first
  * block), *hi the last key of block last (NULL for a table without
@@ -299,6 +261,61 @@ int bkv_table_has_filter(const bkv_table *t);
  * error naming file and offset. */
 uint32_t bkv_table_filter_partitions(const bkv_table *t);
 int bkv_table_filter_partition(bkv_table *t, uint32_t i, bkv_filter **out, bkv_err *e);
+
+/* ---- auxiliary blocks: the reader's calls for a collector's layer ---- */
+/* The table's file name, for messages. */
+const char *bkv_table_path(const bkv_table *t);
+/* A property the table's own reader does not know (a collector's): 1 with
+ * *v, or 0 when the table has none by that name (or it is not a varint). */
+int bkv_table_property(const bkv_table *t, const char *name, uint64_t *v);
+/* The block named by properties "<name>.offset" and "<name>.size": 1 with
+ * *h, or 0 when either is missing or the size is 0. */
+int bkv_table_aux_handle(const bkv_table *t, const char *name, bkv_handle *h);
+/* Whether block h and its trailer lie in the file. */
+int bkv_table_holds_block(const bkv_table *t, bkv_handle h);
+/* Block h read into a malloc'd copy (*data, *len; its checksum verified,
+ * decompressed): BKV_OK, or the error naming file and offset. */
+int bkv_table_read_block(bkv_table *t, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e);
+/* Block h as a search reads it again and again: from the map (verified
+ * once: bit `bit` of verified records it, or at every read with
+ * BKV_READ_VERIFY_ALL), the block cache or the file (into the cache with
+ * BKV_READ_FILL_CACHE). NULL when it cannot be read, fails its checksum or
+ * decompresses to other than h.size bytes; otherwise release *ref with
+ * bkv_table_aux_release when done with the bytes. */
+typedef struct bkv_table_aux_ref {
+    bkv_cache_entry *entry;
+    void *own;
+} bkv_table_aux_ref;
+const uint8_t *bkv_table_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *verified, uint32_t bit, int read_flags,
+                                   bkv_table_aux_ref *ref);
+void bkv_table_aux_release(bkv_table *t, bkv_table_aux_ref *ref);
+/* Whether the file is mapped (a prefetch then asks the kernel ahead). */
+int bkv_table_is_mapped(const bkv_table *t);
+/* Asks for bytes [offset, offset + len) of a mapped file ahead of use. */
+void bkv_table_prefetch_bytes(bkv_table *t, uint64_t offset, uint64_t len);
+/* Whether byte offset of a mapped file is in memory: 1, 0, or -1 when
+ * that cannot be told. */
+int bkv_table_byte_resident(bkv_table *t, uint64_t offset);
+/* Asks for the index of a mapped table not read yet. */
+void bkv_table_prefetch_index(bkv_table *t);
+/* Data block i: 1 when this process has verified it in place in the map
+ * (so it is in memory); 0 with *h its handle; -1 when the file is not
+ * mapped or the index cannot be read. */
+int bkv_table_data_block(bkv_table *t, uint32_t i, bkv_handle *h);
+/* Where the data blocks end (the first byte past the last one). */
+uint64_t bkv_table_data_end(const bkv_table *t);
+/* Counts a damaged filter-like block in the stats the table was opened
+ * with (filter_corrupt). */
+void bkv_table_count_damage(const bkv_table *t);
+/* The table's slot for the layer above: what make returns, made on the
+ * first call (NULL: make failed, tried again on the next call; make must
+ * not call bkv_table_slot, bkv_table_data_block or the index's reads) and
+ * destroyed with destroy when the table closes. One layer uses it; peek
+ * returns it or NULL without making it; prefetch asks the CPU for the
+ * slot's pointer ahead of a peek. */
+void *bkv_table_slot(bkv_table *t, void *(*make)(bkv_table *t), void (*destroy)(void *));
+void *bkv_table_slot_peek(const bkv_table *t);
+void bkv_table_slot_prefetch(const bkv_table *t);
 
 /* An internal iterator over the table's entries (util/iterator.h). It
  * reads blocks through the block cache as read_flags say. The table must

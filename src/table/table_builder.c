@@ -5,7 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "filter/value_tags.h"
 #include "table/block.h"
 #include "table/format.h"
 #include "table/table.h"
@@ -28,17 +27,12 @@ struct bkv_table_builder {
     bkv_table_props props;
     uint64_t min_seq, max_seq;
     int failed;
-    bkv_vf_set vf;             /* value filters (opts.value_filter) */
-    uint32_t part_entries;     /* entries in the open partition */
-    uint64_t *term_hashes;     /* every term's hash, for the summary (paged layout) */
-    size_t nterm_hashes, term_hash_cap;
-    int term_hashes_lost;      /* out of memory collecting them */
-    /* Value tags (whole-value indexes only): a u16 per entry and a u32
-     * entry count per data block, written after the value filters. They
-     * are optional, so running out of memory drops them, not the table. */
-    int tagging;
-    bkv_buf tags, block_counts;
-    uint64_t block_first_entry; /* num_entries when the open data block began */
+    /* The collector's properties, written with the table's own. */
+    struct extra_prop {
+        char name[BKV_TABLE_PROPERTY_MAX + 1];
+        uint64_t v;
+    } *extra;
+    size_t nextra;
     double fpr_keys;           /* sum over key filters of expected rate x keys */
     /* The range filter's keys: each user key's eight bytes after the prefix
      * it shares with the table's first key, and that prefix's length;
@@ -64,10 +58,6 @@ bkv_table_builder *bkv_table_builder_new(const bkv_table_options *opts, bkv_wfil
     bkv_buf_init(&b->compressed);
     b->props.filter_type = opts->filter_type;
     b->props.compression = opts->compression;
-    if (opts->value_filter) b->vf.params = *opts->value_filter;
-    b->tagging = opts->value_filter && !opts->value_terms;
-    bkv_buf_init(&b->tags);
-    bkv_buf_init(&b->block_counts);
     return b;
 }
 
@@ -82,10 +72,7 @@ void bkv_table_builder_free(bkv_table_builder *b) {
     free(b->hashes);
     free(b->rf_window);
     free(b->rf_shared);
-    free(b->term_hashes);
-    bkv_buf_free(&b->tags);
-    bkv_buf_free(&b->block_counts);
-    bkv_vf_set_free(&b->vf);
+    free(b->extra);
     free(b);
 }
 
@@ -118,10 +105,8 @@ static int flush_data_block(bkv_table_builder *b, bkv_err *e) {
     int rc = write_raw_block(b, b->data.buf.data, b->data.buf.len, b->opts.compression, &h, e);
     if (rc) return rc;
     b->props.num_data_blocks++;
-    if (b->vf.nparts) b->vf.parts[b->vf.nparts - 1].last_block = (uint32_t)(b->props.num_data_blocks - 1);
-    if (b->tagging && bkv_buf_put_u32(&b->block_counts, (uint32_t)(b->props.num_entries - b->block_first_entry)))
-        b->tagging = 0;
-    b->block_first_entry = b->props.num_entries;
+    const bkv_table_collector *c = b->opts.collector;
+    if (c) c->block_done(c->state, (uint32_t)(b->props.num_data_blocks - 1));
     uint8_t hv[20];
     size_t hl = (size_t)(bkv_put_varint64(bkv_put_varint64(hv, h.offset), h.size) - hv);
     /* The index key is the block's last key: the block holds every key in
@@ -147,75 +132,6 @@ static int add_hash(bkv_table_builder *b, bkv_hash h, bkv_err *e) {
     return BKV_OK;
 }
 
-typedef struct term_sink {
-    bkv_table_builder *b;
-    uint64_t *bits;
-} term_sink;
-
-static void keep_term_hash(bkv_table_builder *b, uint64_t h) {
-    if (b->nterm_hashes == b->term_hash_cap) {
-        size_t cap = b->term_hash_cap ? b->term_hash_cap * 2 : 1024;
-        uint64_t *grown = b->term_hashes_lost ? NULL : realloc(b->term_hashes, cap * sizeof *grown);
-        if (!grown) {
-            b->term_hashes_lost = 1;
-            return;
-        }
-        b->term_hashes = grown;
-        b->term_hash_cap = cap;
-    }
-    b->term_hashes[b->nterm_hashes++] = h;
-}
-
-static void add_term_hash(term_sink *ts, uint64_t h) {
-    bkv_table_builder *b = ts->b;
-    bkv_vf_probe pr;
-    bkv_vf_probe_from_hash(&pr, &b->vf.params, h);
-    bkv_vf_insert(ts->bits, &pr);
-    b->vf.parts[b->vf.nparts - 1].terms++;
-    if (b->vf.params.summary_bits) keep_term_hash(b, h);
-}
-
-static void add_term(void *ctx, const void *term, size_t len) {
-    term_sink *ts = ctx;
-    add_term_hash(ts, bkv_vf_term_hash(&ts->b->vf.params, term, len));
-}
-
-static void add_tag(bkv_table_builder *b, uint16_t tag) {
-    uint8_t le[2];
-    bkv_put_u16(le, tag);
-    if (b->tagging && bkv_buf_append(&b->tags, le, 2)) b->tagging = 0;
-}
-
-/* Partitions end on a block boundary: a full partition ends its block
- * early, so a search scans exactly the blocks of the partitions that may
- * hold the value. */
-static int add_value_terms(bkv_table_builder *b, unsigned type, const uint8_t *val, size_t vlen, bkv_err *e) {
-    uint32_t limit = b->vf.params.partition_entries;
-    if (b->vf.nparts == 0 || (limit && b->part_entries >= limit)) {
-        int rc = flush_data_block(b, e);
-        if (!rc && bkv_vf_set_add_part(&b->vf, (uint32_t)b->props.num_data_blocks))
-            rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory building value filters", b->name);
-        if (rc) return rc;
-        b->vf.parts[b->vf.nparts - 1].offset = b->offset; /* where the block flushed above ended */
-        b->part_entries = 0;
-    }
-    b->part_entries++;
-    b->vf.parts[b->vf.nparts - 1].entries++;
-    if (type != BKV_TYPE_VALUE) {
-        add_tag(b, 0);
-        return BKV_OK;
-    }
-    term_sink ts = {b, bkv_vf_part_bits(&b->vf, b->vf.nparts - 1)};
-    if (b->opts.value_terms) {
-        b->opts.value_terms(b->opts.value_terms_arg, val, vlen, add_term, &ts);
-        return BKV_OK;
-    }
-    uint64_t h = bkv_vf_term_hash(&b->vf.params, val, vlen);
-    add_term_hash(&ts, h);
-    add_tag(b, bkv_vt_tag(h));
-    return BKV_OK;
-}
-
 int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
                           size_t vlen, bkv_err *e) {
     if (b->failed) return bkv_fail(e, BKV_INVALID, "%s: builder already failed", b->name);
@@ -227,8 +143,9 @@ int bkv_table_builder_add(bkv_table_builder *b, const uint8_t *ikey, size_t ilen
         return bkv_fail(e, BKV_CORRUPTION, "%s: entry %llu does not follow the one before it in internal-key order",
                         b->name, (unsigned long long)b->props.num_entries);
     }
-    if (b->opts.value_filter) {
-        int rc = add_value_terms(b, bkv_ikey_type(ikey, ilen), val, vlen, e);
+    const bkv_table_collector *c = b->opts.collector;
+    if (c) {
+        int rc = c->add(c->state, b, ikey, ilen, val, vlen, e);
         if (rc) {
             b->failed = 1;
             return rc;
@@ -366,149 +283,68 @@ out:
     return rc;
 }
 
-static int put_prop(bkv_block_builder *blk, const char *name, uint64_t v) {
+/* A property as the block holds it: its name, and its value's bytes (a
+ * key, or when val is NULL the varint in buf: sorting moves the entries). */
+typedef struct prop {
+    const char *name;
+    const uint8_t *val;
+    size_t len;
     uint8_t buf[10];
-    size_t n = (size_t)(bkv_put_varint64(buf, v) - buf);
-    return bkv_block_builder_add(blk, (const uint8_t *)name, strlen(name), buf, n);
+} prop;
+
+static void set_prop(prop *p, const char *name, uint64_t v) {
+    p->name = name;
+    p->val = NULL;
+    p->len = (size_t)(bkv_put_varint64(p->buf, v) - p->buf);
 }
 
-static int write_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e) {
-    bkv_buf enc;
-    bkv_buf_init(&enc);
-    int rc = bkv_vf_encode(&b->vf, &enc) ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
-                                         : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, vh, e);
-    bkv_buf_free(&enc);
-    return rc;
-}
+static int prop_order(const void *a, const void *b) { return strcmp(((const prop *)a)->name, ((const prop *)b)->name); }
 
-/* Sorts h[0, n) and keeps each value once, in h; the count kept. Two
- * radix passes of 8 bits, the first over all of h into tmp, the second
- * within each of its 256 runs (small enough to stay in cache) back into
- * h, then insertion within runs of a few: every flush and compaction pays
- * this. One pass into 65,536 buckets, its writes scattered over the whole
- * array, measured 25 against 20 ns an entry at a table's 137,000. */
-static size_t sort_unique(uint64_t *h, size_t n, uint64_t *tmp) {
-    size_t start[257] = {0}, at[256];
-    for (size_t i = 0; i < n; i++) start[(h[i] >> 56) + 1]++;
-    for (size_t b = 0; b < 256; b++) start[b + 1] += start[b];
-    memcpy(at, start, sizeof at);
-    for (size_t i = 0; i < n; i++) tmp[at[h[i] >> 56]++] = h[i];
-    size_t out = 0; /* h[0, out) is done; out never passes the run being sorted */
-    for (size_t b = 0; b < 256; b++) {
-        size_t lo = start[b], hi = start[b + 1], sub[257] = {0}, pos[256];
-        for (size_t i = lo; i < hi; i++) sub[(tmp[i] >> 48 & 255) + 1]++;
-        for (size_t s = 0; s < 256; s++) sub[s + 1] += sub[s];
-        for (size_t s = 0; s < 256; s++) pos[s] = lo + sub[s];
-        for (size_t i = lo; i < hi; i++) h[pos[tmp[i] >> 48 & 255]++] = tmp[i];
-        for (size_t s = 0; s < 256; s++) {
-            size_t a = lo + sub[s], z = lo + sub[s + 1];
-            for (size_t i = a + 1; i < z; i++)
-                for (size_t j = i; j > a && h[j - 1] > h[j]; j--) {
-                    uint64_t x = h[j];
-                    h[j] = h[j - 1];
-                    h[j - 1] = x;
-                }
-            for (size_t i = a; i < z; i++)
-                if (out == 0 || h[out - 1] != h[i]) h[out++] = h[i];
-        }
+/* The properties block: the table's own and its collector's, in name
+ * order (it is an ordinary block); a name given twice is refused. */
+static int write_props(bkv_table_builder *b, bkv_handle *h, bkv_err *e) {
+    enum { OWN_MAX = 20 };
+    prop *all = malloc((OWN_MAX + b->nextra) * sizeof *all);
+    if (!all) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name);
+    size_t n = 0;
+    const bkv_table_props *tp = &b->props;
+    set_prop(&all[n++], "compression", (uint64_t)tp->compression);
+    set_prop(&all[n++], "creation.time", tp->creation_time);
+    set_prop(&all[n++], "data.bytes", tp->data_bytes);
+    set_prop(&all[n++], "filter.bytes", tp->filter_bytes);
+    if (b->opts.filter_type) set_prop(&all[n++], "filter.fpr.ppb", tp->filter_fpr_ppb);
+    if (tp->filter_partitions) set_prop(&all[n++], "filter.partitions", tp->filter_partitions);
+    set_prop(&all[n++], "filter.type", (uint64_t)tp->filter_type);
+    all[n++] = (prop){"key.largest", b->last_ikey.data, b->last_ikey.len, {0}};
+    all[n++] = (prop){"key.smallest", b->first_ikey.data, b->first_ikey.len, {0}};
+    set_prop(&all[n++], "num.data.blocks", tp->num_data_blocks);
+    set_prop(&all[n++], "num.deletions", tp->num_deletions);
+    set_prop(&all[n++], "num.entries", tp->num_entries);
+    set_prop(&all[n++], "num.keys", tp->num_keys);
+    if (tp->range_filter_bytes) {
+        set_prop(&all[n++], "range.filter.offset", tp->range_filter_offset);
+        set_prop(&all[n++], "range.filter.size", tp->range_filter_bytes);
+        set_prop(&all[n++], "range.filter.skip", tp->range_filter_skip);
     }
-    return out;
-}
-
-/* The summary: a Ribbon filter answering "maybe" for about one absent
- * term in 2^summary_bits (or a blocked Bloom filter of the same size),
- * over the table's distinct terms; *out NULL when there is none (no
- * terms, or memory ran short: the summary only spares searches the rows,
- * so the table is written without it). */
-static void build_summary(bkv_table_builder *b, uint8_t **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    if (b->term_hashes_lost || b->nterm_hashes == 0) return;
-    /* Either filter is sized by the hashes it is given: values repeated in
-     * a table would otherwise take the room of distinct ones. */
-    uint64_t *tmp = malloc(b->nterm_hashes * sizeof *tmp);
-    if (tmp) b->nterm_hashes = sort_unique(b->term_hashes, b->nterm_hashes, tmp);
-    free(tmp);
-    bkv_filter_spec spec = {.type = BKV_FILTER_RIBBON, .fpr = ldexp(1.0, -(int)b->vf.params.summary_bits),
-                            .hash_seed = (uint32_t)b->vf.params.seed};
-    if (b->opts.value_summary_cheap)
-        spec = (bkv_filter_spec){.type = BKV_CHEAP_SUMMARY_TYPE, .bits_per_key = 1.04 * b->vf.params.summary_bits,
-                                 .hash_seed = spec.hash_seed};
-    bkv_filter *flt;
-    if (bkv_filter_build(&spec, b->term_hashes, b->nterm_hashes, &flt) != BKV_OK) return;
-    *len = bkv_filter_encoded_size(flt);
-    if ((*out = malloc(*len))) bkv_filter_encode(flt, *out, *len);
-    else *len = 0;
-    bkv_filter_destroy(flt);
-}
-
-/* Version 2 (docs/format.md): the rows (word w of each partition's
- * filter) in blocks of a few KiB at most, so a search reads the blocks of
- * the k rows its term names; then the block naming them. */
-static int write_paged_value_filters(bkv_table_builder *b, bkv_handle *vh, bkv_err *e) {
-    uint8_t *summary;
-    size_t slen;
-    build_summary(b, &summary, &slen);
+    set_prop(&all[n++], "raw.key.bytes", tp->raw_key_bytes);
+    set_prop(&all[n++], "raw.value.bytes", tp->raw_value_bytes);
+    for (size_t i = 0; i < b->nextra; i++) set_prop(&all[n++], b->extra[i].name, b->extra[i].v);
+    qsort(all, n, sizeof *all, prop_order);
     int rc = BKV_OK;
-    uint64_t rows_offset = b->offset;
-    uint32_t per_block = bkv_vf_rows_per_block(&b->vf);
-    bkv_buf enc;
-    bkv_buf_init(&enc);
-    for (uint32_t w = 0; !rc && w < bkv_vf_words(&b->vf.params); w += per_block) {
-        bkv_handle rh;
-        int failed = 0;
-        bkv_buf_clear(&enc);
-        for (uint32_t r = 0; r < per_block; r++) failed |= bkv_vf_encode_row(&b->vf, w + r, &enc);
-        rc = failed ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
-                    : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, &rh, e);
-    }
-    if (!rc) {
-        bkv_buf_clear(&enc);
-        rc = bkv_vf_encode_paged(&b->vf, rows_offset, per_block, summary, slen, &enc)
-                 ? bkv_fail(e, BKV_NOMEM, "%s: out of memory encoding value filters", b->name)
-                 : write_raw_block(b, enc.data, enc.len, BKV_COMPRESS_NONE, vh, e);
-    }
-    bkv_buf_free(&enc);
-    free(summary);
-    return rc;
-}
-
-/* Value tags (docs/format.md): a block per partition, then their index
- * (*th). Where memory runs short the table gets no index, so no tags. */
-static int write_value_tags(bkv_table_builder *b, bkv_handle *th, bkv_err *e) {
-    uint32_t n = b->vf.nparts;
-    size_t ilen = BKV_VT_HEADER + (size_t)n * BKV_VT_ENTRY;
-    uint8_t *ix = malloc(ilen);
-    bkv_buf part;
-    bkv_buf_init(&part);
-    int rc = BKV_OK, lost = !ix;
-    const uint8_t *tags = b->tags.data;
-    for (uint32_t i = 0; i < n && !rc && !lost; i++) {
-        const bkv_vf_part *vp = &b->vf.parts[i];
-        size_t nb = (size_t)vp->last_block - vp->first_block + 1;
-        bkv_buf_clear(&part);
-        lost = bkv_buf_append(&part, b->block_counts.data + 4 * (size_t)vp->first_block, 4 * nb) ||
-               bkv_buf_append(&part, tags, 2 * (size_t)vp->entries);
-        tags += 2 * (size_t)vp->entries;
-        bkv_handle h;
-        if (!lost) rc = write_raw_block(b, part.data, part.len, BKV_COMPRESS_NONE, &h, e);
-        if (lost || rc) break;
-        uint8_t *entry = ix + BKV_VT_HEADER + (size_t)i * BKV_VT_ENTRY;
-        bkv_put_u32(entry, vp->first_block);
-        bkv_put_u32(entry + 4, (uint32_t)h.size);
-        bkv_put_u64(entry + 8, h.offset);
-    }
-    if (!rc && !lost) {
-        bkv_put_u32(ix, BKV_VT_MAGIC);
-        bkv_put_u16(ix + 4, BKV_VT_VERSION);
-        bkv_put_u16(ix + 6, 0);
-        bkv_put_u32(ix + 8, n);
-        bkv_put_u32(ix + 12, 0);
-        bkv_put_u64(ix + 16, b->vf.params.seed);
-        rc = write_raw_block(b, ix, ilen, BKV_COMPRESS_NONE, th, e);
-    }
-    bkv_buf_free(&part);
-    free(ix);
+    for (size_t i = 1; i < n && !rc; i++)
+        if (strcmp(all[i - 1].name, all[i].name) == 0)
+            rc = bkv_fail(e, BKV_INVALID, "%s: property %s is given twice", b->name, all[i].name);
+    bkv_block_builder blk;
+    bkv_block_builder_init(&blk, 1);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (bkv_block_builder_add(&blk, (const uint8_t *)all[i].name, strlen(all[i].name),
+                                  all[i].val ? all[i].val : all[i].buf, all[i].len))
+            rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name);
+    if (!rc && bkv_block_builder_finish(&blk))
+        rc = bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name);
+    if (!rc) rc = write_raw_block(b, blk.buf.data, blk.buf.len, BKV_COMPRESS_NONE, h, e);
+    bkv_block_builder_free(&blk);
+    free(all);
     return rc;
 }
 
@@ -529,21 +365,7 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         b->props.filter_fpr_ppb = b->nhashes ? (uint64_t)(1e9 * b->fpr_keys / (double)b->nhashes + 0.5) : 0;
     }
 
-    if (b->opts.value_filter) {
-        bkv_handle vh;
-        rc = b->vf.params.summary_bits ? write_paged_value_filters(b, &vh, e) : write_value_filters(b, &vh, e);
-        if (rc) return rc;
-        b->props.value_filter_offset = vh.offset;
-        b->props.value_filter_bytes = vh.size;
-        /* Every entry has its tag and every block its count, or none are written. */
-        if (b->tagging && b->vf.nparts && b->tags.len == 2 * b->props.num_entries &&
-            b->block_counts.len == 4 * b->props.num_data_blocks) {
-            bkv_handle th = {0, 0};
-            if ((rc = write_value_tags(b, &th, e))) return rc;
-            b->props.value_tags_offset = th.offset;
-            b->props.value_tags_bytes = th.size;
-        }
-    }
+    if (b->opts.collector && (rc = b->opts.collector->finish(b->opts.collector->state, b, e))) return rc;
 
     if (b->opts.range_filter_bits > 0) {
         /* The window: eight bytes from skip, past the prefix every key
@@ -582,37 +404,8 @@ int bkv_table_builder_finish(bkv_table_builder *b, bkv_err *e) {
         b->props.range_filter_bytes = rh.size;
     }
 
-    /* Properties, in sorted name order (it is an ordinary block). */
     b->props.creation_time = (uint64_t)time(NULL);
-    bkv_block_builder props;
-    bkv_block_builder_init(&props, 1);
-    int oom = put_prop(&props, "compression", (uint64_t)b->props.compression) ||
-              put_prop(&props, "creation.time", b->props.creation_time) ||
-              put_prop(&props, "data.bytes", b->props.data_bytes) ||
-              put_prop(&props, "filter.bytes", b->props.filter_bytes) ||
-              (b->opts.filter_type && put_prop(&props, "filter.fpr.ppb", b->props.filter_fpr_ppb)) ||
-              (b->props.filter_partitions && put_prop(&props, "filter.partitions", b->props.filter_partitions)) ||
-              put_prop(&props, "filter.type", (uint64_t)b->props.filter_type) ||
-              bkv_block_builder_add(&props, (const uint8_t *)"key.largest", 11, b->last_ikey.data, b->last_ikey.len) ||
-              bkv_block_builder_add(&props, (const uint8_t *)"key.smallest", 12, b->first_ikey.data, b->first_ikey.len) ||
-              put_prop(&props, "num.data.blocks", b->props.num_data_blocks) ||
-              put_prop(&props, "num.deletions", b->props.num_deletions) ||
-              put_prop(&props, "num.entries", b->props.num_entries) ||
-              put_prop(&props, "num.keys", b->props.num_keys) ||
-              (b->props.range_filter_bytes && (put_prop(&props, "range.filter.offset", b->props.range_filter_offset) ||
-                                               put_prop(&props, "range.filter.size", b->props.range_filter_bytes) ||
-                                               put_prop(&props, "range.filter.skip", b->props.range_filter_skip))) ||
-              put_prop(&props, "raw.key.bytes", b->props.raw_key_bytes) ||
-              put_prop(&props, "raw.value.bytes", b->props.raw_value_bytes) ||
-              (b->opts.value_filter && (put_prop(&props, "value.filter.offset", b->props.value_filter_offset) ||
-                                        put_prop(&props, "value.filter.size", b->props.value_filter_bytes))) ||
-              (b->props.value_tags_bytes && (put_prop(&props, "value.tags.offset", b->props.value_tags_offset) ||
-                                             put_prop(&props, "value.tags.size", b->props.value_tags_bytes))) ||
-              bkv_block_builder_finish(&props);
-    rc = oom ? bkv_fail(e, BKV_NOMEM, "%s: out of memory building the properties", b->name)
-             : write_raw_block(b, props.buf.data, props.buf.len, BKV_COMPRESS_NONE, &f.props, e);
-    bkv_block_builder_free(&props);
-    if (rc) return rc;
+    if ((rc = write_props(b, &f.props, e))) return rc;
 
     if (bkv_block_builder_finish(&b->index)) return bkv_fail(e, BKV_NOMEM, "%s: out of memory building the index", b->name);
     rc = write_raw_block(b, b->index.buf.data, b->index.buf.len, BKV_COMPRESS_NONE, &f.index, e);
@@ -642,13 +435,35 @@ void bkv_table_builder_seq_range(const bkv_table_builder *b, uint64_t *lo, uint6
 }
 
 uint64_t bkv_table_builder_estimated_size(const bkv_table_builder *b) {
-    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8 + b->tags.len +
-           (uint64_t)b->vf.nparts * (BKV_VF_DIR_ENTRY + b->vf.params.m_bits / 8);
+    const bkv_table_collector *c = b->opts.collector;
+    return b->offset + bkv_block_builder_size_estimate(&b->data) + b->nhashes * 10 / 8 +
+           (c ? c->estimate(c->state) : 0);
 }
 
-void bkv_table_builder_take_value_filters(bkv_table_builder *b, bkv_vf_set *out) {
-    *out = b->vf;
-    b->vf.nparts = 0;
-    b->vf.parts = NULL;
-    b->vf.bits = NULL;
+uint32_t bkv_table_builder_data_blocks(const bkv_table_builder *b) { return (uint32_t)b->props.num_data_blocks; }
+
+int bkv_table_builder_end_block(bkv_table_builder *b, bkv_err *e) {
+    int rc = flush_data_block(b, e);
+    if (rc) b->failed = 1;
+    return rc;
 }
+
+int bkv_table_builder_write_block(bkv_table_builder *b, const uint8_t *data, size_t len, bkv_handle *h, bkv_err *e) {
+    int rc = write_raw_block(b, data, len, BKV_COMPRESS_NONE, h, e);
+    if (rc) b->failed = 1;
+    return rc;
+}
+
+int bkv_table_builder_set_property(bkv_table_builder *b, const char *name, uint64_t v, bkv_err *e) {
+    size_t len = strlen(name);
+    if (len == 0 || len > BKV_TABLE_PROPERTY_MAX)
+        return bkv_fail(e, BKV_INVALID, "%s: a property name must have 1 to %d bytes", b->name, BKV_TABLE_PROPERTY_MAX);
+    struct extra_prop *grown = realloc(b->extra, (b->nextra + 1) * sizeof *grown);
+    if (!grown) return bkv_fail(e, BKV_NOMEM, "%s: out of memory recording property %s", b->name, name);
+    b->extra = grown;
+    memcpy(grown[b->nextra].name, name, len + 1);
+    grown[b->nextra++].v = v;
+    return BKV_OK;
+}
+
+const char *bkv_table_builder_name(const bkv_table_builder *b) { return b->name; }

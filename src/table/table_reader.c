@@ -55,16 +55,15 @@ struct bkv_table {
      * cache miss of its own). view_bytes: their memory. */
     _Atomic(bkv_filter *) *views;
     atomic_size_t view_bytes;
-    /* The paged value index's view of the table, read on a search's first
-     * visit (under index_mu) and kept for the table's life. */
-    atomic_int vhead_ready;
-    struct value_head *vhead;
-    /* Its value tags' index, read on a search's first use (under index_mu),
-     * and whether the table's pages looked cold when last asked. */
-    atomic_int vtags_ready;
-    struct value_tags *vtags;
-    atomic_uint cold_checks;
-    atomic_int cold;
+    /* The layer above's slot (bkv_table_slot), made under index_mu. */
+    _Atomic(void *) slot;
+    void (*slot_destroy)(void *);
+    /* Properties the reader does not know itself (a collector's). */
+    struct aux_prop {
+        char name[BKV_TABLE_PROPERTY_MAX + 1];
+        uint64_t v;
+    } *aux_props;
+    size_t naux_props;
     bkv_table_stats *stats;   /* where partition reads are counted */
     bkv_table_props props;
     uint64_t global_seq;  /* 0, or the sequence every key of an ingested table reads at */
@@ -118,6 +117,8 @@ static int ikey_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen
     return bkv_ikey_compare(a, alen, b, blen);
 }
 
+#define AUX_PROPS_MAX 64
+
 static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
     bkv_block blk;
     if (bkv_block_parse(&blk, data, len) < 0) return;
@@ -138,10 +139,6 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         {"raw.key.bytes", offsetof(bkv_table_props, raw_key_bytes)},
         {"raw.value.bytes", offsetof(bkv_table_props, raw_value_bytes)},
         {"creation.time", offsetof(bkv_table_props, creation_time)},
-        {"value.filter.offset", offsetof(bkv_table_props, value_filter_offset)},
-        {"value.filter.size", offsetof(bkv_table_props, value_filter_bytes)},
-        {"value.tags.offset", offsetof(bkv_table_props, value_tags_offset)},
-        {"value.tags.size", offsetof(bkv_table_props, value_tags_bytes)},
         {"range.filter.offset", offsetof(bkv_table_props, range_filter_offset)},
         {"range.filter.size", offsetof(bkv_table_props, range_filter_bytes)},
         {"range.filter.skip", offsetof(bkv_table_props, range_filter_skip)},
@@ -158,11 +155,25 @@ static void read_props(bkv_table *t, const uint8_t *data, size_t len) {
         }
         uint64_t v;
         if (!bkv_get_varint64(it.val, it.val + it.vlen, &v)) continue;
+        int known = 0;
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-            if (strlen(fields[i].name) == it.key.len && memcmp(fields[i].name, it.key.data, it.key.len) == 0)
+            if (strlen(fields[i].name) == it.key.len && memcmp(fields[i].name, it.key.data, it.key.len) == 0) {
                 *(uint64_t *)((char *)&t->props + fields[i].off) = v;
-        if (it.key.len == 11 && memcmp(it.key.data, "filter.type", 11) == 0) t->props.filter_type = (int)v;
-        if (it.key.len == 11 && memcmp(it.key.data, "compression", 11) == 0) t->props.compression = (int)v;
+                known = 1;
+            }
+        if (it.key.len == 11 && memcmp(it.key.data, "filter.type", 11) == 0) t->props.filter_type = (int)v, known = 1;
+        if (it.key.len == 11 && memcmp(it.key.data, "compression", 11) == 0) t->props.compression = (int)v, known = 1;
+        /* A collector's, kept for bkv_table_property; a name no builder
+         * writes (too long) is not kept, nor more than a damaged block's
+         * worth of them. */
+        if (!known && it.key.len <= BKV_TABLE_PROPERTY_MAX && t->naux_props < AUX_PROPS_MAX) {
+            struct aux_prop *grown = realloc(t->aux_props, (t->naux_props + 1) * sizeof *grown);
+            if (!grown) continue; /* unknown to the reader: read as absent */
+            t->aux_props = grown;
+            memcpy(grown[t->naux_props].name, it.key.data, it.key.len);
+            grown[t->naux_props].name[it.key.len] = 0;
+            grown[t->naux_props++].v = v;
+        }
     }
     bkv_block_iter_free(&it);
 }
@@ -315,49 +326,6 @@ fail:
     return rc;
 }
 
-/* What the paged value index keeps of a table (docs/format.md, value
- * filter block version 2): where each partition starts and the summary;
- * the rows are read per search, from the map or through the block cache.
- * A table without a usable block answers "maybe" for every term (WHOLE);
- * one with a version 1 block has it read whole by each search (V1). */
-enum { VHEAD_PAGED, VHEAD_V1, VHEAD_WHOLE };
-
-/* Where a partition starts: its first data block, and the 4 KiB page of
- * the file that block starts in (what a search prefetches from; 32 bits
- * of pages span 16 TiB). */
-typedef struct value_part {
-    uint32_t block, page;
-} value_part;
-
-#define VALUE_PAGE_SHIFT 12
-
-typedef struct value_head {
-    int kind;
-    bkv_vf_params params;
-    uint32_t nparts;
-    value_part *parts;       /* nparts + 1: each partition ends where the next begins */
-    bkv_filter *summary;     /* NULL: none ("maybe") */
-    uint64_t rows_offset;
-    uint32_t rows_per_block;
-    atomic_uchar *row_verified; /* a bit per block of rows of a mapped file: its checksum held */
-    size_t memory;
-} value_head;
-
-/* Bit i of a bitmap of verified blocks (of rows, of tags). */
-static int bit_verified(atomic_uchar *bits, uint32_t i, memory_order order) {
-    return atomic_load_explicit(&bits[i / 8], order) >> (i % 8) & 1;
-}
-
-static void free_value_head(value_head *vh) {
-    if (!vh) return;
-    free(vh->parts);
-    bkv_filter_destroy(vh->summary);
-    free(vh->row_verified);
-    free(vh);
-}
-
-static void free_value_tags(struct value_tags *vt);
-
 void bkv_table_close(bkv_table *t) {
     if (!t) return;
     if (t->cache) bkv_cache_erase_k1(t->cache, t->number);
@@ -375,8 +343,8 @@ void bkv_table_close(bkv_table *t) {
     free(t->index_data);
     free(t->fences);
     free(t->verified);
-    free_value_head(t->vhead);
-    free_value_tags(t->vtags);
+    if (t->slot_destroy) t->slot_destroy(atomic_load(&t->slot));
+    free(t->aux_props);
     pthread_mutex_destroy(&t->index_mu);
     free(t->name);
     free(t);
@@ -615,476 +583,6 @@ static void readahead_before(bkv_table *t, readahead *ra, bkv_handle h) {
     if (n > ra->window) n = ra->window;
     if (n) bkv_file_prefetch(t->file, from, n);
     ra->end = from + n;
-}
-
-/* Block g of the rows of a version 2 block: rows g * per_block onward,
- * each word w of every partition's filter. */
-static bkv_handle rows_handle(uint64_t rows_offset, uint32_t nparts, uint32_t per_block, uint32_t g) {
-    uint64_t len = 8 * (uint64_t)nparts * per_block;
-    return (bkv_handle){rows_offset + (uint64_t)g * (len + BKV_BLOCK_TRAILER), len};
-}
-
-/* Reads the value filter block (head) and decodes it. */
-static int read_value_block(bkv_table *t, bkv_vf_set *out, bkv_vf_layout *layout, uint8_t **data, bkv_err *e) {
-    memset(out, 0, sizeof *out);
-    memset(layout, 0, sizeof *layout);
-    *data = NULL;
-    bkv_handle h = {t->props.value_filter_offset, t->props.value_filter_bytes};
-    if (h.size == 0) return BKV_NOTFOUND;
-    if (!block_in_file(t, h))
-        return bkv_fail(e, BKV_CORRUPTION, "%s: value filter block at offset %llu runs past the end of the file",
-                        t->name, (unsigned long long)h.offset);
-    size_t len;
-    int rc = bkv_read_block(t->file, t->name, h, data, &len, e);
-    if (rc) return rc;
-    rc = bkv_vf_decode(*data, len, t->props.num_data_blocks, t->props.num_entries, out, layout, t->name, h.offset, e);
-    /* The rows lie right before the block that names them. */
-    uint64_t rows = layout->version == BKV_VF_VERSION_PAGED ? bkv_vf_words(&out->params) : 0;
-    uint64_t rows_bytes = rows ? rows / layout->rows_per_block * BKV_BLOCK_TRAILER + rows * 8 * (uint64_t)out->nparts
-                               : 0; /* < 2^61 */
-    if (!rc && rows && (layout->rows_offset > h.offset || h.offset - layout->rows_offset != rows_bytes)) {
-        bkv_vf_set_free(out);
-        rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter rows at offset %llu do not end at the block (offset %llu)",
-                      t->name, (unsigned long long)layout->rows_offset, (unsigned long long)h.offset);
-    }
-    if (rc) {
-        free(*data);
-        *data = NULL;
-    }
-    return rc;
-}
-
-int bkv_table_value_filters(bkv_table *t, bkv_vf_set *out, bkv_err *e) {
-    uint8_t *data;
-    bkv_vf_layout layout;
-    int rc = read_value_block(t, out, &layout, &data, e);
-    uint32_t per = layout.rows_per_block;
-    for (uint32_t w = 0; !rc && layout.version == BKV_VF_VERSION_PAGED && w < bkv_vf_words(&out->params); w += per) {
-        uint8_t *rows;
-        size_t len;
-        bkv_handle rh = rows_handle(layout.rows_offset, out->nparts, per, w / per);
-        if (!(rc = bkv_read_block(t->file, t->name, rh, &rows, &len, e))) {
-            if (len != rh.size)
-                rc = bkv_fail(e, BKV_CORRUPTION, "%s: value filter rows at offset %llu have %zu bytes, not %llu",
-                              t->name, (unsigned long long)rh.offset, len, (unsigned long long)rh.size);
-            for (uint32_t r = 0; !rc && r < per; r++) bkv_vf_set_row(out, w + r, rows + 8 * (size_t)out->nparts * r);
-            free(rows);
-        }
-    }
-    if (rc && rc != BKV_NOTFOUND) bkv_vf_set_free(out);
-    free(data);
-    return rc;
-}
-
-/* The verified bitmap's bytes: a bit per block of rows. */
-static size_t verified_bytes(const bkv_vf_params *p, uint32_t rows_per_block) {
-    return (bkv_vf_words(p) / rows_per_block + 7) / 8;
-}
-
-/* The head, read once. Any failure leaves the table answering "maybe"
- * (whole) for good, except a lack of memory, which the next search tries
- * again. */
-static int load_value_head(bkv_table *t, const bkv_vf_params *want) {
-    if (atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return BKV_OK;
-    pthread_mutex_lock(&t->index_mu);
-    int rc = BKV_OK;
-    if (!atomic_load_explicit(&t->vhead_ready, memory_order_relaxed)) {
-        value_head *vh = calloc(1, sizeof *vh);
-        bkv_vf_set set;
-        bkv_vf_layout layout = {0};
-        uint8_t *data = NULL;
-        bkv_err e;
-        int read = vh ? read_value_block(t, &set, &layout, &data, &e) : BKV_NOMEM;
-        if (read == BKV_OK) {
-            const bkv_vf_params *p = &set.params;
-            vh->params = *p;
-            vh->nparts = set.nparts;
-            if (!bkv_vf_same_bits(p, want)) vh->kind = VHEAD_WHOLE;
-            else if (layout.version != BKV_VF_VERSION_PAGED) vh->kind = VHEAD_V1;
-            else if (!(vh->parts = malloc((set.nparts + 1) * sizeof *vh->parts)) ||
-                     !(vh->row_verified = calloc(verified_bytes(p, layout.rows_per_block), 1)))
-                read = BKV_NOMEM;
-            else {
-                vh->kind = VHEAD_PAGED;
-                vh->rows_offset = layout.rows_offset;
-                vh->rows_per_block = layout.rows_per_block;
-                for (uint32_t i = 0; i < set.nparts; i++)
-                    vh->parts[i] = (value_part){set.parts[i].first_block,
-                                                (uint32_t)(set.parts[i].offset >> VALUE_PAGE_SHIFT)};
-                uint64_t data_end = t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset;
-                vh->parts[set.nparts] = (value_part){(uint32_t)t->props.num_data_blocks,
-                                                     (uint32_t)((data_end + (1u << VALUE_PAGE_SHIFT) - 1) >> VALUE_PAGE_SHIFT)};
-                /* A summary that does not open costs reading the rows, never a wrong "no". */
-                if (layout.summary && bkv_filter_open(layout.summary, layout.summary_len,
-                                                      BKV_FILTER_OPEN_TRUSTED | BKV_FILTER_OPEN_COPY, &vh->summary,
-                                                      NULL, 0) != BKV_OK) {
-                    vh->summary = NULL;
-                    if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-                }
-                vh->memory = sizeof *vh + (set.nparts + 1) * sizeof *vh->parts +
-                             verified_bytes(p, layout.rows_per_block) +
-                             (vh->summary ? bkv_filter_memory(vh->summary) : 0);
-            }
-            bkv_vf_set_free(&set);
-        } else if (vh && read != BKV_NOMEM) {
-            vh->kind = VHEAD_WHOLE;
-            if (read != BKV_NOTFOUND && t->stats)
-                atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-        }
-        free(data);
-        if (read == BKV_NOMEM) {
-            free_value_head(vh);
-            rc = BKV_NOMEM;
-        } else {
-            t->vhead = vh;
-            atomic_store_explicit(&t->vhead_ready, 1, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&t->index_mu);
-    return rc;
-}
-
-int bkv_table_value_summary(bkv_table *t, bkv_filter **out, bkv_err *e) {
-    *out = NULL;
-    bkv_vf_set set;
-    bkv_vf_layout layout;
-    uint8_t *data;
-    int rc = read_value_block(t, &set, &layout, &data, e);
-    if (rc) return rc;
-    if (!layout.summary) {
-        rc = BKV_NOTFOUND;
-    } else {
-        char why[200];
-        if (bkv_filter_open(layout.summary, layout.summary_len, BKV_FILTER_OPEN_COPY, out, why, sizeof why))
-            rc = bkv_fail(e, BKV_CORRUPTION, "%s: value summary at offset %llu: %s", t->name,
-                          (unsigned long long)(t->props.value_filter_offset + (uint64_t)(layout.summary - data)), why);
-    }
-    bkv_vf_set_free(&set);
-    free(data);
-    return rc;
-}
-
-int bkv_table_value_paged(bkv_table *t, const bkv_vf_params *params) {
-    return load_value_head(t, params) == BKV_OK && t->vhead->kind == VHEAD_PAGED;
-}
-
-int bkv_table_value_summary_cheap(bkv_table *t, const bkv_vf_params *params) {
-    if (!bkv_table_value_paged(t, params) || !t->vhead->summary) return 0;
-    bkv_filter_info info;
-    bkv_filter_get_info(t->vhead->summary, &info);
-    return info.type == BKV_CHEAP_SUMMARY_TYPE;
-}
-
-size_t bkv_table_value_memory(const bkv_table *t) {
-    return atomic_load_explicit(&t->vhead_ready, memory_order_acquire) ? t->vhead->memory : 0;
-}
-
-typedef struct cached_row {
-    uint8_t *data;
-    size_t len;
-} cached_row;
-
-static void delete_row(uint64_t k1, uint64_t k2, void *v) {
-    (void)k1, (void)k2;
-    cached_row *r = v;
-    free(r->data);
-    free(r);
-}
-
-static bkv_handle rows_of(const value_head *vh, uint32_t w) {
-    return rows_handle(vh->rows_offset, vh->nparts, vh->rows_per_block, w / vh->rows_per_block);
-}
-
-/* A block of rows or of tags (h), from the map, the block cache or the
- * file; NULL when it cannot be read or fails its checksum. A mapped one is
- * verified once (bit `bit` of verified records it), or at every read with
- * BKV_READ_VERIFY_ALL, which also passes the block cache by. What holds
- * it is left in *entry or *own for the caller to release. */
-static const uint8_t *read_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *verified, uint32_t bit, int read_flags,
-                                     bkv_cache_entry **entry, cached_row **own) {
-    *entry = NULL;
-    *own = NULL;
-    if (!block_in_file(t, h)) return NULL;
-    const uint8_t *map = bkv_file_mapped(t->file);
-    int verify_all = read_flags & BKV_READ_VERIFY_ALL;
-    if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
-        if (verify_all || !bit_verified(verified, bit, memory_order_acquire)) {
-            if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
-            atomic_fetch_or_explicit(&verified[bit / 8], (unsigned char)(1u << (bit % 8)), memory_order_release);
-        }
-        return map + h.offset;
-    }
-    if (t->cache && !verify_all && (*entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
-        return ((cached_row *)bkv_cache_value(*entry))->data;
-    cached_row *r = calloc(1, sizeof *r);
-    if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {
-        if (r) free(r->data);
-        free(r);
-        return NULL;
-    }
-    if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
-        (*entry = bkv_cache_insert(t->cache, t->number, h.offset, r, r->len + sizeof *r, delete_row)))
-        return r->data;
-    *own = r;
-    return r->data;
-}
-
-/* Row w's words (see read_aux_block). */
-static const uint8_t *read_row(bkv_table *t, value_head *vh, uint32_t w, int read_flags, bkv_cache_entry **entry,
-                               cached_row **own) {
-    const uint8_t *p = read_aux_block(t, rows_of(vh, w), vh->row_verified, w / vh->rows_per_block, read_flags, entry, own);
-    return p ? p + 8 * (size_t)vh->nparts * (w % vh->rows_per_block) : NULL;
-}
-
-/* A version 1 block, read whole: each partition is tested in turn. */
-static int search_whole_block(bkv_table *t, const bkv_vf_probe *pr, bkv_table_part_fn fn, void *arg) {
-    bkv_vf_set set;
-    bkv_err e;
-    if (bkv_table_value_filters(t, &set, &e) != BKV_OK) return fn(arg, 0, UINT32_MAX);
-    int rc = 0;
-    for (uint32_t i = 0; i < set.nparts && !rc; i++)
-        if (bkv_vf_test(bkv_vf_part_bits(&set, i), pr)) rc = fn(arg, set.parts[i].first_block, set.parts[i].last_block);
-    bkv_vf_set_free(&set);
-    return rc;
-}
-
-void bkv_table_value_prefetch(bkv_table *t, uint64_t h, int stage) {
-    if (stage == 0) {
-        __builtin_prefetch(&t->vhead);
-        __builtin_prefetch(&t->vhead_ready);
-        return;
-    }
-    if (!atomic_load_explicit(&t->vhead_ready, memory_order_acquire)) return;
-    const value_head *vh = t->vhead;
-    if (stage == 1) {
-        __builtin_prefetch(vh);
-        __builtin_prefetch(&vh->summary);
-    } else if (vh->kind == VHEAD_PAGED && vh->summary) {
-        if (stage == 2) __builtin_prefetch(vh->summary); /* the filter's handle: its payload pointer and seeds */
-        else bkv_filter_prefetch(vh->summary, h);
-    }
-}
-
-int bkv_table_value_probe(bkv_table *t, const bkv_vf_params *params, uint64_t h, bkv_table_vsearch *out) {
-    *out = (bkv_table_vsearch){1, 1};
-    if (load_value_head(t, params)) return BKV_NOMEM;
-    value_head *vh = t->vhead;
-    if (vh->kind == VHEAD_WHOLE) return BKV_OK;
-    out->partitions = vh->nparts;
-    if (vh->kind != VHEAD_PAGED) return BKV_OK;
-    if (vh->summary && !bkv_filter_may_contain(vh->summary, h)) {
-        out->summary_maybe = 0;
-        return BKV_OK;
-    }
-    /* Rows not read since the table was opened are likely on the device
-     * only: asked for now, for every table the search will test, their
-     * reads overlap instead of following one another. */
-    if (bkv_file_mapped(t->file)) {
-        bkv_vf_probe pr;
-        bkv_vf_probe_from_hash(&pr, params, h);
-        uint32_t asked[BKV_VF_MAX_K];
-        for (uint32_t i = 0; i < pr.k; i++) {
-            uint32_t g = (pr.pos[i] >> 6) / vh->rows_per_block, seen = 0;
-            for (uint32_t j = 0; j < i && !seen; j++) seen = asked[j] == g; /* each block once: a syscall each */
-            asked[i] = g;
-            if (!seen && !bit_verified(vh->row_verified, g, memory_order_relaxed)) {
-                bkv_handle rh = rows_of(vh, pr.pos[i] >> 6);
-                bkv_file_prefetch(t->file, rh.offset, rh.size + BKV_BLOCK_TRAILER);
-            }
-        }
-    }
-    return BKV_OK;
-}
-
-/* The partitions of a paged table that may hold the term, narrowed row by
- * row into live[0, *nlive): the first row tests every partition, the
- * next ones only the survivors (about the filters' fill each time). A row
- * that cannot be read answers "maybe" for its bits. */
-static void match_rows(bkv_table *t, value_head *vh, const bkv_vf_probe *pr, int read_flags, uint32_t *live,
-                       uint32_t *nlive) {
-    uint32_t n = vh->nparts, all = 1;
-    uint32_t done[BKV_VF_MAX_K];
-    for (uint32_t i = 0; i < pr->k && n; i++) {
-        uint32_t w = pr->pos[i] >> 6, seen = 0;
-        for (uint32_t j = 0; j < i && !seen; j++) seen = done[j] == w;
-        done[i] = w;
-        if (seen) continue; /* each row once, with the mask of every probe bit it holds */
-        uint64_t mask = 0;
-        for (uint32_t j = i; j < pr->k; j++)
-            if (pr->pos[j] >> 6 == w) mask |= UINT64_C(1) << (pr->pos[j] & 63);
-        bkv_cache_entry *entry;
-        cached_row *own;
-        const uint8_t *row = read_row(t, vh, w, read_flags, &entry, &own);
-        if (!row) {
-            if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-            continue;
-        }
-        uint32_t kept = 0;
-        for (uint32_t x = 0; x < n; x++) {
-            uint32_t p = all ? x : live[x];
-            live[kept] = p;
-            kept += (bkv_get_u64(row + 8 * (size_t)p) & mask) == mask;
-        }
-        n = kept;
-        all = 0;
-        if (entry) bkv_cache_release(t->cache, entry);
-        if (own) delete_row(0, 0, own);
-    }
-    if (all)
-        for (uint32_t x = 0; x < n; x++) live[x] = x;
-    *nlive = n;
-}
-
-int bkv_table_value_match(bkv_table *t, const bkv_vf_params *params, uint64_t h, int read_flags, bkv_table_part_fn fn,
-                          void *arg) {
-    if (load_value_head(t, params)) return BKV_NOMEM;
-    value_head *vh = t->vhead;
-    if (vh->kind == VHEAD_WHOLE) return fn(arg, 0, UINT32_MAX);
-    bkv_vf_probe pr;
-    bkv_vf_probe_from_hash(&pr, params, h);
-    if (vh->kind == VHEAD_V1) return search_whole_block(t, &pr, fn, arg);
-    uint32_t stack[256], *live = vh->nparts <= 256 ? stack : malloc(vh->nparts * sizeof *live);
-    if (!live) return BKV_NOMEM;
-    uint32_t nlive;
-    match_rows(t, vh, &pr, read_flags, live, &nlive);
-    /* The scan of these partitions needs the index and their blocks:
-     * asked for at once, for every partition, before any is read (the
-     * first readahead window of each: a whole 2 MiB table asked for in one
-     * go measured about 10% slower to scan cold than the scan's own growing
-     * windows). */
-    if (nlive && bkv_file_mapped(t->file)) {
-        if (!atomic_load_explicit(&t->index_ready, memory_order_relaxed))
-            bkv_file_prefetch(t->file, t->index_handle.offset, t->index_handle.size + BKV_BLOCK_TRAILER);
-        for (uint32_t x = 0; x < nlive; x++) {
-            const value_part *p = &vh->parts[live[x]];
-            uint64_t from = (uint64_t)p->page << VALUE_PAGE_SHIFT, to = (uint64_t)p[1].page << VALUE_PAGE_SHIFT;
-            if (to > from) bkv_file_prefetch(t->file, from, to - from < RA_MIN ? to - from : RA_MIN);
-        }
-    }
-    int rc = 0;
-    for (uint32_t x = 0; x < nlive && !rc; x++)
-        rc = fn(arg, vh->parts[live[x]].block, vh->parts[live[x] + 1].block - 1);
-    if (live != stack) free(live);
-    return rc;
-}
-
-/* What a table keeps of its value tags: the index, and a bit per
- * partition of a mapped file whose tags block passed its checksum. */
-typedef struct value_tags {
-    int usable;
-    bkv_vt_index ix;
-    atomic_uchar *verified;
-} value_tags;
-
-static void free_value_tags(value_tags *vt) {
-    if (!vt) return;
-    bkv_vt_index_free(&vt->ix);
-    free(vt->verified);
-    free(vt);
-}
-
-/* The index, read once; a table without one, or with one that fails a
- * check, keeps "unusable" for good (a lack of memory is tried again). */
-static int load_value_tags(bkv_table *t) {
-    if (atomic_load_explicit(&t->vtags_ready, memory_order_acquire)) return BKV_OK;
-    pthread_mutex_lock(&t->index_mu);
-    int rc = BKV_OK;
-    if (!atomic_load_explicit(&t->vtags_ready, memory_order_relaxed)) {
-        value_tags *vt = calloc(1, sizeof *vt);
-        int read = vt ? bkv_table_value_tags_index(t, &vt->ix, NULL) : BKV_NOMEM;
-        if (read == BKV_OK && !(vt->verified = calloc((vt->ix.n + 7) / 8, 1))) read = BKV_NOMEM;
-        if (read == BKV_NOMEM) {
-            free_value_tags(vt);
-            rc = BKV_NOMEM;
-        } else {
-            vt->usable = read == BKV_OK;
-            if (read != BKV_OK && read != BKV_NOTFOUND && t->stats)
-                atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-            t->vtags = vt;
-            atomic_store_explicit(&t->vtags_ready, 1, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&t->index_mu);
-    return rc;
-}
-
-static int load_index(bkv_table *t, bkv_err *e);
-static int index_handle_at(const bkv_table *t, uint32_t i, bkv_handle *h, bkv_err *e);
-
-/* Whether the partition starting at data block first would come from the
- * device: the whole partition then arrives in one read ahead, and tags
- * would put reads of their own (their block, their index) before it
- * (measured at 10 M entries from a cold cache: a unique value's search
- * took 1.2x as long with the tags read first). A block this process has
- * verified is in memory; otherwise the pages are asked about, for one
- * partition in COLD_SAMPLE (a system call each time cost a warm 1%-domain
- * search a tenth), and the answer holds for the table until the next. */
-#define COLD_SAMPLE 32
-static int cold_partition(bkv_table *t, uint32_t first) {
-    if (!bkv_file_mapped(t->file) || load_index(t, NULL)) return 0;
-    bkv_handle h;
-    if (index_handle_at(t, first, &h, NULL) || atomic_load_explicit(&t->verified[first], memory_order_relaxed))
-        return 0;
-    if (atomic_fetch_add_explicit(&t->cold_checks, 1, memory_order_relaxed) % COLD_SAMPLE == 0) {
-        int cold = bkv_file_resident(t->file, h.offset, 1) == 0 ||
-                   (!atomic_load_explicit(&t->vtags_ready, memory_order_acquire) &&
-                    bkv_file_resident(t->file, t->props.value_tags_offset, 1) == 0);
-        atomic_store_explicit(&t->cold, cold, memory_order_relaxed);
-    }
-    return atomic_load_explicit(&t->cold, memory_order_relaxed);
-}
-
-int bkv_table_value_blocks(bkv_table *t, uint64_t seed, uint32_t first, uint32_t last, const uint16_t *tags,
-                           size_t ntags, int read_flags, uint8_t *maybe) {
-    if (t->props.value_tags_bytes == 0 || cold_partition(t, first) || load_value_tags(t) || !t->vtags->usable)
-        return 0;
-    const bkv_vt_index *ix = &t->vtags->ix;
-    if (ix->seed != seed) return 0;
-    uint32_t lo = 0, hi = ix->n; /* the partition whose first data block is first */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (ix->first_block[mid] <= first) lo = mid;
-        else hi = mid;
-    }
-    if (ix->first_block[lo] != first || ix->first_block[lo + 1] - 1 != last) return 0;
-    uint32_t nb = last - first + 1;
-    bkv_cache_entry *entry;
-    cached_row *own;
-    bkv_handle h = {ix->offset[lo], ix->size[lo]};
-    const uint8_t *p = read_aux_block(t, h, t->vtags->verified, lo, read_flags, &entry, &own);
-    int ok = p && bkv_vt_part_valid(p, h.size, nb) == 0;
-    if (ok) bkv_vt_match(p, nb, tags, ntags, maybe);
-    else if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
-    if (entry) bkv_cache_release(t->cache, entry);
-    if (own) delete_row(0, 0, own);
-    return ok;
-}
-
-int bkv_table_value_tags_index(bkv_table *t, bkv_vt_index *out, bkv_err *e) {
-    memset(out, 0, sizeof *out);
-    bkv_handle h = {t->props.value_tags_offset, t->props.value_tags_bytes};
-    if (h.size == 0) return BKV_NOTFOUND;
-    uint8_t *data;
-    size_t len;
-    int rc = bkv_read_block(t->file, t->name, h, &data, &len, e);
-    if (rc) return rc;
-    rc = bkv_vt_decode_index(data, len, t->props.num_data_blocks, h.offset, out, t->name, e);
-    free(data);
-    return rc;
-}
-
-int bkv_table_value_tags_part(bkv_table *t, const bkv_vt_index *ix, uint32_t i, uint8_t **data, bkv_err *e) {
-    bkv_handle h = {ix->offset[i], ix->size[i]};
-    size_t len;
-    int rc = bkv_read_block(t->file, t->name, h, data, &len, e);
-    if (rc) return rc;
-    if (len != h.size || bkv_vt_part_valid(*data, len, ix->first_block[i + 1] - ix->first_block[i])) {
-        free(*data);
-        *data = NULL;
-        return bkv_fail(e, BKV_CORRUPTION, "%s: value tags of partition %u: counts do not match the size at offset %llu",
-                        t->name, i, (unsigned long long)h.offset);
-    }
-    return BKV_OK;
 }
 
 /* Index entry i (stored whole: a restart point at every entry): the last
@@ -1783,3 +1281,127 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     *out = &ti->base;
     return BKV_OK;
 }
+
+/* ---- auxiliary blocks ---- */
+
+const char *bkv_table_path(const bkv_table *t) { return t->name; }
+
+int bkv_table_property(const bkv_table *t, const char *name, uint64_t *v) {
+    for (size_t i = 0; i < t->naux_props; i++)
+        if (strcmp(t->aux_props[i].name, name) == 0) {
+            *v = t->aux_props[i].v;
+            return 1;
+        }
+    return 0;
+}
+
+int bkv_table_aux_handle(const bkv_table *t, const char *name, bkv_handle *h) {
+    char key[BKV_TABLE_PROPERTY_MAX + 8];
+    snprintf(key, sizeof key, "%s.offset", name);
+    int has = bkv_table_property(t, key, &h->offset);
+    snprintf(key, sizeof key, "%s.size", name);
+    return has && bkv_table_property(t, key, &h->size) && h->size > 0;
+}
+
+int bkv_table_holds_block(const bkv_table *t, bkv_handle h) { return block_in_file(t, h); }
+
+int bkv_table_read_block(bkv_table *t, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e) {
+    *data = NULL;
+    if (!block_in_file(t, h))
+        return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu runs past the end of the file", t->name,
+                        (unsigned long long)h.offset);
+    return bkv_read_block(t->file, t->name, h, data, len, e);
+}
+
+/* A block a layer above reads through the block cache. */
+typedef struct cached_aux {
+    uint8_t *data;
+    size_t len;
+} cached_aux;
+
+static void delete_aux(uint64_t k1, uint64_t k2, void *v) {
+    (void)k1, (void)k2;
+    cached_aux *r = v;
+    free(r->data);
+    free(r);
+}
+
+static int bit_verified(atomic_uchar *bits, uint32_t i) {
+    return atomic_load_explicit(&bits[i / 8], memory_order_acquire) >> (i % 8) & 1;
+}
+
+const uint8_t *bkv_table_aux_block(bkv_table *t, bkv_handle h, atomic_uchar *verified, uint32_t bit, int read_flags,
+                                   bkv_table_aux_ref *ref) {
+    *ref = (bkv_table_aux_ref){NULL, NULL};
+    if (!block_in_file(t, h)) return NULL;
+    const uint8_t *map = bkv_file_mapped(t->file);
+    int verify_all = read_flags & BKV_READ_VERIFY_ALL;
+    if (map && map[h.offset + h.size] == BKV_COMPRESS_NONE) {
+        if (verify_all || !bit_verified(verified, bit)) {
+            if (bkv_block_verify(map + h.offset, h, t->name, NULL)) return NULL;
+            atomic_fetch_or_explicit(&verified[bit / 8], (unsigned char)(1u << (bit % 8)), memory_order_release);
+        }
+        return map + h.offset;
+    }
+    if (t->cache && !verify_all && (ref->entry = bkv_cache_lookup(t->cache, t->number, h.offset)))
+        return ((cached_aux *)bkv_cache_value(ref->entry))->data;
+    cached_aux *r = calloc(1, sizeof *r);
+    if (!r || bkv_read_block(t->file, t->name, h, &r->data, &r->len, NULL) || r->len != h.size) {
+        if (r) free(r->data);
+        free(r);
+        return NULL;
+    }
+    if (t->cache && (read_flags & BKV_READ_FILL_CACHE) &&
+        (ref->entry = bkv_cache_insert(t->cache, t->number, h.offset, r, r->len + sizeof *r, delete_aux)))
+        return r->data;
+    ref->own = r;
+    return r->data;
+}
+
+void bkv_table_aux_release(bkv_table *t, bkv_table_aux_ref *ref) {
+    if (ref->entry) bkv_cache_release(t->cache, ref->entry);
+    if (ref->own) delete_aux(0, 0, ref->own);
+    *ref = (bkv_table_aux_ref){NULL, NULL};
+}
+
+int bkv_table_is_mapped(const bkv_table *t) { return bkv_file_mapped(t->file) != NULL; }
+
+void bkv_table_prefetch_bytes(bkv_table *t, uint64_t offset, uint64_t len) { bkv_file_prefetch(t->file, offset, len); }
+
+int bkv_table_byte_resident(bkv_table *t, uint64_t offset) { return bkv_file_resident(t->file, offset, 1); }
+
+void bkv_table_prefetch_index(bkv_table *t) {
+    if (bkv_file_mapped(t->file) && !atomic_load_explicit(&t->index_ready, memory_order_relaxed))
+        bkv_file_prefetch(t->file, t->index_handle.offset, t->index_handle.size + BKV_BLOCK_TRAILER);
+}
+
+int bkv_table_data_block(bkv_table *t, uint32_t i, bkv_handle *h) {
+    if (!bkv_file_mapped(t->file) || load_index(t, NULL) || index_handle_at(t, i, h, NULL)) return -1;
+    return atomic_load_explicit(&t->verified[i], memory_order_relaxed) ? 1 : 0;
+}
+
+uint64_t bkv_table_data_end(const bkv_table *t) {
+    return t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset;
+}
+
+void bkv_table_count_damage(const bkv_table *t) {
+    if (t->stats) atomic_fetch_add_explicit(&t->stats->filter_corrupt, 1, memory_order_relaxed);
+}
+
+void *bkv_table_slot(bkv_table *t, void *(*make)(bkv_table *t), void (*destroy)(void *)) {
+    void *s = atomic_load_explicit(&t->slot, memory_order_acquire);
+    if (s) return s;
+    pthread_mutex_lock(&t->index_mu);
+    if (!(s = atomic_load_explicit(&t->slot, memory_order_relaxed)) && (s = make(t))) {
+        t->slot_destroy = destroy;
+        atomic_store_explicit(&t->slot, s, memory_order_release);
+    }
+    pthread_mutex_unlock(&t->index_mu);
+    return s;
+}
+
+void *bkv_table_slot_peek(const bkv_table *t) {
+    return atomic_load_explicit(&((bkv_table *)t)->slot, memory_order_acquire);
+}
+
+void bkv_table_slot_prefetch(const bkv_table *t) { __builtin_prefetch(&t->slot); }

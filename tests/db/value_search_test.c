@@ -20,6 +20,7 @@
 #include "bloomkv.h"
 #include "table/format.h"
 #include "table/table.h"
+#include "valuesearch/table_values.h"
 #include "test_db.h"
 #include "test_dir.h"
 #include "util/hash.h"
@@ -535,7 +536,9 @@ static void test_damaged_value_filters(void **s) {
     bkv_db *db;
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    uint64_t off = bkv_table_properties(t)->value_filter_offset, len = bkv_table_properties(t)->value_filter_bytes;
+    bkv_handle vh;
+    assert_true(bkv_vs_filter_handle(t, &vh));
+    uint64_t off = vh.offset, len = vh.size;
     bkv_table_close(t);
     assert_true(len > 0);
     uint64_t spots[] = {off + 1, off + 40, off + len - 3};
@@ -604,9 +607,10 @@ static void test_paged_damage(void **s) {
     uint64_t number = one_table_db("paged-damage", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    bkv_handle head = {bkv_table_properties(t)->value_filter_offset, bkv_table_properties(t)->value_filter_bytes};
+    bkv_handle head;
+    assert_true(bkv_vs_filter_handle(t, &head));
     bkv_filter *summary;
-    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    assert_int_equal(bkv_vs_summary(t, &summary, NULL), BKV_OK);
     bkv_filter_info fi;
     bkv_filter_get_info(summary, &fi);
     assert_int_equal(fi.type, BKV_FILTER_BLOCKED_BLOOM); /* a flush's table: a compaction will rewrite it */
@@ -710,15 +714,16 @@ static void test_value_tags(void **s) {
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
     bkv_vf_set vf;
-    assert_int_equal(bkv_table_value_filters(t, &vf, NULL), BKV_OK);
+    assert_int_equal(bkv_vs_table_filters(t, &vf, NULL), BKV_OK);
     bkv_vt_index tix;
-    assert_int_equal(bkv_table_value_tags_index(t, &tix, NULL), BKV_OK);
+    assert_int_equal(bkv_vs_tags_index(t, &tix, NULL), BKV_OK);
     assert_int_equal(tix.n, vf.nparts);
     assert_true(vf.nparts >= 5);
     uint32_t blocks = tix.first_block[tix.n];
     assert_true(blocks >= 2 * tix.n); /* partitions of several blocks: tags have something to skip */
     for (uint32_t i = 0; i < tix.n; i++) assert_int_equal(tix.first_block[i], vf.parts[i].first_block);
-    bkv_handle index = {bkv_table_properties(t)->value_tags_offset, bkv_table_properties(t)->value_tags_bytes};
+    bkv_handle index;
+    assert_true(bkv_vs_tags_handle(t, &index));
     bkv_handle part0 = {tix.offset[0], tix.size[0]};
     uint32_t part0_blocks = tix.first_block[1];
     bkv_vt_index_free(&tix);
@@ -804,8 +809,9 @@ static void test_value_tags(void **s) {
     assert_int_equal(bkv_close(db), BKV_OK);
     number = newest_table(path, tpath);
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    assert_int_equal(bkv_table_properties(t)->value_tags_bytes, 0);
-    assert_int_equal(bkv_table_value_tags_index(t, &tix, NULL), BKV_NOTFOUND);
+    bkv_handle none;
+    assert_false(bkv_vs_tags_handle(t, &none));
+    assert_int_equal(bkv_vs_tags_index(t, &tix, NULL), BKV_NOTFOUND);
     bkv_table_close(t);
 }
 
@@ -1002,7 +1008,7 @@ static int summary_type(const char *tpath, uint64_t number) {
     bkv_filter *summary;
     bkv_filter_info fi;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    assert_int_equal(bkv_table_value_summary(t, &summary, NULL), BKV_OK);
+    assert_int_equal(bkv_vs_summary(t, &summary, NULL), BKV_OK);
     bkv_filter_get_info(summary, &fi);
     bkv_filter_destroy(summary);
     bkv_table_close(t);
@@ -1084,7 +1090,9 @@ static void test_two_word_probes(void **s) {
     uint64_t number = one_table_db("two-words", BKV_VALUE_INDEX_PAGED, 500, path, tpath, &o);
     bkv_table *t;
     assert_int_equal(bkv_table_open(bkv_env_posix(), tpath, number, NULL, NULL, &t, NULL), BKV_OK);
-    uint64_t off = bkv_table_properties(t)->value_filter_offset;
+    bkv_handle vh;
+    assert_true(bkv_vs_filter_handle(t, &vh));
+    uint64_t off = vh.offset;
     bkv_table_close(t);
     FILE *f = fopen(tpath, "rb");
     uint8_t head[8];

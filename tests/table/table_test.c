@@ -654,38 +654,6 @@ static void damaged_partitions_read_maybe(void **state) {
     bkv_fault_env_free(fe);
 }
 
-/* bkv_vt_match against a tag-by-tag reading, for blocks of every count
- * from 0 to 9 (the word-at-a-time loop and its tail), one tag or three,
- * with tags that differ from the wanted one in a single lane bit. */
-static void value_tags_match_every_entry(void **state) {
-    (void)state;
-    uint64_t rng = 42;
-    for (int round = 0; round < 2000; round++) {
-        uint32_t nblocks = 1 + (uint32_t)(bkv_splitmix64(&rng) % 6), counts[6], total = 0;
-        for (uint32_t b = 0; b < nblocks; b++) total += counts[b] = (uint32_t)(bkv_splitmix64(&rng) % 10);
-        uint8_t part[4 * 6 + 2 * 60];
-        uint16_t want[3] = {(uint16_t)bkv_splitmix64(&rng), (uint16_t)bkv_splitmix64(&rng), (uint16_t)bkv_splitmix64(&rng)};
-        size_t nwant = round % 2 ? 3 : 1;
-        for (uint32_t b = 0; b < nblocks; b++) bkv_put_u32(part + 4 * b, counts[b]);
-        for (uint32_t i = 0; i < total; i++) {
-            uint64_t r = bkv_splitmix64(&rng);
-            uint16_t tag = r % 8 == 0 ? want[r / 8 % nwant] : r % 8 == 1 ? (uint16_t)(want[0] ^ (1u << (r / 8 % 16))) : (uint16_t)(r >> 32);
-            bkv_put_u16(part + 4 * nblocks + 2 * i, tag);
-        }
-        assert_int_equal(bkv_vt_part_valid(part, 4 * nblocks + 2 * (size_t)total, nblocks), 0);
-        uint8_t maybe[6];
-        bkv_vt_match(part, nblocks, want, nwant, maybe);
-        const uint8_t *t = part + 4 * nblocks;
-        for (uint32_t b = 0; b < nblocks; b++) {
-            int expect = 0;
-            for (uint32_t i = 0; i < counts[b]; i++)
-                for (size_t j = 0; j < nwant; j++) expect |= bkv_get_u16(t + 2 * i) == want[j];
-            assert_int_equal(maybe[b], expect);
-            t += 2 * counts[b];
-        }
-    }
-}
-
 /* An entry that does not follow the one before it (a smaller user key,
  * or the same user key at a newer sequence, or the same entry twice)
  * fails the builder, and the builder stays failed. */
@@ -720,6 +688,137 @@ static void builder_refuses_entries_out_of_order(void **state) {
     }
 }
 
+/* A collector that ends a data block every `every` entries and writes one
+ * block of its own: a byte per entry (the entry's value's first byte). */
+typedef struct toy_collector {
+    uint32_t every, entries, blocks_done, last_block;
+    int set_bad_name; /* 1: a property the table uses itself; 2: a name too long */
+    uint8_t bytes[4096];
+} toy_collector;
+
+static int toy_add(void *state, bkv_table_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *val,
+                   size_t vlen, bkv_err *e) {
+    (void)ikey, (void)ilen;
+    toy_collector *c = state;
+    if (c->entries && c->entries % c->every == 0) {
+        int rc = bkv_table_builder_end_block(b, e);
+        if (rc) return rc;
+        assert_int_equal(bkv_table_builder_data_blocks(b), c->entries / c->every);
+    }
+    c->bytes[c->entries++] = vlen ? val[0] : 0;
+    return BKV_OK;
+}
+
+static void toy_block_done(void *state, uint32_t block) {
+    toy_collector *c = state;
+    c->blocks_done++;
+    c->last_block = block;
+}
+
+static int toy_finish(void *state, bkv_table_builder *b, bkv_err *e) {
+    toy_collector *c = state;
+    bkv_handle h;
+    int rc = bkv_table_builder_write_block(b, c->bytes, c->entries, &h, e);
+    if (!rc) rc = bkv_table_builder_set_property(b, "toy.offset", h.offset, e);
+    if (!rc) rc = bkv_table_builder_set_property(b, "toy.size", h.size, e);
+    if (!rc) rc = bkv_table_builder_set_property(b, "toy.count", c->entries, e);
+    if (!rc && c->set_bad_name == 1) rc = bkv_table_builder_set_property(b, "num.entries", 1, e);
+    if (!rc && c->set_bad_name == 2)
+        rc = bkv_table_builder_set_property(b, "a.name.longer.than.any.property.a.table.keeps", 1, e);
+    return rc;
+}
+
+static uint64_t toy_estimate(const void *state) { return ((const toy_collector *)state)->entries; }
+
+static int slots_made, slots_destroyed;
+static void *make_slot(bkv_table *t) {
+    (void)t;
+    slots_made++;
+    return malloc(16);
+}
+static void destroy_slot(void *p) {
+    slots_destroyed++;
+    free(p);
+}
+
+/* The table format knows nothing of what a collector keeps: its blocks
+ * and properties come back by name, its block boundaries hold, a name the
+ * table uses itself (or one too long) fails the table, and the slot is
+ * made once and destroyed with the table. */
+static void collector_blocks_come_back_by_name(void **state) {
+    (void)state;
+    for (int bad = 0; bad <= 2; bad++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/collector%d.sst", dir, bad);
+        bkv_wfile *f;
+        assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+        toy_collector tc = {.every = 7, .set_bad_name = bad};
+        bkv_table_collector hook = {&tc, toy_add, toy_block_done, toy_finish, toy_estimate};
+        bkv_table_options o = {.block_size = 1 << 20, .restart_interval = 16, .filter_type = BKV_FILTER_BLOOM,
+                               .bits_per_key = 10, .collector = &hook};
+        bkv_table_builder *b = bkv_table_builder_new(&o, f, path);
+        for (int i = 0; i < 100; i++) {
+            char k[32];
+            uint8_t ik[48], v = (uint8_t)('a' + i % 26);
+            make_key(k, i);
+            memcpy(ik, k, strlen(k));
+            bkv_put_u64(ik + strlen(k), bkv_pack_trailer(1, BKV_TYPE_VALUE));
+            assert_int_equal(bkv_table_builder_add(b, ik, strlen(k) + 8, &v, 1, NULL), BKV_OK);
+        }
+        assert_true(bkv_table_builder_estimated_size(b) >= 100);
+        bkv_err e = {{0}};
+        int rc = bkv_table_builder_finish(b, &e);
+        bkv_table_builder_free(b);
+        assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+        if (bad) {
+            assert_int_equal(rc, BKV_INVALID);
+            assert_true(e.msg[0] != 0);
+            continue;
+        }
+        assert_int_equal(rc, BKV_OK);
+        assert_int_equal(tc.blocks_done, 15); /* 100 entries, 7 a block */
+        assert_int_equal(tc.last_block, 14);
+        bkv_table *t;
+        assert_int_equal(bkv_table_open(bkv_env_posix(), path, 300, NULL, NULL, &t, NULL), BKV_OK);
+        assert_int_equal(bkv_table_properties(t)->num_data_blocks, 15);
+        uint64_t count = 0;
+        assert_true(bkv_table_property(t, "toy.count", &count));
+        assert_int_equal(count, 100);
+        assert_false(bkv_table_property(t, "toy.absent", &count));
+        bkv_handle h;
+        assert_true(bkv_table_aux_handle(t, "toy", &h));
+        bkv_handle none;
+        assert_false(bkv_table_aux_handle(t, "absent", &none));
+        uint8_t *data;
+        size_t len;
+        assert_int_equal(bkv_table_read_block(t, h, &data, &len, NULL), BKV_OK);
+        assert_int_equal(len, 100);
+        assert_memory_equal(data, tc.bytes, 100);
+        free(data);
+        atomic_uchar verified[1] = {0};
+        for (int pass = 0; pass < 2; pass++) {
+            bkv_table_aux_ref ref;
+            const uint8_t *p = bkv_table_aux_block(t, h, verified, 0, BKV_READ_FILL_CACHE, &ref);
+            assert_non_null(p);
+            assert_memory_equal(p, tc.bytes, 100);
+            bkv_table_aux_release(t, &ref);
+        }
+        bkv_handle past = {bkv_table_file_size(t) - 4, 100};
+        bkv_table_aux_ref ref;
+        assert_null(bkv_table_aux_block(t, past, verified, 0, 0, &ref));
+        assert_int_equal(bkv_table_read_block(t, past, &data, &len, NULL), BKV_CORRUPTION);
+        slots_made = slots_destroyed = 0;
+        assert_null(bkv_table_slot_peek(t));
+        void *slot = bkv_table_slot(t, make_slot, destroy_slot);
+        assert_non_null(slot);
+        assert_ptr_equal(bkv_table_slot(t, make_slot, destroy_slot), slot);
+        assert_ptr_equal(bkv_table_slot_peek(t), slot);
+        assert_int_equal(slots_made, 1);
+        bkv_table_close(t);
+        assert_int_equal(slots_destroyed, 1);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(point_reads_all_compressions),
@@ -729,8 +828,8 @@ int main(void) {
         cmocka_unit_test(damaged_partitions_read_maybe),
         cmocka_unit_test(index_seeks_match_whole_keys),
         cmocka_unit_test(readers_in_order_prefetch_ahead),
-        cmocka_unit_test(value_tags_match_every_entry),
         cmocka_unit_test(builder_refuses_entries_out_of_order),
+        cmocka_unit_test(collector_blocks_come_back_by_name),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

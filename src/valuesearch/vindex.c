@@ -1,4 +1,4 @@
-#include "valueindex/vindex.h"
+#include "valuesearch/vindex.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

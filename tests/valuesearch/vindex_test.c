@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "filter/value_filter.h"
+#include "valuesearch/value_filter.h"
 #include "util/hash.h"
-#include "valueindex/vindex.h"
+#include "valuesearch/vindex.h"
 
 #define MAX_TABLES 64
 

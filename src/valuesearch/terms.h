@@ -19,8 +19,8 @@
  *
  * and is recorded canonically as "<spec>/<version>" ("words/1").
  */
-#ifndef BKV_VALUEINDEX_TERMS_H
-#define BKV_VALUEINDEX_TERMS_H
+#ifndef BKV_VALUESEARCH_TERMS_H
+#define BKV_VALUESEARCH_TERMS_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  * Byte layout of the block holding them: docs/format.md, "Value filter
  * block".
  */
-#ifndef BKV_FILTER_VALUE_FILTER_H
-#define BKV_FILTER_VALUE_FILTER_H
+#ifndef BKV_VALUESEARCH_VALUE_FILTER_H
+#define BKV_VALUESEARCH_VALUE_FILTER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "valueindex/terms.h"
+#include "valuesearch/terms.h"
 
 #include <stdio.h>
 #include <stdlib.h>

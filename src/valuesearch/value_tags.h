@@ -6,8 +6,8 @@
  * says "maybe", one that does not says "no" for that entry, and tags that
  * cannot be read or fail a check say "maybe" for every block.
  */
-#ifndef BKV_FILTER_VALUE_TAGS_H
-#define BKV_FILTER_VALUE_TAGS_H
+#ifndef BKV_VALUESEARCH_VALUE_TAGS_H
+#define BKV_VALUESEARCH_VALUE_TAGS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -17,15 +17,15 @@
  * recomputes only those. Not thread safe: the caller serializes updates
  * against searches (the database holds a read-write lock).
  */
-#ifndef BKV_VALUEINDEX_VINDEX_H
-#define BKV_VALUEINDEX_VINDEX_H
+#ifndef BKV_VALUESEARCH_VINDEX_H
+#define BKV_VALUESEARCH_VINDEX_H
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bloomkv.h"
-#include "filter/value_filter.h"
+#include "valuesearch/value_filter.h"
 
 typedef struct bkv_vindex bkv_vindex;
 

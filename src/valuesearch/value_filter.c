@@ -1,4 +1,4 @@
-#include "filter/value_filter.h"
+#include "valuesearch/value_filter.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "filter/value_tags.h"
+#include "valuesearch/value_tags.h"
 
 #include <stdlib.h>
 #include <string.h>

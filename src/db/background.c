@@ -84,9 +84,9 @@ static void flush_one(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     bkv_memtable *mem = db->imm[0];
     uint64_t old_log = db->imm_log[0];
-    uint64_t number = db->next_file++;
+    uint64_t number = bkv_vset_new_file_number(&db->vset);
     db->flushing = 1;
-    double budget_bits = bkv_table_file_budget_bits(db, db->current, 0, bkv_memtable_entries(mem));
+    double budget_bits = bkv_table_file_budget_bits(db, bkv_vset_current(&db->vset), 0, bkv_memtable_entries(mem));
     bkv_db_unlock(db);
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
@@ -272,7 +272,7 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
         if (db->bg_error || db->shutting_down) return 0;
         if (!db->compacting && !db->flushing) {
             int busy;
-            bkv_compaction *c = bkv_compaction_manual(&db->opts, db->current, level, output_level, begin, blen, end,
+            bkv_compaction *c = bkv_compaction_manual(&db->opts, bkv_vset_current(&db->vset), level, output_level, begin, blen, end,
                                                       elen, &busy);
             if (c) {
                 c->smallest_snapshot = bkv_db_oldest_snapshot(db);
@@ -292,7 +292,7 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
 /* The deepest level holding keys of [begin, end], or -1. REQUIRES: db->mu. */
 static int deepest_level_in_range(const bkv_db *db, const void *begin, size_t blen, const void *end, size_t elen) {
     BKV_ASSERT_LOCKED(db);
-    const bkv_tree_version *v = db->current;
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = BKV_MAX_LEVELS - 1; l >= 0; l--)
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             const bkv_file_meta *f = v->files[l][i];
@@ -336,8 +336,8 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
 static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number) {
     BKV_ASSERT_LOCKED(db);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; i < db->current->nfiles[l]; i++) {
-            const bkv_file_meta *f = db->current->files[l][i];
+        for (size_t i = 0; i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
+            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
             if (!atomic_load_explicit(&f->value_unindexed, memory_order_relaxed)) continue;
             if (bkv_buf_set(lo, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) ||
                 bkv_buf_set(hi, f->largest, f->largest_len - BKV_IKEY_TRAILER))

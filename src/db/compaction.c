@@ -34,7 +34,7 @@ void bkv_db_table_obsolete(void *ctx, uint64_t number) {
 
 bkv_compaction *bkv_pick_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    bkv_compaction *c = bkv_compaction_pick(&db->opts, db->current, db->compact_pointer, bkv_db_oldest_snapshot(db));
+    bkv_compaction *c = bkv_compaction_pick(&db->opts, bkv_vset_current(&db->vset), db->compact_pointer, bkv_db_oldest_snapshot(db));
     if (c) c->smallest_snapshot = bkv_db_oldest_snapshot(db);
     return c;
 }
@@ -65,7 +65,7 @@ static int output_is_bottom(const bkv_compaction *c) {
 /* Starts the next output table. */
 static int open_output(bkv_db *db, const bkv_compaction *c, bkv_table_file *out, bkv_err *e) {
     bkv_db_lock(db);
-    uint64_t number = db->next_file++;
+    uint64_t number = bkv_vset_new_file_number(&db->vset);
     bkv_db_unlock(db);
     int bottom = output_is_bottom(c);
     /* The output run holds its level's keys plus those moving in. */

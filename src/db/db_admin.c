@@ -36,14 +36,14 @@ static int manifest_intact(const bkv_env *env, const char *path, uint64_t number
     uint64_t log_number = 0;
     int rc = bkv_vset_replay(db, number, &log_number, e);
     for (int l = 0; tables && !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
+        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
-            bkv_table_name(t, path, db->current->files[l][i]->number);
+            bkv_table_name(t, path, bkv_vset_current(&db->vset)->files[l][i]->number);
             if (!env->file_exists(env, t))
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but manifest %06llu lists it", t,
                               (unsigned long long)number);
         }
-    bkv_tree_version_unref(db->current);
+    bkv_vset_free(&db->vset);
     free(db);
     return rc;
 }
@@ -271,9 +271,9 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
         return rc;
     }
     bkv_db_lock(db);
-    bkv_tree_version *v = db->current;
+    bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-    uint64_t last_sequence = db->last_sequence, next_file = db->next_file;
+    uint64_t last_sequence = db->last_sequence, next_file = bkv_vset_next_file(&db->vset);
     bkv_db_unlock(db);
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) rc = checkpoint_table(db, dir, v->files[l][i]->number, &e);
@@ -326,7 +326,7 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
         return bkv_db_error(db, bkv_fail(&e, BKV_NOMEM, "out of memory"), &e);
     }
     bkv_db_lock(db);
-    bkv_tree_version *v = db->current;
+    bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
     int rc = BKV_OK;

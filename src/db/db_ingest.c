@@ -326,7 +326,7 @@ static int pick_level(const bkv_db *db, const ingest_file *f, uint64_t seq) {
     if (db->opts.compaction_style == BKV_COMPACTION_TIERED) return 0; /* every run lives in level 0 */
     if (seq == 0) return last;
     for (int l = 0; l <= last; l++)
-        if (level_overlaps(db->current, l, f)) return l > 0 ? l - 1 : 0;
+        if (level_overlaps(bkv_vset_current(&db->vset), l, f)) return l > 0 ? l - 1 : 0;
     return last;
 }
 
@@ -357,7 +357,7 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
     db->compacting = 1;
     int overlap = db->snapshots.next != &db->snapshots;
     for (size_t i = 0; i < n && !overlap; i++)
-        for (int l = 0; l < BKV_MAX_LEVELS && !overlap; l++) overlap = level_overlaps(db->current, l, &files[i]);
+        for (int l = 0; l < BKV_MAX_LEVELS && !overlap; l++) overlap = level_overlaps(bkv_vset_current(&db->vset), l, &files[i]);
     uint64_t seq = 0;
     rc = BKV_OK;
     if (overlap) {
@@ -431,7 +431,7 @@ int bkv_ingest(bkv_db *db, const char *const *paths, size_t n, unsigned flags) {
     if (!rc) {
         bkv_db_lock(db);
         if (db->bg_error) rc = bkv_db_bg_status(db, &e);
-        for (size_t i = 0; !rc && i < n; i++) files[i].number = db->next_file++;
+        for (size_t i = 0; !rc && i < n; i++) files[i].number = bkv_vset_new_file_number(&db->vset);
         bkv_db_unlock(db);
     }
     for (size_t i = 0; !rc && i < n; i++) rc = place(db, &files[i], flags & BKV_INGEST_MOVE, &e);

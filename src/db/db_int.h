@@ -18,6 +18,7 @@
 #include "valuesearch/vindex.h"
 #include "log/log.h"
 #include "db/log_sync.h"
+#include "db/version_set.h"
 
 #include "util/check.h"
 
@@ -119,7 +120,6 @@ struct bkv_db {
     int flushing;                  /* a flush is in progress */
     int compacting;                /* a compaction (or an ingest placing tables) is in progress */
     int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
-    int manifest_busy;             /* an edit is being appended to the manifest, without mu */
     bkv_buf compact_pointer[BKV_MAX_LEVELS]; /* leveled: where the next compaction of a level starts */
     bkv_level_options level_options[BKV_MAX_LEVELS]; /* opts.level_options points here (db_open.c) */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
@@ -147,14 +147,10 @@ struct bkv_db {
     bkv_writer *drain_waiter;      /* a leader waiting for inserting to empty */
     int insert_failed;             /* sticky: a memtable insert failed, so nothing later is published */
 
-    bkv_tree_version *current;
-    uint64_t next_file;
+    bkv_version_set vset;          /* current version, file numbers, manifest (version_set.h) */
     uint64_t last_sequence;        /* assigned to writes */
     atomic_uint_fast64_t visible_sequence; /* inserted into the memtable; what reads see */
     atomic_uint_fast64_t last_write_nanos; /* when a write group last went in (bkv_db_charge_seeks) */
-    uint64_t manifest_number;
-    bkv_wfile *manifest;
-    bkv_log_writer manifest_log;
 
     int bg_error;                  /* sticky: writes fail once a WAL/manifest/flush write failed */
     char bg_msg[BKV_ERR_LEN];

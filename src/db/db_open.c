@@ -112,8 +112,8 @@ typedef struct recovery {
 static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_err *e) {
     if (bkv_memtable_entries(*mem) == 0) return BKV_OK;
     bkv_file_meta *meta = NULL;
-    double budget_bits = bkv_table_file_budget_bits(db, db->current, 0, bkv_memtable_entries(*mem));
-    int rc = bkv_db_write_memtable(db, *mem, db->next_file++, budget_bits, &meta, e);
+    double budget_bits = bkv_table_file_budget_bits(db, bkv_vset_current(&db->vset), 0, bkv_memtable_entries(*mem));
+    int rc = bkv_db_write_memtable(db, *mem, bkv_vset_new_file_number(&db->vset), budget_bits, &meta, e);
     if (rc) return rc;
     rc = bkv_edit_add_file(&rec->edit, 0, meta);
     bkv_file_meta_unref(meta);
@@ -173,7 +173,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         uint64_t num;
         int kind = bkv_parse_file_name(names[i], &num);
         if (kind == BKV_FILE_LOG || kind == BKV_FILE_TABLE || kind == BKV_FILE_MANIFEST)
-            if (num >= db->next_file) db->next_file = num + 1;
+            bkv_vset_note_file_number(&db->vset, num);
         if (kind == BKV_FILE_LOG && num >= rec->log_number) logs[nlogs++] = num;
     }
     bkv_env_free_list(names, n);
@@ -342,8 +342,8 @@ static void delete_obsolete_files(bkv_db *db) {
         int kind = bkv_parse_file_name(names[i], &num), keep = 1;
         switch (kind) {
         case BKV_FILE_LOG: keep = num >= db->mem_log; break;
-        case BKV_FILE_MANIFEST: keep = num == db->manifest_number; break;
-        case BKV_FILE_TABLE: keep = bkv_tree_version_has_table(db->current, num); break;
+        case BKV_FILE_MANIFEST: keep = num == bkv_vset_manifest_number(&db->vset); break;
+        case BKV_FILE_TABLE: keep = bkv_tree_version_has_table(bkv_vset_current(&db->vset), num); break;
         case BKV_FILE_TEMP: keep = 0; break;
         default: break;
         }
@@ -357,7 +357,7 @@ static void delete_obsolete_files(bkv_db *db) {
 }
 
 static int open_new_log(bkv_db *db, bkv_err *e) {
-    uint64_t number = db->next_file++;
+    uint64_t number = bkv_vset_new_file_number(&db->vset);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
     bkv_wfile *f;
@@ -377,31 +377,22 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
     memset(&rec, 0, sizeof rec);
     bkv_edit_init(&rec.edit);
     int rc = BKV_OK;
-    db->current = bkv_tree_version_new();
-    if (!db->current) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    db->next_file = 2;
+    if (bkv_vset_init(&db->vset)) return bkv_fail(e, BKV_NOMEM, "out of memory");
     if (exists) rc = bkv_vset_recover(db, &rec.log_number, e);
     /* Before replay: tables it writes carry value filters. */
     if (!rc) rc = bkv_db_value_index_setup(db, e);
     if (!rc) rc = replay_logs(db, &rec, e);
     if (!rc && rec.max_sequence > db->last_sequence) db->last_sequence = rec.max_sequence;
-    if (!rc && rec.edit.nadded) {
-        bkv_tree_version *nv;
-        rc = bkv_tree_version_apply(db->current, &rec.edit, &nv);
-        if (!rc) {
-            bkv_tree_version_unref(db->current);
-            db->current = nv;
-        }
-    }
+    if (!rc && rec.edit.nadded) rc = bkv_vset_apply_unlogged(&db->vset, &rec.edit);
     bkv_edit_free(&rec.edit);
     /* Every table the version names must exist: a missing one is damage
      * (reported now, naming it), not an empty key range. A repair drops
      * it instead, and rewrites damaged tables from what can be read. */
     if (!rc && db->repair) rc = bkv_repair_tables(db, e);
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
+        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
-            bkv_table_name(t, db->path, db->current->files[l][i]->number);
+            bkv_table_name(t, db->path, bkv_vset_current(&db->vset)->files[l][i]->number);
             if (!db->env->file_exists(db->env, t))
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
         }
@@ -425,12 +416,11 @@ static void free_db(bkv_db *db) {
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
     bkv_db_free_wals(db);
-    if (db->manifest) bkv_file_close(db->manifest, NULL);
     bkv_view_free_all(db);
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
     bkv_arena_pool_unref(db->arena_pool);
-    bkv_tree_version_unref(db->current);
+    bkv_vset_free(&db->vset);
     bkv_vindex_free(db->vindex);
     free(db->terms_arg);
     pthread_rwlock_destroy(&db->vindex_lock);
@@ -664,8 +654,8 @@ static void reread_free(reread *r) {
     if (!r->shell) return;
     bkv_edit_free(&r->rec.edit);
     bkv_memtable_unref(r->shell->mem);
-    bkv_tree_version_unref(r->shell->current);
-    pthread_mutex_destroy(&r->shell->wals.mu);
+    bkv_vset_free(&r->shell->vset);
+    bkv_db_free_wals(r->shell);
     free(r->shell);
     r->shell = NULL;
 }
@@ -679,8 +669,7 @@ static int reread_state(bkv_db *db, reread *r, bkv_err *e) {
     s->vparams = db->vparams; /* the memtable indexes terms as db's does (has_vrec: from the manifest) */
     bkv_wal_set_init(&s->wals);
     r->shell = s;
-    if (!(s->current = bkv_tree_version_new())) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    s->next_file = 2;
+    if (bkv_vset_init(&s->vset)) return bkv_fail(e, BKV_NOMEM, "out of memory");
     int rc = bkv_vset_recover(s, &r->rec.log_number, e);
     if (!rc && (s->has_vrec != db->has_vrec || (db->has_vrec && memcmp(&s->vrec, &db->vrec, sizeof db->vrec) != 0)))
         rc = bkv_fail(e, BKV_BUSY, "the database's value index changed since it was opened: open it again");
@@ -732,7 +721,7 @@ int bkv_try_catch_up(bkv_db *db, int *changed) {
     }
     bkv_version_edit edit;
     bkv_edit_init(&edit);
-    if (!rc && version_diff(db->current, r.shell->current, &edit)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc && version_diff(bkv_vset_current(&db->vset), bkv_vset_current(&r.shell->vset), &edit)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     int moved = !rc && (edit.nadded || edit.ndeleted || r.shell->last_sequence != db->last_sequence ||
                         bkv_memtable_entries(r.shell->mem) != bkv_memtable_entries(db->mem));
     if (moved) {
@@ -740,11 +729,10 @@ int bkv_try_catch_up(bkv_db *db, int *changed) {
          * tables enter before it, old ones leave after (as for a flush). */
         bkv_db_value_index_add(db, &edit);
         bkv_db_lock(db);
-        bkv_tree_version *old_version = db->current;
         bkv_memtable *old_mem = db->mem;
-        db->current = r.shell->current;
+        bkv_tree_version *old_version = bkv_vset_swap(&db->vset, bkv_vset_swap(&r.shell->vset, NULL));
         db->mem = r.shell->mem;
-        r.shell->current = old_version; /* freed with the shell, once the views let go of them */
+        bkv_vset_swap(&r.shell->vset, old_version); /* freed with the shell, once the views let go of them */
         r.shell->mem = old_mem;
         db->last_sequence = r.shell->last_sequence;
         atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);

@@ -31,7 +31,7 @@ void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_r
         rs->imm[i] = db->imm[i];
         bkv_memtable_ref(rs->imm[i]);
     }
-    rs->version = db->current;
+    rs->version = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&rs->version->refs, 1, memory_order_relaxed);
     rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
                                       : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);

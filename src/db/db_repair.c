@@ -129,7 +129,7 @@ static int rewrite_table(bkv_db *db, int level, int bottommost, const bkv_file_m
     salvage s = {0};
     bkv_buf_init(&s.last);
     uint64_t blocks = bkv_table_properties(t)->num_data_blocks, bad_blocks = 0;
-    int rc = bkv_table_file_open(db, db->next_file++, level, bottommost, -1, &s.tf, e);
+    int rc = bkv_table_file_open(db, bkv_vset_new_file_number(&db->vset), level, bottommost, -1, &s.tf, e);
     s.opened = !rc;
     char first_bad[BKV_ERR_LEN] = "";
     /* Block by block: a damaged block costs its own entries only. */
@@ -170,10 +170,10 @@ int bkv_repair_tables(bkv_db *db, bkv_err *e) {
     int rc = BKV_OK, whole_values = db->has_vrec && db->vrec.terms_name[0] == 0;
     int deepest = -1;
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
-        if (db->current->nfiles[l]) deepest = l;
+        if (bkv_vset_current(&db->vset)->nfiles[l]) deepest = l;
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
-            const bkv_file_meta *f = db->current->files[l][i];
+        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
+            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
             char path[BKV_PATH_MAX], why[BKV_ERR_LEN] = "";
             bkv_table_name(path, db->path, f->number);
             if (!db->env->file_exists(db->env, path)) {
@@ -194,13 +194,8 @@ int bkv_repair_tables(bkv_db *db, bkv_err *e) {
     if (!rc && (edit.nadded || edit.ndeleted)) {
         /* The new tables' names are durable before a manifest names them. */
         if (edit.nadded) rc = db->env->sync_dir(db->env, db->path, e);
-        bkv_tree_version *nv;
-        if (!rc && !(rc = bkv_tree_version_apply(db->current, &edit, &nv))) {
-            bkv_tree_version_unref(db->current);
-            db->current = nv;
-        } else if (rc == BKV_CORRUPTION) {
+        if (!rc && (rc = bkv_vset_apply_unlogged(&db->vset, &edit)) == BKV_CORRUPTION)
             bkv_fail(e, rc, "repair: the rewritten tables do not fit their levels");
-        }
     }
     bkv_edit_free(&edit);
     return rc;

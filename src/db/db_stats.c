@@ -144,7 +144,7 @@ static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
 
 static bkv_tree_version *ref_current(bkv_db *db) {
     bkv_db_lock(db);
-    bkv_tree_version *v = db->current;
+    bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
     return v;
@@ -271,7 +271,7 @@ static char *stats_report(bkv_db *db) {
     bkv_buf b;
     bkv_buf_init(&b);
     bkv_db_lock(db);
-    bkv_tree_version *v = db->current;
+    bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     int nimm = db->nimm;
     size_t mem = bkv_memtable_memory(db->mem);
@@ -360,7 +360,7 @@ char *bkv_property(bkv_db *db, const char *name) {
     }
     if (strcmp(name, "bloomkv.range-deletions") == 0) {
         bkv_db_lock(db);
-        size_t n = db->current->ntombstones;
+        size_t n = bkv_vset_current(&db->vset)->ntombstones;
         bkv_db_unlock(db);
         return format("%zu", n);
     }
@@ -369,14 +369,14 @@ char *bkv_property(bkv_db *db, const char *name) {
         long level = strtol(name + 26, &end, 10);
         if (end == name + 26 || *end || level < 0 || level >= BKV_MAX_LEVELS) return NULL;
         bkv_db_lock(db);
-        size_t n = db->current->nfiles[level];
+        size_t n = bkv_vset_current(&db->vset)->nfiles[level];
         bkv_db_unlock(db);
         return format("%zu", n);
     }
     if (strcmp(name, "bloomkv.write-amplification") == 0 || strcmp(name, "bloomkv.space-amplification") == 0 ||
         strcmp(name, "bloomkv.read-amplification") == 0) {
         bkv_db_lock(db);
-        amplification a = amplifications(db, db->current);
+        amplification a = amplifications(db, bkv_vset_current(&db->vset));
         bkv_db_unlock(db);
         return format("%.4f", name[8] == 'w' ? a.write : name[8] == 's' ? a.space : a.read);
     }
@@ -388,8 +388,8 @@ char *bkv_property(bkv_db *db, const char *name) {
         if (end == digits || *end || level < 0 || level >= BKV_MAX_LEVELS) return NULL;
         bkv_db_lock(db);
         uint64_t sum = 0;
-        for (size_t i = 0; i < db->current->nfiles[level]; i++)
-            sum += entries ? db->current->files[level][i]->entries : db->current->files[level][i]->size;
+        for (size_t i = 0; i < bkv_vset_current(&db->vset)->nfiles[level]; i++)
+            sum += entries ? bkv_vset_current(&db->vset)->files[level][i]->entries : bkv_vset_current(&db->vset)->files[level][i]->size;
         bkv_db_unlock(db);
         return format("%llu", (unsigned long long)sum);
     }

@@ -126,7 +126,7 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
         if (db->bg_error) return bkv_db_bg_status(db, e);
         size_t used = bkv_memtable_memory(db->mem);
         if (force && bkv_memtable_entries(db->mem) == 0) return BKV_OK;
-        size_t l0 = db->current->nfiles[0];
+        size_t l0 = bkv_vset_current(&db->vset)->nfiles[0];
         if (!force && allow_delay && l0 >= (size_t)db->opts.level0_slowdown_trigger) {
             slow_down(db); /* level 0 is piling up */
             allow_delay = 0;
@@ -599,8 +599,8 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
      * still read them (or a compaction is rewriting them). */
     int snapshots = db->snapshots.next != &db->snapshots;
     for (int l = 0; !rc && !snapshots && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < db->current->nfiles[l]; i++) {
-            const bkv_file_meta *f = db->current->files[l][i];
+        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
+            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
             if (!f->being_compacted && table_inside(f, t) && bkv_edit_delete_file(&edit, l, f->number))
                 rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
         }

@@ -129,7 +129,7 @@ void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
 
 void bkv_db_make_spare_log(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    uint64_t number = db->next_file++;
+    uint64_t number = bkv_vset_new_file_number(&db->vset);
     db->wals.spare_for = db->wals.newest;
     bkv_db_unlock(db);
     char path[BKV_PATH_MAX];
@@ -153,7 +153,7 @@ bkv_wfile *bkv_db_take_spare_log(bkv_db *db, uint64_t *number) {
     BKV_ASSERT_LOCKED(db);
     bkv_wfile *f = db->wals.spare;
     db->wals.spare = NULL;
-    *number = f ? db->wals.spare_number : db->next_file++;
+    *number = f ? db->wals.spare_number : bkv_vset_new_file_number(&db->vset);
     db->wals.newest = *number;
     return f;
 }

@@ -12,6 +12,8 @@
  */
 #include "db/version_set.h"
 
+#include "db/db_int.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +65,7 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
         rc = bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, e);
         if (rc) break;
         if (ed.has_log_number) *log_number = ed.log_number, have_log = 1;
-        if (ed.has_next_file) db->next_file = ed.next_file, have_next = 1;
+        if (ed.has_next_file) db->vset.next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
         if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
         if (ed.wal_marks) bkv_wal_set_note_marks(&db->wals);
@@ -98,9 +100,9 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
         bkv_tree_version_unref(v);
         return rc;
     }
-    db->manifest_number = number;
-    bkv_tree_version_unref(db->current);
-    db->current = v;
+    db->vset.manifest_number = number;
+    bkv_tree_version_unref(db->vset.current);
+    db->vset.current = v;
     return BKV_OK;
 }
 
@@ -148,18 +150,18 @@ int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_ve
 }
 
 int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
-    uint64_t number = db->next_file++;
+    uint64_t number = db->vset.next_file++;
     bkv_wfile *f;
     bkv_log_writer lw;
-    int rc = bkv_vset_write_snapshot(db, db->path, db->current, number, db->mem_log, db->next_file, db->last_sequence,
+    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, db->mem_log, db->vset.next_file, db->last_sequence,
                                      &f, &lw, e);
     if (rc) return rc;
-    db->manifest = f;
-    db->manifest_log = lw;
-    db->manifest_number = number;
+    db->vset.manifest = f;
+    db->vset.manifest_log = lw;
+    db->vset.manifest_number = number;
     /* As a replay of the new manifest would read it (nothing else holds
      * the version yet: this runs at open). */
-    db->current->log_number = db->mem_log;
+    db->vset.current->log_number = db->mem_log;
     return BKV_OK;
 }
 
@@ -169,15 +171,15 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
  * each is applied to the version that is current when it is its turn. */
 int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
-    while (db->manifest_busy) bkv_db_wait(db, &db->bg_cv);
+    while (db->vset.manifest_busy) bkv_db_wait(db, &db->bg_cv);
     /* A failed append may have left a partial record: nothing more may be
      * appended after it. */
     if (db->bg_error) return bkv_db_bg_status(db, e);
     edit->has_next_file = edit->has_last_sequence = 1;
-    edit->next_file = db->next_file;
+    edit->next_file = db->vset.next_file;
     edit->last_sequence = db->last_sequence;
     bkv_tree_version *nv;
-    int rc = bkv_tree_version_apply(db->current, edit, &nv);
+    int rc = bkv_tree_version_apply(db->vset.current, edit, &nv);
     if (rc == BKV_CORRUPTION) return bkv_fail(e, rc, "a version edit would leave two tables of one level overlapping");
     if (rc) return bkv_fail(e, rc, "out of memory applying a version edit");
     bkv_buf rec;
@@ -187,26 +189,26 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
         bkv_tree_version_unref(nv);
         return bkv_fail(e, BKV_NOMEM, "out of memory encoding a version edit");
     }
-    db->manifest_busy = 1;
-    const bkv_tree_version *base = db->current;
+    db->vset.manifest_busy = 1;
+    const bkv_tree_version *base = db->vset.current;
     bkv_db_unlock(db);
-    rc = bkv_log_add_record(&db->manifest_log, rec.data, rec.len, e);
-    if (!rc) rc = bkv_file_sync(db->manifest, e);
+    rc = bkv_log_add_record(&db->vset.manifest_log, rec.data, rec.len, e);
+    if (!rc) rc = bkv_file_sync(db->vset.manifest, e);
     bkv_buf_free(&rec);
     bkv_db_lock(db);
-    db->manifest_busy = 0;
+    db->vset.manifest_busy = 0;
     pthread_cond_broadcast(&db->bg_cv);
     /* nv was made from base: had current moved meanwhile (manifest_busy
      * is what keeps it still), installing nv would drop that change, so
      * the database stops taking writes instead. */
-    if (!rc && BKV_NEVER(db->current != base))
+    if (!rc && BKV_NEVER(db->vset.current != base))
         rc = bkv_internal_error(e, "the version changed while its edit was being logged");
     if (rc) {
         bkv_tree_version_unref(nv);
         return bkv_db_set_bg_error(db, rc, e);
     }
-    bkv_tree_version_unref(db->current);
-    db->current = nv;
+    bkv_tree_version_unref(db->vset.current);
+    db->vset.current = nv;
     bkv_view_publish(db);
     return BKV_OK;
 }
@@ -225,4 +227,32 @@ int bkv_vset_commit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e)
         bkv_db_lock(db);
     }
     return rc;
+}
+
+int bkv_vset_init(bkv_version_set *vs) {
+    memset(vs, 0, sizeof *vs);
+    vs->next_file = 2;
+    return (vs->current = bkv_tree_version_new()) ? BKV_OK : BKV_NOMEM;
+}
+
+void bkv_vset_free(bkv_version_set *vs) {
+    if (vs->manifest) bkv_file_close(vs->manifest, NULL);
+    vs->manifest = NULL;
+    bkv_tree_version_unref(vs->current);
+    vs->current = NULL;
+}
+
+int bkv_vset_apply_unlogged(bkv_version_set *vs, const bkv_version_edit *edit) {
+    bkv_tree_version *nv;
+    int rc = bkv_tree_version_apply(vs->current, edit, &nv);
+    if (rc) return rc;
+    bkv_tree_version_unref(vs->current);
+    vs->current = nv;
+    return BKV_OK;
+}
+
+bkv_tree_version *bkv_vset_swap(bkv_version_set *vs, bkv_tree_version *v) {
+    bkv_tree_version *old = vs->current;
+    vs->current = v;
+    return old;
 }

@@ -28,7 +28,7 @@ typedef struct level_filters {
 static void inspect(bkv_db *db, level_filters out[BKV_MAX_LEVELS]) {
     memset(out, 0, sizeof(level_filters) * BKV_MAX_LEVELS);
     bkv_db_lock(db);
-    bkv_tree_version *v = db->current;
+    bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
     for (int l = 0; l < BKV_MAX_LEVELS; l++) {
@@ -187,7 +187,7 @@ static void partitioned_filters_in_a_database(void **state) {
     bkv_db_lock(db);
     uint64_t number = 0;
     for (int l = 0; l < BKV_MAX_LEVELS && !number; l++)
-        if (db->current->nfiles[l]) number = db->current->files[l][0]->number;
+        if (bkv_vset_current(&db->vset)->nfiles[l]) number = bkv_vset_current(&db->vset)->files[l][0]->number;
     bkv_db_unlock(db);
     assert_true(number > 0);
     char table[BKV_PATH_MAX], *text = NULL;

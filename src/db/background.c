@@ -191,7 +191,7 @@ void *bkv_db_background(void *arg) {
             bkv_db_lock(db);
             continue;
         }
-        if (urgent && db->retired_views) {
+        if (urgent && bkv_views_retired(db)) {
             bkv_db_unlock(db);
             bkv_view_reclaim(db);
             bkv_db_lock(db);

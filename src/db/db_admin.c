@@ -10,6 +10,7 @@
 
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/read_view.h"
 #include "db/repair.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
@@ -362,7 +363,7 @@ int bkv_approximate_size(bkv_db *db, const void *start, size_t slen, const void 
  * thread is inside a critical section when the process forks. */
 void bkv_fork_prepare(bkv_db *db) {
     if (!db) return;
-    pthread_mutex_lock(&db->grace_mu);
+    bkv_views_fork_prepare(db);
     bkv_wal_set_fork_prepare(&db->wals);
     pthread_mutex_lock(&db->vindex_update_mu);
     pthread_rwlock_wrlock(&db->vindex_lock);
@@ -379,7 +380,7 @@ void bkv_fork_parent(bkv_db *db) {
     pthread_rwlock_unlock(&db->vindex_lock);
     pthread_mutex_unlock(&db->vindex_update_mu);
     bkv_wal_set_fork_parent(&db->wals);
-    pthread_mutex_unlock(&db->grace_mu);
+    bkv_views_fork_parent(db);
 }
 
 void bkv_fork_child(bkv_db *db) {
@@ -391,5 +392,5 @@ void bkv_fork_child(bkv_db *db) {
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
     bkv_wal_set_fork_child(&db->wals);
-    pthread_mutex_init(&db->grace_mu, NULL);
+    bkv_views_fork_child(db);
 }

@@ -91,6 +91,16 @@ typedef struct bkv_view_stripe {
     _Alignas(64) atomic_long n[2];
 } bkv_view_stripe;
 
+/* The read views (read_view.h): an owned part whose fields only
+ * read_view.c touches. */
+typedef struct bkv_read_views {
+    _Atomic(bkv_read_view *) published; /* what gets read: published under mu, read without it */
+    bkv_read_view *retired;             /* under mu: published before, freed after a grace period */
+    atomic_uint epoch;
+    pthread_mutex_t grace_mu;           /* one grace period at a time */
+    bkv_view_stripe readers[BKV_STRIPES];
+} bkv_read_views;
+
 /* The calling thread's stripe. Threads are numbered in the order they
  * first ask, so up to BKV_STRIPES threads started together (a server's
  * pool) each get a stripe of their own; a hash of a thread-local's
@@ -156,11 +166,7 @@ struct bkv_db {
     char bg_msg[BKV_ERR_LEN];
 
     atomic_int pinned_tables;      /* tables pinned in their file metadata (at most max_open_files) */
-    _Atomic(bkv_read_view *) view; /* what gets read, published under mu, read without it (read_view.h) */
-    bkv_read_view *retired_views;  /* under mu: published before, freed after a grace period */
-    atomic_uint view_epoch;
-    pthread_mutex_t grace_mu;      /* one grace period at a time */
-    bkv_view_stripe view_readers[BKV_STRIPES];
+    bkv_read_views views;          /* what gets read without the mutex (read_view.h) */
     bkv_cache *block_cache;        /* may be NULL */
     bkv_cache *table_cache;        /* open tables, charge 1 each */
     bkv_counter_stripe stripes[BKV_STRIPES]; /* bkv_db is allocated 64-byte aligned for them */

@@ -416,7 +416,7 @@ static void free_db(bkv_db *db) {
     }
     if (db->logfile) bkv_file_close(db->logfile, NULL);
     bkv_db_free_wals(db);
-    bkv_view_free_all(db);
+    bkv_views_destroy(db);
     bkv_memtable_unref(db->mem);
     for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
     bkv_arena_pool_unref(db->arena_pool);
@@ -425,7 +425,6 @@ static void free_db(bkv_db *db) {
     free(db->terms_arg);
     pthread_rwlock_destroy(&db->vindex_lock);
     pthread_mutex_destroy(&db->vindex_update_mu);
-    pthread_mutex_destroy(&db->grace_mu);
     pthread_mutex_destroy(&db->catch_up_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
@@ -521,7 +520,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     bkv_mutex_init_adaptive(&db->mu);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
-    pthread_mutex_init(&db->grace_mu, NULL);
+    bkv_views_init(db);
     pthread_mutex_init(&db->catch_up_mu, NULL);
     bkv_wal_set_init(&db->wals);
     pthread_cond_init(&db->bg_cv, NULL);

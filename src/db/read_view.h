@@ -43,4 +43,15 @@ int bkv_view_reclaim(bkv_db *db);
 /* At close, with no reader left: frees every view, published or retired. */
 void bkv_view_free_all(bkv_db *db);
 
+/* The part's life: init at open; destroy (every view freed) at close.
+ * retired: whether views wait for reclaiming (REQUIRES: db->mu held).
+ * Around fork: the grace mutex held across it, made anew in the child
+ * (bkv_fork_*, which takes it before every other lock). */
+void bkv_views_init(bkv_db *db);
+void bkv_views_destroy(bkv_db *db);
+int bkv_views_retired(const bkv_db *db);
+void bkv_views_fork_prepare(bkv_db *db);
+void bkv_views_fork_parent(bkv_db *db);
+void bkv_views_fork_child(bkv_db *db);
+
 #endif

@@ -99,10 +99,13 @@ enum {
 typedef struct bkv_db bkv_db;
 typedef struct bkv_batch bkv_batch;
 
-/* One level's key filter policy (bkv_options.level_options). */
+/* One level's filter policy (bkv_options.level_options). */
 typedef struct bkv_level_options {
     int    filter_type;   /* a BKV_FILTER_* type, or < 0: bkv_options.filter_type */
     double bits_per_key;  /* <= 0: bkv_options.bits_per_key (or the filter memory budget's) */
+    /* The range filter's bits per key at this level: 0, bkv_options'
+     * range_filter_bits_per_key; < 0, none; else 3 to 66. */
+    double range_filter_bits_per_key;
 } bkv_level_options;
 typedef struct bkv_snapshot bkv_snapshot;
 typedef struct bkv_iter bkv_iter;
@@ -303,13 +306,15 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * drop or reshape is refused. Default 0. */
     int    read_only;
     /* Range filters: each table written from now on also carries a range
-     * filter (bkv_filter_build_range) at this many bits per key over its
-     * keys' first eight bytes, and an iterator with bounds (or
+     * filter (bkv_filter_build_range) at this many bits per key over eight
+     * bytes of each key (from inside the prefix all the table's keys
+     * share), and an iterator with bounds (or
      * bkv_range_empty) skips every table whose filter says the range
      * holds none of its keys, before reading its index. A range of L keys
      * is a false positive with probability at most L / 2^(B-2) at B bits:
      * 18 gives 1.6% at L = 1,024. 0 (the default): none; else 3 to 66.
-     * Keys sharing their first eight bytes look like one key to it. */
+     * Keys whose eight bytes there are equal look like one key to it.
+     * level_options sets it per level. */
     double range_filter_bits_per_key;
 } bkv_options;
 

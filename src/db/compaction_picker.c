@@ -208,11 +208,12 @@ static int level_of(const bkv_tree_version *v, const bkv_file_meta *f) {
     return -1;
 }
 
-/* A table moved down whole keeps its filter: only where the two levels
- * ask for the same one. */
+/* A table moved down whole keeps its filters: only where the two levels
+ * ask for the same ones. */
 static int same_filter_policy(const bkv_options *o, int a, int b) {
     return bkv_level_filter_type(o, a) == bkv_level_filter_type(o, b) &&
-           bkv_level_bits_per_key(o, a) == bkv_level_bits_per_key(o, b);
+           bkv_level_bits_per_key(o, a) == bkv_level_bits_per_key(o, b) &&
+           bkv_level_range_filter_bits(o, a) == bkv_level_range_filter_bits(o, b);
 }
 
 /* A table not being compacted that holds entries a range deletion every

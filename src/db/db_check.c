@@ -171,7 +171,13 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         report(c, "%s", e.msg);
         return;
     }
-    if (st.filter_corrupt) report(c, "%s: filter block damaged (reads will treat it as \"maybe\")", path);
+    const bkv_table_props *p = bkv_table_properties(t);
+    int range_damaged = p->range_filter_bytes && !bkv_table_has_range_filter(t);
+    if (st.filter_corrupt > (uint64_t)range_damaged)
+        report(c, "%s: filter block damaged (reads will treat it as \"maybe\")", path);
+    if (range_damaged)
+        report(c, "%s: range filter block at offset %llu damaged (range reads will treat it as \"maybe\")", path,
+               (unsigned long long)p->range_filter_offset);
     for (uint32_t i = 0; i < bkv_table_filter_partitions(t); i++) {
         bkv_filter *f;
         if (bkv_table_filter_partition(t, i, &f, &e)) report(c, "%s (reads will treat it as \"maybe\")", e.msg);
@@ -185,7 +191,7 @@ static void check_table(checker *c, const char *path, uint64_t number) {
     }
     bkv_buf prev;
     bkv_buf_init(&prev);
-    uint64_t n = 0, dels = 0, keys = 0;
+    uint64_t n = 0, dels = 0, keys = 0, range_missing = 0;
     int stopped = 0;
     for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it), n++) {
         size_t kl;
@@ -199,7 +205,10 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         if (type != BKV_TYPE_VALUE && type != BKV_TYPE_DELETION)
             report(c, "%s: entry %llu has unknown type %u", path, (unsigned long long)n, type);
         dels += type == BKV_TYPE_DELETION;
-        keys += !prev.len || bkv_user_key_compare(prev.data, prev.len - BKV_IKEY_TRAILER, k, kl - BKV_IKEY_TRAILER) != 0;
+        int new_key = !prev.len || bkv_user_key_compare(prev.data, prev.len - BKV_IKEY_TRAILER, k, kl - BKV_IKEY_TRAILER) != 0;
+        keys += new_key;
+        /* A range read trusts the range filter's "no": it must hold every key. */
+        range_missing += new_key && !bkv_table_range_may_intersect(t, k, kl - BKV_IKEY_TRAILER, k, kl - BKV_IKEY_TRAILER);
         if (prev.len && bkv_ikey_compare(prev.data, prev.len, k, kl) >= 0)
             report(c, "%s: entry %llu is out of order", path, (unsigned long long)n);
         if (bkv_buf_set(&prev, k, kl)) {
@@ -209,7 +218,9 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         }
     }
     if (bkv_ikey_iter_status(it, &e)) report(c, "%s", e.msg);
-    const bkv_table_props *p = bkv_table_properties(t);
+    if (range_missing)
+        report(c, "%s: range filter lacks %llu of the table's keys (range reads would skip them)", path,
+               (unsigned long long)range_missing);
     if (!stopped && !bkv_ikey_iter_status(it, NULL) && (p->num_entries != n || p->num_deletions != dels))
         report(c, "%s: properties say %llu entries, %llu deletions; found %llu, %llu", path,
                (unsigned long long)p->num_entries, (unsigned long long)p->num_deletions, (unsigned long long)n,
@@ -487,6 +498,7 @@ typedef struct table_summary {
     bkv_vf_params vparams;
     uint32_t vf_parts;
     uint64_t vf_filter_bytes, vf_block_bytes;
+    int range_filter;            /* 0: none; 1: there; -1: damaged (read as "maybe") */
     double vf_bits_set;          /* percent */
     int has_summary;
     char summary_err[BKV_ERR_LEN];
@@ -497,11 +509,12 @@ typedef struct table_summary {
     uint64_t tag_bytes;
 } table_summary;
 
-static void summarize(bkv_table *t, int filter_corrupt, table_summary *ts) {
+static void summarize(bkv_table *t, uint64_t filter_corrupt, table_summary *ts) {
     memset(ts, 0, sizeof *ts);
     const bkv_table_props *p = ts->p = bkv_table_properties(t);
     bkv_err e = {{0}};
-    ts->filter_damaged = filter_corrupt;
+    ts->range_filter = !p->range_filter_bytes ? 0 : bkv_table_has_range_filter(t) ? 1 : -1;
+    ts->filter_damaged = filter_corrupt > (ts->range_filter < 0);
     ts->has_filter = !filter_corrupt && p->filter_bytes;
     if (ts->has_filter && (ts->partitions = bkv_table_filter_partitions(t))) {
         /* The first partition stands for the type; every partition is read to count. */
@@ -587,6 +600,11 @@ static void print_text(FILE *out, const char *file, const table_summary *ts) {
         fprintf(out, "%s, k %u, %llu keys, %llu positions, %.2f bits/key, %zu bytes, model fpr %.4f%%\n",
                 bkv_filter_type_name(fi->type), fi->k, (unsigned long long)fi->num_keys, (unsigned long long)fi->num_bits,
                 fi->bits_per_key, fi->encoded_bytes, 100 * fi->expected_fpr);
+    if (ts->range_filter)
+        fprintf(out, "  range filter: %s%llu bytes, %.2f bits/key, keys read from byte %llu\n",
+                ts->range_filter < 0 ? "DAMAGED (read as \"maybe\"), " : "", (unsigned long long)p->range_filter_bytes,
+                p->num_keys ? 8.0 * (double)p->range_filter_bytes / (double)p->num_keys : 0.0,
+                (unsigned long long)p->range_filter_skip);
     if (ts->has_vf && *ts->vf_err) {
         fprintf(out, "  value filters: DAMAGED (searches scan the whole table): %s\n", ts->vf_err);
     } else if (ts->has_vf) {
@@ -642,6 +660,11 @@ static void print_json(FILE *out, const char *file, const table_summary *ts) {
                 ts->partitions ? (p->num_entries ? 8.0 * (double)p->filter_bytes / (double)p->num_entries : 0.0)
                                : fi->bits_per_key,
                 ts->partitions ? (double)p->filter_fpr_ppb / 1e9 : fi->expected_fpr);
+    if (ts->range_filter)
+        fprintf(out, ",\"range_filter\":{\"damaged\":%s,\"bytes\":%llu,\"bits_per_key\":%.3f,\"skip\":%llu}",
+                ts->range_filter < 0 ? "true" : "false", (unsigned long long)p->range_filter_bytes,
+                p->num_keys ? 8.0 * (double)p->range_filter_bytes / (double)p->num_keys : 0.0,
+                (unsigned long long)p->range_filter_skip);
     if (ts->has_vf) {
         fprintf(out, ",\"value_filters\":");
         if (*ts->vf_err) {
@@ -689,7 +712,7 @@ static int dump_table(const char *file, int flags, FILE *out) {
     if (rc) return bkv_db_error(NULL, rc, &e);
     int json = flags & BKV_DUMP_JSON;
     table_summary ts;
-    summarize(t, st.filter_corrupt != 0, &ts);
+    summarize(t, st.filter_corrupt, &ts);
     if (json) print_json(out, file, &ts);
     else print_text(out, file, &ts);
     if (flags & BKV_DUMP_ENTRIES) {

@@ -313,6 +313,8 @@ void bkv_options_own_levels(bkv_options *o, bkv_level_options own[BKV_MAX_LEVELS
  * bits per key are set for it (then a filter budget leaves it alone). */
 int bkv_level_filter_type(const bkv_options *o, int level);
 double bkv_level_bits_per_key(const bkv_options *o, int level);
+/* The range filter's bits per key for tables written at level (0: none). */
+double bkv_level_range_filter_bits(const bkv_options *o, int level);
 int bkv_level_sets_bits(const bkv_options *o, int level);
 /* The mode of a directory the engine creates for file_mode: search
  * permission wherever it grants read (0644 -> 0755, 0600 -> 0700). */

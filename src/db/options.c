@@ -50,7 +50,7 @@ static void default_options(bkv_options *o) {
 
 void bkv_options_own_levels(bkv_options *o, bkv_level_options own[BKV_MAX_LEVELS]) {
     for (size_t i = 0; i < BKV_MAX_LEVELS; i++)
-        own[i] = i < o->level_options_count ? o->level_options[i] : (bkv_level_options){-1, -1};
+        own[i] = i < o->level_options_count ? o->level_options[i] : (bkv_level_options){-1, -1, 0};
     o->level_options = own;
     o->level_options_count = BKV_MAX_LEVELS;
 }
@@ -67,6 +67,11 @@ double bkv_level_bits_per_key(const bkv_options *o, int level) {
 
 int bkv_level_sets_bits(const bkv_options *o, int level) {
     return (size_t)level < o->level_options_count && o->level_options[level].bits_per_key > 0;
+}
+
+double bkv_level_range_filter_bits(const bkv_options *o, int level) {
+    double b = (size_t)level < o->level_options_count ? o->level_options[level].range_filter_bits_per_key : 0;
+    return b < 0 ? 0 : b > 0 ? b : o->range_filter_bits_per_key;
 }
 
 void bkv_init_sized(void *dst, size_t size, const void *defaults, size_t own) {
@@ -162,6 +167,10 @@ int bkv_check_options(const bkv_options *o, bkv_err *e) {
                 "level_options[%zu].filter_type = %d, must be < 0 (the default) or a BKV_FILTER_* type", i,
                 l->filter_type);
         REQUIRE(l->bits_per_key <= 100, "level_options[%zu].bits_per_key = %g, must be <= 100", i, l->bits_per_key);
+        REQUIRE(l->range_filter_bits_per_key <= 0 ||
+                    (l->range_filter_bits_per_key >= 3 && l->range_filter_bits_per_key <= 66),
+                "level_options[%zu].range_filter_bits_per_key = %g, must be <= 0 (0: the default, < 0: none) or 3..66",
+                i, l->range_filter_bits_per_key);
     }
     REQUIRE(o->filter_partition_size == 0 || (o->filter_partition_size >= 64 && o->filter_partition_size <= (1u << 26)),
             "filter_partition_size = %zu, must be 0 (4096) or 64..2^26", o->filter_partition_size);

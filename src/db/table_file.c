@@ -15,7 +15,7 @@ bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bot
                             .bits_per_key = bkv_level_bits_per_key(o, level), .compression = o->compression,
                             .filter_partition_size = o->partition_filters ? (o->filter_partition_size ? o->filter_partition_size : 4096) : 0,
                             .prefix_extractor = o->prefix_extractor,
-                            .range_filter_bits = o->range_filter_bits_per_key};
+                            .range_filter_bits = bkv_level_range_filter_bits(o, level)};
     /* Gets that reach the bottom mostly find their key there (the
      * workload has few misses), so its filter would rarely say no. */
     if (o->optimize_filters_for_hits && bottommost) to.filter_type = BKV_FILTER_NONE;

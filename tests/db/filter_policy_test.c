@@ -23,6 +23,8 @@ typedef struct level_filters {
     size_t partitioned;    /* tables whose filter is partitioned */
     int types_seen;        /* bit per filter type */
     double bits_per_key;   /* filter bits over entries, summed over tables */
+    size_t ranged;         /* tables with a range filter */
+    double range_bits;     /* their range filter bits over their keys */
 } level_filters;
 
 static void inspect(bkv_db *db, level_filters out[BKV_MAX_LEVELS]) {
@@ -32,7 +34,7 @@ static void inspect(bkv_db *db, level_filters out[BKV_MAX_LEVELS]) {
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     bkv_db_unlock(db);
     for (int l = 0; l < BKV_MAX_LEVELS; l++) {
-        uint64_t bits = 0, keys = 0;
+        uint64_t bits = 0, keys = 0, rbits = 0, rkeys = 0;
         for (size_t i = 0; i < v->nfiles[l]; i++) {
             bkv_cache_entry *e;
             assert_int_equal(bkv_db_get_table(db, v->files[l][i], &e, NULL), BKV_OK);
@@ -42,9 +44,15 @@ static void inspect(bkv_db *db, level_filters out[BKV_MAX_LEVELS]) {
             out[l].partitioned += p->filter_partitions > 0;
             if (p->filter_bytes) bits += (p->filter_bytes - 72) * 8; /* less header and checksum */
             keys += p->num_entries;
+            if (p->range_filter_bytes) {
+                out[l].ranged++;
+                rbits += p->range_filter_bytes * 8;
+                rkeys += p->num_keys;
+            }
             bkv_cache_release(db->table_cache, e);
         }
         out[l].bits_per_key = keys ? (double)bits / (double)keys : 0;
+        out[l].range_bits = rkeys ? (double)rbits / (double)rkeys : 0;
     }
     bkv_tree_version_unref(v);
 }
@@ -83,7 +91,9 @@ static void filters_follow_the_level_policy(void **state) {
     o.level_size_multiplier = 4;
     o.level0_compaction_trigger = 8;
     o.level0_slowdown_trigger = o.level0_stop_trigger = 1 << 20;
-    bkv_level_options levels[1] = {{.filter_type = BKV_FILTER_BLOOM, .bits_per_key = 16}};
+    /* Level 0 (short-lived tables) without a range filter; the others at the default. */
+    bkv_level_options levels[1] = {{.filter_type = BKV_FILTER_BLOOM, .bits_per_key = 16, .range_filter_bits_per_key = -1}};
+    o.range_filter_bits_per_key = 12;
     o.level_options = levels;
     o.level_options_count = 1;
     o.filter_type = BKV_FILTER_BLOCKED_BLOOM;
@@ -94,6 +104,12 @@ static void filters_follow_the_level_policy(void **state) {
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
     assert_non_null(strstr(bkv_errmsg(NULL), "level_options_count"));
+    /* A range filter a level cannot have is refused, naming the field. */
+    o.level_options_count = 1;
+    levels[0].range_filter_bits_per_key = 2;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_INVALID);
+    assert_non_null(strstr(bkv_errmsg(NULL), "level_options[0].range_filter_bits_per_key"));
+    levels[0].range_filter_bits_per_key = -1;
     o.level_options_count = 1;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     /* The open kept a copy: the caller's array may change or go. */
@@ -111,6 +127,13 @@ static void filters_follow_the_level_policy(void **state) {
     assert_true(lf[0].tables > 0);
     assert_int_equal(lf[0].types_seen, 1 << BKV_FILTER_BLOOM);
     assert_true(lf[0].bits_per_key > 14 && lf[0].bits_per_key < 18);
+    assert_int_equal(lf[0].ranged, 0);
+    /* No table reaches a deeper level whole: level 0's range policy differs. */
+    for (int l = 1; l < BKV_MAX_LEVELS; l++) {
+        assert_int_equal(lf[l].ranged, lf[l].tables);
+        if (lf[l].tables && !(lf[l].range_bits > 12 && lf[l].range_bits < 16)) /* a small table pays its header */
+            fail_msg("level %d: range filters of %.2f bits/key", l, lf[l].range_bits);
+    }
     assert_true(bottom >= 2);
     /* Tables compacted into the bottom level get no filter; one moved down
      * whole (a trivial move) keeps the filter it was written with. */

@@ -9,6 +9,8 @@
  *   - reading every key either fails with an error or returns the right
  *     value: never a wrong value. A key may read as absent only when the
  *     damage hit the newest WAL, whose damaged tail is dropped as torn.
+ *     Nor may a range holding a live key read as empty (tables carry
+ *     range filters, damaged like every other byte).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +47,7 @@ static void build(const char *path) {
     o.value_index = BKV_VALUE_INDEX_HIERARCHY;
     o.value_filter_bits = 512;
     o.value_partition_entries = 16;
+    o.range_filter_bits_per_key = 16;
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     for (int ver = 0; ver < 3; ver++) {
@@ -141,6 +144,18 @@ static int read_all(const char *path, int may_lose, const char *what, size_t pos
             bkv_free(v);
         } else if (latest[k] >= 0 && !may_lose) {
             fail_msg("%s byte %zu: key %d lost", what, pos, k);
+        }
+        if (latest[k] >= 0 && !may_lose) {
+            /* [key, key + "\0") and [key, the next key's name) hold it. */
+            char hi[32];
+            key_of(hi, k + 1);
+            int empty = 0;
+            rc = bkv_range_empty(db, NULL, key, strlen(key), key, strlen(key) + 1, &empty);
+            if (rc < 0) reported = 1;
+            else if (empty) fail_msg("%s byte %zu: key %d's range read as empty", what, pos, k);
+            rc = bkv_range_empty(db, NULL, key, strlen(key), hi, strlen(hi), &empty);
+            if (rc < 0) reported = 1;
+            else if (empty) fail_msg("%s byte %zu: the range from key %d read as empty", what, pos, k);
         }
         if (k % 10 == 0 && latest[k] >= 0) {
             /* Values are unique per key and version: only key k holds it. */

@@ -55,11 +55,13 @@ typedef struct bench_cfg {
     /* Range benchmarks: keys spread evenly over 2^64 (key i: the big-endian
      * eight bytes of i * 2^64 / num, padded), ranges of range_len
      * consecutive 64-bit values, rangescan reading seek_nexts keys;
-     * bloomkv's range filters at range_filter_bits per key (0: none). */
+     * bloomkv's range filters at range_filter_bits per key (0: none), from
+     * level range_filter_from_level down (levels above it: none). */
     int spread_keys;
     uint64_t range_len;
     long seek_nexts;
     double range_filter_bits;
+    int range_filter_from_level;
 } bench_cfg;
 
 #define BENCH_FIND_FIRST 1    /* stop at the first match */

@@ -504,7 +504,7 @@ static void usage(FILE *out) {
             "                     [--find_plan auto|index|scan] [--secondary_index none|composite]\n"
             "                     [--value_summary_bits 2..16] [--cold] [--target_file_size BYTES]\n"
             "                     [--filter_stats] [--key_space decimal|spread] [--range_len N] [--seek_nexts N]\n"
-            "                     [--range_filter B]\n"
+            "                     [--range_filter B] [--range_filter_from_level N]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
             "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
@@ -519,6 +519,7 @@ static void usage(FILE *out) {
             "            starting just past a key: no key in them), rangescan (a key and the next --seek_nexts):\n"
             "            these need --key_space spread (key i at i * 2^64 / num, big-endian) for the fill too;\n"
             "            --range_filter B gives bloomkv's tables range filters at B bits per key\n"
+            "            (--range_filter_from_level N: only from level N down; level 0's tables are short-lived)\n"
             "--filter_stats: RocksDB keeps statistics (off by default: they cost it time), so that its\n"
             "            key filters' false positives are reported beside bloomkv's for each read benchmark.\n"
             "--compare runs the benchmarks on every engine built in (each under --db DIR/ENGINE when --db is\n"
@@ -848,6 +849,7 @@ int bkv_db_bench_main(int argc, char **argv) {
         {"range_len", required_argument, 0, 'e'},
         {"seek_nexts", required_argument, 0, 'g'},
         {"range_filter", required_argument, 0, 'i'},
+        {"range_filter_from_level", required_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     if (bkv_exact_options("bloomkv-bench", argc, argv, opts, NULL)) {
         usage(stderr);
@@ -967,6 +969,7 @@ int bkv_db_bench_main(int argc, char **argv) {
             break;
         case 'e': c.range_len = (uint64_t)parse_int(optarg, &bad_number); break;
         case 'g': c.seek_nexts = parse_int(optarg, &bad_number); break;
+        case 'l': c.range_filter_from_level = (int)parse_int(optarg, &bad_number); break;
         case 'i': {
             char *end;
             c.range_filter_bits = strtod(optarg, &end);

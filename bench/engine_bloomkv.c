@@ -37,6 +37,14 @@ static int bkv_bench_open(const bench_cfg *cfg, void **h) {
     o.filter_partition_size = cfg->filter_partition_size;
     o.filter_memory_budget = cfg->filter_memory_budget;
     o.range_filter_bits_per_key = cfg->range_filter_bits;
+    bkv_level_options levels[BKV_MAX_LEVELS];
+    for (int l = 0; l < cfg->range_filter_from_level && l < BKV_MAX_LEVELS; l++)
+        levels[l] = (bkv_level_options){.filter_type = -1, .bits_per_key = -1, .range_filter_bits_per_key = -1};
+    if (cfg->range_filter_from_level > 0) {
+        o.level_options = levels;
+        o.level_options_count = (size_t)(cfg->range_filter_from_level < BKV_MAX_LEVELS ? cfg->range_filter_from_level
+                                                                                        : BKV_MAX_LEVELS);
+    }
     o.error_if_exists = 0;
     bkv_db *db;
     int rc = bkv_open(cfg->db, &o, &db);

@@ -91,6 +91,25 @@ typedef struct bkv_view_stripe {
     _Alignas(64) atomic_long n[2];
 } bkv_view_stripe;
 
+/* The write queue: an owned part whose fields only db_write.c touches
+ * (under mu unless noted). */
+typedef struct bkv_write_queue {
+    bkv_writer *head, *tail;       /* writers waiting, the leader first */
+    atomic_int queued;             /* in that queue (changed under mu, read without it) */
+    int cpus;                      /* processors online at open: whether a waiting writer may yield */
+    atomic_uint_fast64_t contended_until; /* groups pass the lead early up to this sequence */
+    bkv_buf group;                 /* the leader's group batch */
+    /* Groups past the WAL whose inserts run while the next group writes
+     * the WAL, oldest first: they are published in this order. */
+    bkv_writer *inserting_head, *inserting_tail;
+    atomic_int groups_inserting;   /* in that list (changed under mu, read without it) */
+    bkv_writer *drain_waiter;      /* a leader waiting for inserting to empty */
+    int insert_failed;             /* sticky: a memtable insert failed, so nothing later is published */
+} bkv_write_queue;
+/* At open and close (db_write.c). */
+void bkv_write_queue_init(bkv_write_queue *wq);
+void bkv_write_queue_free(bkv_write_queue *wq);
+
 /* The read views (read_view.h): an owned part whose fields only
  * read_view.c touches. */
 typedef struct bkv_read_views {
@@ -145,17 +164,7 @@ struct bkv_db {
     bkv_log_writer log;
     int log_marked;                /* leader only: the active WAL holds its durable mark (log_sync.c) */
     bkv_wal_set wals;              /* the WALs behind the active one (log_sync.h) */
-    bkv_writer *writers_head, *writers_tail;
-    atomic_int queued_writers;     /* in that queue (changed under mu, read without it) */
-    int cpus;                      /* processors online at open: whether a waiting writer may yield */
-    atomic_uint_fast64_t contended_until; /* groups pass the lead early up to this sequence */
-    bkv_buf group;                 /* the leader's group batch */
-    /* Groups past the WAL whose inserts run while the next group writes
-     * the WAL, oldest first: they are published in this order. */
-    bkv_writer *inserting_head, *inserting_tail;
-    atomic_int groups_inserting;   /* in that list (changed under mu, read without it) */
-    bkv_writer *drain_waiter;      /* a leader waiting for inserting to empty */
-    int insert_failed;             /* sticky: a memtable insert failed, so nothing later is published */
+    bkv_write_queue wq;            /* writers waiting, the group being written, groups inserting (db_write.c) */
 
     bkv_version_set vset;          /* current version, file numbers, manifest (version_set.h) */
     uint64_t last_sequence;        /* assigned to writes */

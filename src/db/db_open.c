@@ -429,7 +429,7 @@ static void free_db(bkv_db *db) {
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
     if (db->lock) db->env->unlock_dir(db->env, db->lock);
-    bkv_buf_free(&db->group);
+    bkv_write_queue_free(&db->wq);
     for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->bg_cv);
@@ -515,8 +515,6 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     db->repair = repair;
     db->opts = *opts;
     bkv_options_own_levels(&db->opts, db->level_options);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    db->cpus = cpus > 0 ? (int)cpus : 1;
     bkv_mutex_init_adaptive(&db->mu);
     pthread_rwlock_init(&db->vindex_lock, NULL);
     pthread_mutex_init(&db->vindex_update_mu, NULL);
@@ -525,7 +523,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     bkv_wal_set_init(&db->wals);
     pthread_cond_init(&db->bg_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
-    bkv_buf_init(&db->group);
+    bkv_write_queue_init(&db->wq);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     db->owner.on_obsolete = bkv_db_table_obsolete;
     db->owner.ctx = db;

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -151,7 +152,7 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
             bkv_db_wait(db, &db->bg_cv);
             continue;
         }
-        if (w && db->inserting_head) {
+        if (w && db->wq.inserting_head) {
             await_inserts(db, w); /* the memtable is complete before it is frozen */
             continue;
         }
@@ -190,7 +191,7 @@ static int insert_batch(bkv_memtable *mem, const bkv_buf *rep, uint64_t seq, int
 /* Whether a waiting writer may yield (util/event.h): while the writers
  * queued are no more than the processors. */
 static int may_yield(const bkv_db *db) {
-    return atomic_load_explicit(&db->queued_writers, memory_order_relaxed) <= db->cpus;
+    return atomic_load_explicit(&db->wq.queued, memory_order_relaxed) <= db->wq.cpus;
 }
 
 /* Waits until w is signalled (signal_writer), without the mutex.
@@ -217,11 +218,11 @@ static int join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     w->rep = rep;
     w->sync = sync;
     bkv_event_init(&w->ev);
-    atomic_fetch_add_explicit(&db->queued_writers, 1, memory_order_relaxed);
-    if (db->writers_tail) db->writers_tail->next = w;
-    else db->writers_head = w;
-    db->writers_tail = w;
-    if (db->writers_head == w) return 1;
+    atomic_fetch_add_explicit(&db->wq.queued, 1, memory_order_relaxed);
+    if (db->wq.tail) db->wq.tail->next = w;
+    else db->wq.head = w;
+    db->wq.tail = w;
+    if (db->wq.head == w) return 1;
     int yield = may_yield(db);
     bkv_db_unlock(db);
     bkv_event_wait(&w->ev, yield);
@@ -235,11 +236,11 @@ static int join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
 static void pass_lead(bkv_db *db, const bkv_writer *last) {
     BKV_ASSERT_LOCKED(db);
     int n = 1;
-    for (const bkv_writer *x = db->writers_head; x != last; x = x->next) n++;
-    atomic_fetch_sub_explicit(&db->queued_writers, n, memory_order_relaxed);
-    db->writers_head = last->next;
-    if (!db->writers_head) db->writers_tail = NULL;
-    else signal_writer(db->writers_head);
+    for (const bkv_writer *x = db->wq.head; x != last; x = x->next) n++;
+    atomic_fetch_sub_explicit(&db->wq.queued, n, memory_order_relaxed);
+    db->wq.head = last->next;
+    if (!db->wq.head) db->wq.tail = NULL;
+    else signal_writer(db->wq.head);
 }
 
 /* Wakes the writers x passes the outcome on to (finish_group). */
@@ -282,8 +283,8 @@ static void finish_group(bkv_writer *w, bkv_writer *last, int rc, const bkv_err 
  * before the memtable is switched, and before writes are held.
  * REQUIRES: db->mu held, by the leader w. */
 static void await_inserts(bkv_db *db, bkv_writer *w) {
-    while (db->inserting_head) {
-        db->drain_waiter = w;
+    while (db->wq.inserting_head) {
+        db->wq.drain_waiter = w;
         await_signal(db, w);
     }
 }
@@ -311,20 +312,20 @@ int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
 static void publish_inserted(bkv_db *db, const bkv_writer *self) {
     BKV_ASSERT_LOCKED(db);
     bkv_writer *g;
-    while ((g = db->inserting_head) && g->inserted) {
-        db->inserting_head = g->next_inserting;
-        if (!db->inserting_head) db->inserting_tail = NULL;
-        atomic_fetch_sub_explicit(&db->groups_inserting, 1, memory_order_release);
+    while ((g = db->wq.inserting_head) && g->inserted) {
+        db->wq.inserting_head = g->next_inserting;
+        if (!db->wq.inserting_head) db->wq.inserting_tail = NULL;
+        atomic_fetch_sub_explicit(&db->wq.groups_inserting, 1, memory_order_release);
         /* Past a failed insert nothing is published: a reader would see
          * the sequences of a batch only partly inserted. */
-        if (db->insert_failed) g->publish_failed = 1;
+        if (db->wq.insert_failed) g->publish_failed = 1;
         else atomic_store_explicit(&db->visible_sequence, g->last_seq, memory_order_release);
         g->published = 1;
         if (g != self) signal_writer(g);
     }
-    if (!db->inserting_head && db->drain_waiter) {
-        signal_writer(db->drain_waiter);
-        db->drain_waiter = NULL;
+    if (!db->wq.inserting_head && db->wq.drain_waiter) {
+        signal_writer(db->wq.drain_waiter);
+        db->wq.drain_waiter = NULL;
     }
 }
 
@@ -339,10 +340,10 @@ static void publish_inserted(bkv_db *db, const bkv_writer *self) {
  * writer only takes a processor from another: the leader inserts the
  * batches of those asleep. REQUIRES: db->mu held, by the leader w. */
 static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem) {
-    if (db->inserting_tail) db->inserting_tail->next_inserting = w;
-    else db->inserting_head = w;
-    db->inserting_tail = w;
-    atomic_fetch_add_explicit(&db->groups_inserting, 1, memory_order_relaxed);
+    if (db->wq.inserting_tail) db->wq.inserting_tail->next_inserting = w;
+    else db->wq.inserting_head = w;
+    db->wq.inserting_tail = w;
+    atomic_fetch_add_explicit(&db->wq.groups_inserting, 1, memory_order_relaxed);
     int every = may_yield(db), handed = 0;
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
@@ -396,10 +397,10 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
      * still inserting entered the publishing order before it passed the
      * lead here, so groups_inserting shows it). A writer arriving
      * meanwhile waits for this insert. */
-    int queued = w != last || atomic_load_explicit(&db->queued_writers, memory_order_relaxed) > 1;
-    if (queued) atomic_store_explicit(&db->contended_until, last_seq + CONTENDED_SEQS, memory_order_relaxed);
-    int early = queued || atomic_load_explicit(&db->groups_inserting, memory_order_acquire) > 0 ||
-                first <= atomic_load_explicit(&db->contended_until, memory_order_relaxed);
+    int queued = w != last || atomic_load_explicit(&db->wq.queued, memory_order_relaxed) > 1;
+    if (queued) atomic_store_explicit(&db->wq.contended_until, last_seq + CONTENDED_SEQS, memory_order_relaxed);
+    int early = queued || atomic_load_explicit(&db->wq.groups_inserting, memory_order_acquire) > 0 ||
+                first <= atomic_load_explicit(&db->wq.contended_until, memory_order_relaxed);
     if (early) {
         bkv_db_lock(db);
         hand_out_inserts(db, w, last, mem);
@@ -424,7 +425,7 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
         }
     }
     if (rc) {
-        db->insert_failed = 1;
+        db->wq.insert_failed = 1;
         bkv_db_set_bg_error(db, rc, e); /* the WAL has the group, but reads would not */
     }
     w->inserted = 1;
@@ -467,7 +468,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     int rc = make_room_for_write(db, &w, rep == NULL, &e);
     bkv_writer *last = &w;
     if (rc == BKV_OK && rep) {
-        bkv_buf *g = &db->group;
+        bkv_buf *g = &db->wq.group;
         if (bkv_buf_set(g, rep->data, rep->len)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory grouping writes");
         size_t limit = rep->len <= SMALL_GROUP_SLACK ? rep->len + SMALL_GROUP_SLACK : MAX_GROUP;
         int sync = w.sync;
@@ -638,3 +639,11 @@ int bkv_flush(bkv_db *db) {
 
 
 
+
+void bkv_write_queue_init(bkv_write_queue *wq) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    wq->cpus = cpus > 0 ? (int)cpus : 1;
+    bkv_buf_init(&wq->group);
+}
+
+void bkv_write_queue_free(bkv_write_queue *wq) { bkv_buf_free(&wq->group); }

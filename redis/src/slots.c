@@ -417,8 +417,9 @@ static int arg_is(RedisModuleString *s, const char *text) {
 
 /* Where a command names a key it would remove, rename, expire or
  * overwrite. Every command Redis runs passes the filter: a rule is found
- * by the name's length first, so most commands cost a few integer
- * compares. */
+ * by the name's length and first letter first, so most commands cost a
+ * few integer compares (a case-blind compare for each rule of the same
+ * length was about 1% of a BKV.GET's server time). */
 enum { KEYS_FROM, KEY_AFTER_STORE, SWAPDB_ZERO, RESTORE_TTL, CONFIG_ALLKEYS };
 typedef struct key_rule {
     const char *cmd;
@@ -449,8 +450,10 @@ static int endangers_slot_key(RedisModuleCommandFilterCtx *fctx) {
     size_t n;
     const char *name = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, 0), &n);
     const key_rule *k = NULL;
+    int first = n ? name[0] | 0x20 : 0; /* lower case for letters; a rule's first byte is a letter */
     for (size_t r = 0; r < sizeof key_rules / sizeof *key_rules && !k; r++)
-        if (key_rules[r].len == n && strncasecmp(name, key_rules[r].cmd, n) == 0) k = &key_rules[r];
+        if (key_rules[r].len == n && key_rules[r].cmd[0] == first && strncasecmp(name, key_rules[r].cmd, n) == 0)
+            k = &key_rules[r];
     if (!k) return 0;
     RedisModuleString *a1 = RedisModule_CommandFilterArgGet(fctx, 1);
     switch (k->kind) {

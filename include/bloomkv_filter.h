@@ -199,6 +199,15 @@ BKV_EXPORT int bkv_filter_build_range(const uint64_t *keys, size_t n, double bit
 /* 1 when f may hold a key in [lo, hi] (always for a filter of another
  * type, or NULL), 0 when it certainly holds none (or lo > hi). */
 BKV_EXPORT int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi);
+/* A hint before bkv_filter_may_intersect(f, lo, hi), in stages 0 to
+ * BKV_FILTER_RANGE_STAGES - 1: each asks the CPU for what the lookup reads
+ * next (a sample of the filter's index, then its upper bits, then its low
+ * bits) and reads only what the stage before asked for. A caller about to
+ * ask several range filters runs each stage over all of them before the
+ * next, so their cache misses overlap instead of following one another.
+ * No effect on answers; another type, or NULL, does nothing. */
+#define BKV_FILTER_RANGE_STAGES 3
+BKV_EXPORT void bkv_filter_range_prefetch(const bkv_filter *f, uint64_t lo, uint64_t hi, int stage);
 /* The bound on the false-positive rate for ranges of range_len + 1 keys
  * (at most 1; 0 when f keeps keys exactly; 1 for another type). */
 BKV_EXPORT double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len);

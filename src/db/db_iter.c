@@ -213,6 +213,33 @@ static int before_hi(const uint8_t *k, size_t n, const void *hi, size_t hilen) {
     return !hi || bkv_user_key_compare(k, n, hi, hilen) < 0;
 }
 
+/* Tables whose range filters surely_empty asks together. */
+#define RANGE_BATCH 16
+typedef struct range_batch {
+    bkv_cache_entry *entry[RANGE_BATCH];
+    int n;
+} range_batch;
+
+/* Asks the batch's tables and empties it: 1 when one may hold a key in
+ * the bounds. Each prefetch stage runs over every table before the next,
+ * so the filters' cache misses (three dependent ones a table) overlap:
+ * asked one table after the other, at 10 M keys they were most of an
+ * empty range's time. */
+static int batch_may_hold(bkv_db *db, range_batch *b, const bkv_read_options *bounds) {
+    const uint8_t *lo = bounds->lower_bound, *hi = bounds->upper_bound;
+    size_t lolen = bounds->lower_bound_len, hilen = bounds->upper_bound_len;
+    for (int stage = 0; stage < BKV_FILTER_RANGE_STAGES; stage++)
+        for (int i = 0; i < b->n; i++)
+            bkv_table_range_prefetch(bkv_cache_value(b->entry[i]), lo, lolen, hi, hilen, stage);
+    int maybe = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (!maybe) maybe = bkv_db_range_may_intersect(db, bkv_cache_value(b->entry[i]), bounds);
+        bkv_cache_release(db->table_cache, b->entry[i]);
+    }
+    b->n = 0;
+    return maybe;
+}
+
 /* Whether no memtable entry and no table may hold a key in [lo, hi): the
  * memtables by a seek, the tables by their key ranges and range filters.
  * 0 (maybe) also when the state cannot be read cheaply. Inside a read
@@ -238,6 +265,7 @@ static int surely_empty(bkv_db *db, const bkv_read_state *rs, const bkv_read_opt
     }
     bkv_buf_free(&seek);
     const bkv_tree_version *v = rs->version;
+    range_batch batch = {.n = 0};
     for (int l = 0; !maybe && l < BKV_MAX_LEVELS; l++) {
         /* Level 0 whole; deeper, from the first table whose largest key is >= lo. */
         size_t i = 0, n = v->nfiles[l];
@@ -255,11 +283,20 @@ static int surely_empty(bkv_db *db, const bkv_read_state *rs, const bkv_read_opt
                 bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lolen) < 0)
                 continue;
             bkv_cache_entry *entry;
-            if (bkv_db_get_table(db, f, &entry, NULL)) return 0;
-            maybe = bkv_db_range_may_intersect(db, bkv_cache_value(entry), bounds);
-            bkv_cache_release(db->table_cache, entry);
+            if (bkv_db_get_table(db, f, &entry, NULL)) {
+                maybe = 1;
+                break;
+            }
+            if (!bkv_table_has_range_filter(bkv_cache_value(entry))) {
+                bkv_cache_release(db->table_cache, entry);
+                maybe = 1; /* it would have to be read */
+                break;
+            }
+            batch.entry[batch.n++] = entry;
+            if (batch.n == RANGE_BATCH) maybe = batch_may_hold(db, &batch, bounds);
         }
     }
+    if (batch_may_hold(db, &batch, bounds)) maybe = 1;
     return !maybe;
 }
 

@@ -162,6 +162,51 @@ double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
     return p < 1.0 ? p : 1.0;
 }
 
+/* Where the lookup of [lo, hi] starts: the first value it looks for (in
+ * [0, r), or the whole universe); 0 when the answer needs no lookup. */
+static int first_lookup(const bkv_filter *f, const geometry *g, uint64_t lo, uint64_t hi, uint64_t *a) {
+    if (lo > hi || g->m == 0) return 0;
+    if (g->r == 0) {
+        *a = lo;
+        return 1;
+    }
+    if (hi - lo >= g->r) return 0;
+    *a = hash_into(lo, g->r, f->filter_seed);
+    return 1;
+}
+
+/* The stages follow any_in's loads for the first window the lookup asks
+ * (lo's): the sample of the zero before its high part, the upper word the
+ * sample leads to, and the low bits of the element found there. */
+void bkv_filter_range_prefetch(const bkv_filter *f, uint64_t lo, uint64_t hi, int stage) {
+    if (!f || f->ops->type != BKV_FILTER_RANGE) return;
+    geometry g;
+    geometry_of(f, &g);
+    uint64_t a;
+    if (!first_lookup(f, &g, lo, hi, &a)) return;
+    uint64_t high = a >> g.l;
+    if (high == 0 || high - 1 >= g.zeros) {
+        if (stage == 1) __builtin_prefetch(f->payload);
+        return;
+    }
+    uint64_t k = high - 1;
+    const uint8_t *sample = f->payload + 8 * (g.upper_words + (size_t)(k / SAMPLE_EVERY));
+    if (stage == 0) {
+        __builtin_prefetch(sample);
+        return;
+    }
+    uint64_t at = bkv_get_u64(sample);
+    if (at >= g.U) return;
+    if (stage == 1) {
+        __builtin_prefetch(f->payload + 8 * (size_t)(at / 64));
+        return;
+    }
+    uint64_t pos = select_zero(f, &g, k) + 1;
+    if (pos >= g.U) return;
+    uint64_t bit = (pos - high) * g.l; /* the low bits of the element at pos */
+    __builtin_prefetch(f->payload + 8 * (g.upper_words + (size_t)g.samples + (size_t)(bit / 64)));
+}
+
 int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi) {
     if (!f) return 1;
     if (f->ops->type != BKV_FILTER_RANGE) return 1;

@@ -251,6 +251,10 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
 int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                                   size_t hilen);
 int bkv_table_has_range_filter(const bkv_table *t);
+/* bkv_filter_range_prefetch's stages for that question: a caller asking
+ * several tables runs each stage over all of them first. */
+void bkv_table_range_prefetch(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                              int stage);
 /* The key filter, NULL when absent, damaged or partitioned. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
 /* Whether the table has a usable key filter (whole or partitioned). */

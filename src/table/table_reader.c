@@ -215,21 +215,37 @@ static int against_shared(const bkv_table *t, const uint8_t *k, size_t n) {
     return n < t->range_shared ? -1 : 0;
 }
 
-int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
-                                  size_t hilen) {
-    if (!t->range_filter) return 1;
-    uint64_t a = 0, z = UINT64_MAX;
+/* The filter's question for user keys [lo, hi]: 1 with [*a, *z], or 0
+ * when the shared prefix alone rules the range out. */
+static int range_question(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                          uint64_t *a, uint64_t *z) {
+    *a = 0;
+    *z = UINT64_MAX;
     if (lo) {
         int c = against_shared(t, lo, lolen);
         if (c > 0) return 0;
-        if (c == 0) a = bkv_key_prefix64(lo + t->range_shared, lolen - t->range_shared);
+        if (c == 0) *a = bkv_key_prefix64(lo + t->range_shared, lolen - t->range_shared);
     }
     if (hi) {
         int c = against_shared(t, hi, hilen);
         if (c < 0) return 0;
-        if (c == 0) z = bkv_key_prefix64(hi + t->range_shared, hilen - t->range_shared);
+        if (c == 0) *z = bkv_key_prefix64(hi + t->range_shared, hilen - t->range_shared);
     }
-    return bkv_filter_may_intersect(t->range_filter, a, z);
+    return 1;
+}
+
+int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                                  size_t hilen) {
+    if (!t->range_filter) return 1;
+    uint64_t a, z;
+    return range_question(t, lo, lolen, hi, hilen, &a, &z) && bkv_filter_may_intersect(t->range_filter, a, z);
+}
+
+void bkv_table_range_prefetch(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                              int stage) {
+    uint64_t a, z;
+    if (t->range_filter && range_question(t, lo, lolen, hi, hilen, &a, &z))
+        bkv_filter_range_prefetch(t->range_filter, a, z, stage);
 }
 
 /* Reads the filter block: one filter (version 1) or a partition index

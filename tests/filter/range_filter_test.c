@@ -186,12 +186,46 @@ static void refuses_what_it_should(void **state) {
     assert_true(bkv_filter_may_intersect(NULL, 1, 2)); /* no filter: maybe */
 }
 
+/* The prefetch stages change no answer, whatever the key set, the bits
+ * per key (the whole universe kept at 66) or the range, and accept NULL,
+ * other types and garbage payloads opened trusted without reading past
+ * them (ASan). */
+static void prefetch_changes_nothing(void **state) {
+    (void)state;
+    uint64_t rnd = 77;
+    static uint64_t keys[4000];
+    static const double bits[] = {6, 20, 66};
+    for (int shape = 0; shape < SHAPES; shape++)
+        for (size_t b = 0; b < sizeof bits / sizeof bits[0]; b++) {
+            size_t n = make_keys(shape, keys, 4000, &rnd);
+            bkv_filter *f;
+            assert_int_equal(bkv_filter_build_range(keys, n, bits[b], 9, &f), BKV_OK);
+            for (int q = 0; q < 3000; q++) {
+                uint64_t lo = q % 3 ? keys[next_random(&rnd) % n] - next_random(&rnd) % 64 : next_random(&rnd);
+                uint64_t hi = lo + next_random(&rnd) % (q % 2 ? 4096 : 4);
+                if (hi < lo) hi = UINT64_MAX;
+                int before = bkv_filter_may_intersect(f, lo, hi);
+                for (int stage = 0; stage < BKV_FILTER_RANGE_STAGES; stage++) bkv_filter_range_prefetch(f, lo, hi, stage);
+                assert_int_equal(bkv_filter_may_intersect(f, lo, hi), before);
+            }
+            bkv_filter_destroy(f);
+        }
+    bkv_filter_range_prefetch(NULL, 1, 2, 0);
+    bkv_filter_spec spec = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};
+    bkv_hash h = 12345;
+    bkv_filter *bloom;
+    assert_int_equal(bkv_filter_build(&spec, &h, 1, &bloom), BKV_OK);
+    for (int stage = 0; stage < BKV_FILTER_RANGE_STAGES; stage++) bkv_filter_range_prefetch(bloom, 1, 2, stage);
+    bkv_filter_destroy(bloom);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(never_a_false_negative),
         cmocka_unit_test(false_positives_within_the_bound),
         cmocka_unit_test(serialized_form),
         cmocka_unit_test(refuses_what_it_should),
+        cmocka_unit_test(prefetch_changes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -554,7 +554,8 @@ static void *job_thread(void *arg) {
     errno = 0;
     pid_t tid = (pid_t)syscall(SYS_gettid);
     int nice = getpriority(PRIO_PROCESS, (id_t)tid);
-    if (nice != -1 || !errno) (void)setpriority(PRIO_PROCESS, (id_t)tid, nice + WORKER_NICE > 19 ? 19 : nice + WORKER_NICE);
+    if (nice != -1 || !errno)
+        (void)setpriority(PRIO_PROCESS, (id_t)tid, nice + WORKER_NICE > 19 ? 19 : nice + WORKER_NICE);
 #endif
     run_job(j);
     /* The reply is built here, into a context bound to the blocked client:

@@ -272,8 +272,8 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
         if (db->bg_error || db->shutting_down) return 0;
         if (!db->compacting && !db->flushing) {
             int busy;
-            bkv_compaction *c = bkv_compaction_manual(&db->opts, bkv_vset_current(&db->vset), level, output_level, begin, blen, end,
-                                                      elen, &busy);
+            bkv_compaction *c = bkv_compaction_manual(&db->opts, bkv_vset_current(&db->vset), level, output_level, begin,
+                                                      blen, end, elen, &busy);
             if (c) {
                 c->smallest_snapshot = bkv_db_oldest_snapshot(db);
                 db->compacting = 1;
@@ -335,9 +335,10 @@ int bkv_compact_range(bkv_db *db, const void *begin, size_t blen, const void *en
  * REQUIRES: db->mu. */
 static int next_unindexed(bkv_db *db, bkv_buf *lo, bkv_buf *hi, uint64_t *number) {
     BKV_ASSERT_LOCKED(db);
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
-            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
+        for (size_t i = 0; i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
             if (!atomic_load_explicit(&f->value_unindexed, memory_order_relaxed)) continue;
             if (bkv_buf_set(lo, f->smallest, f->smallest_len - BKV_IKEY_TRAILER) ||
                 bkv_buf_set(hi, f->largest, f->largest_len - BKV_IKEY_TRAILER))

@@ -34,7 +34,8 @@ void bkv_db_table_obsolete(void *ctx, uint64_t number) {
 
 bkv_compaction *bkv_pick_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    bkv_compaction *c = bkv_compaction_pick(&db->opts, bkv_vset_current(&db->vset), db->compact_pointer, bkv_db_oldest_snapshot(db));
+    bkv_compaction *c =
+        bkv_compaction_pick(&db->opts, bkv_vset_current(&db->vset), db->compact_pointer, bkv_db_oldest_snapshot(db));
     if (c) c->smallest_snapshot = bkv_db_oldest_snapshot(db);
     return c;
 }

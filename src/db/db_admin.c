@@ -36,10 +36,11 @@ static int manifest_intact(const bkv_env *env, const char *path, uint64_t number
     if (!db) return bkv_fail(e, BKV_NOMEM, "out of memory");
     uint64_t log_number = 0;
     int rc = bkv_vset_replay(db, number, &log_number, e);
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; tables && !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
+        for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
-            bkv_table_name(t, path, bkv_vset_current(&db->vset)->files[l][i]->number);
+            bkv_table_name(t, path, v->files[l][i]->number);
             if (!env->file_exists(env, t))
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but manifest %06llu lists it", t,
                               (unsigned long long)number);

@@ -77,7 +77,8 @@ int bkv_table_writer_create_env(const bkv_options *opts, const char *path, const
         bkv_table_writer_destroy(w);
         return bkv_db_error(NULL, rc, &e);
     }
-    if (has_values && (w->values = bkv_table_values_for(&o, 0, &vparams))) to.collector = bkv_vs_collector_hook(w->values);
+    if (has_values && (w->values = bkv_table_values_for(&o, 0, &vparams)))
+        to.collector = bkv_vs_collector_hook(w->values);
     if ((has_values && !w->values) || !(w->builder = bkv_table_builder_new(&to, w->file, w->path))) {
         bkv_table_writer_destroy(w);
         return bkv_db_error(NULL, BKV_NOMEM, &(bkv_err){"bkv_table_writer_create: out of memory"});
@@ -356,8 +357,9 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
     if (db->bg_error) return bkv_db_bg_status(db, e);
     db->compacting = 1;
     int overlap = db->snapshots.next != &db->snapshots;
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (size_t i = 0; i < n && !overlap; i++)
-        for (int l = 0; l < BKV_MAX_LEVELS && !overlap; l++) overlap = level_overlaps(bkv_vset_current(&db->vset), l, &files[i]);
+        for (int l = 0; l < BKV_MAX_LEVELS && !overlap; l++) overlap = level_overlaps(v, l, &files[i]);
     uint64_t seq = 0;
     rc = BKV_OK;
     if (overlap) {

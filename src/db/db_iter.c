@@ -208,7 +208,7 @@ int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     return bkv_iter_create_at(db, ro, &rs, out);
 }
 
-/* Whether a key in [lo, hi) (hi NULL: unbounded) is past lo and before hi. */
+/* Whether user key k lies before hi (hi NULL: unbounded), the bounds' exclusive end. */
 static int before_hi(const uint8_t *k, size_t n, const void *hi, size_t hilen) {
     return !hi || bkv_user_key_compare(k, n, hi, hilen) < 0;
 }

@@ -389,10 +389,11 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
      * (reported now, naming it), not an empty key range. A repair drops
      * it instead, and rewrites damaged tables from what can be read. */
     if (!rc && db->repair) rc = bkv_repair_tables(db, e);
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
+        for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
             char t[BKV_PATH_MAX];
-            bkv_table_name(t, db->path, bkv_vset_current(&db->vset)->files[l][i]->number);
+            bkv_table_name(t, db->path, v->files[l][i]->number);
             if (!db->env->file_exists(db->env, t))
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
         }
@@ -718,7 +719,8 @@ int bkv_try_catch_up(bkv_db *db, int *changed) {
     }
     bkv_version_edit edit;
     bkv_edit_init(&edit);
-    if (!rc && version_diff(bkv_vset_current(&db->vset), bkv_vset_current(&r.shell->vset), &edit)) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc && version_diff(bkv_vset_current(&db->vset), bkv_vset_current(&r.shell->vset), &edit))
+        rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     int moved = !rc && (edit.nadded || edit.ndeleted || r.shell->last_sequence != db->last_sequence ||
                         bkv_memtable_entries(r.shell->mem) != bkv_memtable_entries(db->mem));
     if (moved) {

@@ -169,11 +169,12 @@ int bkv_repair_tables(bkv_db *db, bkv_err *e) {
     bkv_edit_init(&edit);
     int rc = BKV_OK, whole_values = db->has_vrec && db->vrec.terms_name[0] == 0;
     int deepest = -1;
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
-        if (bkv_vset_current(&db->vset)->nfiles[l]) deepest = l;
+        if (v->nfiles[l]) deepest = l;
     for (int l = 0; !rc && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
-            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
+        for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
             char path[BKV_PATH_MAX], why[BKV_ERR_LEN] = "";
             bkv_table_name(path, db->path, f->number);
             if (!db->env->file_exists(db->env, path)) {

@@ -388,8 +388,9 @@ char *bkv_property(bkv_db *db, const char *name) {
         if (end == digits || *end || level < 0 || level >= BKV_MAX_LEVELS) return NULL;
         bkv_db_lock(db);
         uint64_t sum = 0;
-        for (size_t i = 0; i < bkv_vset_current(&db->vset)->nfiles[level]; i++)
-            sum += entries ? bkv_vset_current(&db->vset)->files[level][i]->entries : bkv_vset_current(&db->vset)->files[level][i]->size;
+        const bkv_tree_version *v = bkv_vset_current(&db->vset);
+        for (size_t i = 0; i < v->nfiles[level]; i++)
+            sum += entries ? v->files[level][i]->entries : v->files[level][i]->size;
         bkv_db_unlock(db);
         return format("%llu", (unsigned long long)sum);
     }

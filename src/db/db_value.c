@@ -214,8 +214,9 @@ int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
     if (!(db->vindex = bkv_vindex_new((int)db->vrec.shape, &db->vparams, (int)db->vrec.order)))
         return bkv_fail(e, BKV_NOMEM, "out of memory creating the value index");
     bkv_vindex_set_publish_lock(db->vindex, &db->vindex_lock);
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; i < bkv_vset_current(&db->vset)->nfiles[l]; i++) index_table(db, bkv_vset_current(&db->vset)->files[l][i], 1);
+        for (size_t i = 0; i < v->nfiles[l]; i++) index_table(db, v->files[l][i], 1);
     bkv_vindex_commit(db->vindex);
     return BKV_OK;
 }

@@ -599,9 +599,10 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
     /* Tables all of whose entries it covers go now, unless a snapshot may
      * still read them (or a compaction is rewriting them). */
     int snapshots = db->snapshots.next != &db->snapshots;
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; !rc && !snapshots && l < BKV_MAX_LEVELS; l++)
-        for (size_t i = 0; !rc && i < bkv_vset_current(&db->vset)->nfiles[l]; i++) {
-            const bkv_file_meta *f = bkv_vset_current(&db->vset)->files[l][i];
+        for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
+            const bkv_file_meta *f = v->files[l][i];
             if (!f->being_compacted && table_inside(f, t) && bkv_edit_delete_file(&edit, l, f->number))
                 rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
         }

@@ -153,8 +153,8 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     uint64_t number = db->vset.next_file++;
     bkv_wfile *f;
     bkv_log_writer lw;
-    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, db->mem_log, db->vset.next_file, db->last_sequence,
-                                     &f, &lw, e);
+    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, db->mem_log, db->vset.next_file,
+                                     db->last_sequence, &f, &lw, e);
     if (rc) return rc;
     db->vset.manifest = f;
     db->vset.manifest_log = lw;

@@ -24,7 +24,6 @@ struct bkv_vs_collector {
      * are optional, so running out of memory drops them, not the table. */
     int tagging;
     bkv_buf tags, block_counts;
-    uint32_t blocks;            /* data blocks written */
     uint64_t block_first_entry; /* entries when the open data block began */
 };
 
@@ -103,7 +102,6 @@ static int collect(void *state, bkv_table_builder *b, const uint8_t *ikey, size_
 static void block_done(void *state, uint32_t block) {
     bkv_vs_collector *c = state;
     if (c->vf.nparts) c->vf.parts[c->vf.nparts - 1].last_block = block;
-    c->blocks = block + 1;
     if (c->tagging && bkv_buf_put_u32(&c->block_counts, (uint32_t)(c->entries - c->block_first_entry)))
         c->tagging = 0;
     c->block_first_entry = c->entries;
@@ -257,7 +255,8 @@ static int finish(void *state, bkv_table_builder *b, bkv_err *e) {
     if (!rc && !(rc = bkv_table_builder_set_property(b, "value.filter.offset", vh.offset, e)))
         rc = bkv_table_builder_set_property(b, "value.filter.size", vh.size, e);
     /* Every entry has its tag and every block its count, or none are written. */
-    if (!rc && c->tagging && c->vf.nparts && c->tags.len == 2 * c->entries && c->block_counts.len == 4 * (size_t)c->blocks) {
+    if (!rc && c->tagging && c->vf.nparts && c->tags.len == 2 * c->entries &&
+        c->block_counts.len == 4 * (size_t)bkv_table_builder_data_blocks(b)) {
         bkv_handle th = {0, 0};
         if (!(rc = write_tags(c, b, &th, e)) && th.size &&
             !(rc = bkv_table_builder_set_property(b, "value.tags.offset", th.offset, e)))

@@ -209,8 +209,9 @@ static void partitioned_filters_in_a_database(void **state) {
     /* bloomkv dump describes a partitioned filter. */
     bkv_db_lock(db);
     uint64_t number = 0;
+    const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS && !number; l++)
-        if (bkv_vset_current(&db->vset)->nfiles[l]) number = bkv_vset_current(&db->vset)->files[l][0]->number;
+        if (v->nfiles[l]) number = v->files[l][0]->number;
     bkv_db_unlock(db);
     assert_true(number > 0);
     char table[BKV_PATH_MAX], *text = NULL;

@@ -297,6 +297,13 @@ int bkv_cli_decode(const char *s, int hex, char **out, size_t *len) {
 }
 
 /* --from and --to, decoded (NULL when absent); -1 after saying why. */
+/* The engine's key order: bytes compared unsigned, a prefix first. */
+static int key_order(const char *a, size_t al, const char *b, size_t bl) {
+    size_t common = al < bl ? al : bl;
+    int c = common ? memcmp(a, b, common) : 0;
+    return c ? c : (al > bl) - (al < bl);
+}
+
 static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t *fl, char **to, size_t *tl) {
     *from = *to = NULL;
     *fl = *tl = 0;
@@ -308,9 +315,7 @@ static int decode_range(const cli_opts *o, const char *cmd, char **from, size_t 
     }
     /* A range whose start is after its end is a mistake (the two swapped),
      * not an empty result. */
-    size_t common = *fl < *tl ? *fl : *tl;
-    int c = common ? memcmp(*from, *to, common) : 0;
-    if (o->from && o->to && (c > 0 || (c == 0 && *fl > *tl))) {
+    if (o->from && o->to && key_order(*from, *fl, *to, *tl) > 0) {
         free(*from);
         free(*to);
         fprintf(stderr, "bloomkv: %s: --from is after --to\n", cmd);
@@ -400,8 +405,8 @@ static int open_db(const char *path, int mode, const cli_opts *co, bkv_db **db) 
         if (vi && sscanf(vi, "value index: %31[a-z]", have) != 1) snprintf(have, sizeof have, "no");
         bkv_free(vi);
         if (strcmp(have, want) != 0) {
-            fprintf(stderr, "bloomkv: %s has %s%s value index; not changed to %s (a value index is chosen when the "
-                            "database is created)\n", path, strcmp(have, "no") == 0 ? "" : "a ", have, want);
+            fprintf(stderr, "bloomkv: %s has %s%s value index; not changed to %s (`bloomkv value-index build %s "
+                            "--shape %s` changes it)\n", path, strcmp(have, "no") == 0 ? "" : "a ", have, want, path, want);
             bkv_close(*db);
             *db = NULL;
             return EXIT_USAGE;
@@ -410,9 +415,10 @@ static int open_db(const char *path, int mode, const cli_opts *co, bkv_db **db) 
     if (rc) {
         /* The engine's message names its C option; the tool's command creates. */
         const char *msg = *bkv_errmsg(NULL) ? bkv_errmsg(NULL) : bkv_strerror(rc);
-        if (strstr(msg, "create_if_missing"))
-            fprintf(stderr, "bloomkv: cannot open %s: no database there (`bloomkv put` or `bloomkv load` makes one)\n",
-                    path);
+        int missing = strstr(msg, "does not exist") != NULL;
+        if ((missing || strstr(msg, "create_if_missing")) && !strstr(msg, "repair"))
+            fprintf(stderr, "bloomkv: cannot open %s: %s (`bloomkv put` or `bloomkv load` makes a database)\n", path,
+                    missing ? "it does not exist" : "no database there");
         else fprintf(stderr, "bloomkv: cannot open %s: %s\n", path, msg);
         return EXIT_ERROR;
     }
@@ -1187,6 +1193,11 @@ int bkv_cli_compact(int argc, char **argv) {
 int bkv_cli_checkpoint(int argc, char **argv) {
     PARSE_OR_USAGE(2);
     bkv_db *db;
+    struct stat st;
+    if (lstat(pos[1], &st) == 0) { /* the engine refuses it too; this says so in the tool's terms */
+        fprintf(stderr, "bloomkv: checkpoint: %s already exists: name a directory that does not\n", pos[1]);
+        return EXIT_USAGE;
+    }
     int ec = open_db(pos[0], OPEN_READ, &o, &db); /* the source is only read: it may be open elsewhere */
     if (ec) return ec;
     int rc = bkv_checkpoint(db, pos[1]);
@@ -1289,17 +1300,29 @@ int bkv_cli_make_table(int argc, char **argv) {
     size_t cap = 0;
     ssize_t n;
     long lineno = 0;
+    char *prev = NULL; /* the key before, to name an out-of-order line in the tool's terms */
+    size_t prev_len = 0;
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         char *k, *v;
         size_t kl, vl;
         int got = parse_record(line, n, o.hex, 0, ++lineno, &k, &kl, &v, &vl, why, sizeof why);
         if (got < 0) break;
         if (got == 0) continue;
+        if (prev && key_order(prev, prev_len, k, kl) >= 0) {
+            snprintf(why, sizeof why, "line %ld: its key does not come after the key of the line before; make-table "
+                     "needs keys in strictly increasing byte order (sort the input, or use bloomkv load)", lineno);
+            free(k);
+            free(v);
+            break;
+        }
         rc = bkv_table_writer_put(w, k, kl, v, vl);
         if (rc) snprintf(why, sizeof why, "line %ld: %s", lineno, bkv_errmsg(NULL));
-        free(k);
+        free(prev);
+        prev = k;
+        prev_len = kl;
         free(v);
     }
+    free(prev);
     if (!rc && !*why && ferror(in)) snprintf(why, sizeof why, "cannot read %s: %s", pos[1], strerror(errno));
     if (!rc && !*why && (rc = bkv_table_writer_finish(w))) snprintf(why, sizeof why, "%s", bkv_errmsg(NULL));
     if (!rc && !*why) printf("wrote %llu entries to %s\n", (unsigned long long)bkv_table_writer_entries(w), pos[0]);

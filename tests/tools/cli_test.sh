@@ -310,6 +310,7 @@ expect 0 "checkpoint holds the old value" -- "$B" get "$c/ck" c00001
 output_is "checkpoint value" "v1"
 expect 0 "checkpoint checks clean" -- "$B" check "$c/ck"
 expect 2 "checkpoint into an existing directory" -- "$B" checkpoint "$c/db" "$c/ck"
+stderr_has "checkpoint names the existing directory" "already exists"
 stderr_has "exists named" "exists"
 expect 0 "compact a range" -- "$B" compact "$c/db" --from c00100 --to c00200
 expect 0 "value after range compaction" -- "$B" get "$c/db" c00150
@@ -401,6 +402,7 @@ expect 0 "put before ingest" -- "$B" put "$i/db" i00010 old
 expect 0 "make-table" -- "$B" make-table "$i/t.sst" "$i/sorted.tsv"
 output_is "make-table report" "wrote 300 entries to $i/t.sst"
 expect 2 "make-table refuses unsorted input" -- "$B" make-table "$i/u.sst" "$i/unsorted.tsv"
+stderr_has "the order named in the tool's terms" "strictly increasing byte order"
 stderr_has "unsorted input names the line" "line 2"
 [ ! -e "$i/u.sst" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: make-table left a partial table"; }
 expect 3 "make-table never overwrites" -- "$B" make-table "$i/t.sst" "$i/sorted.tsv"

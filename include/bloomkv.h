@@ -790,6 +790,12 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *   "bloomkv.value-index"            the value index's shape, parameters and size ("" if none)
  *   "bloomkv.value-terms"            the recorded terms extractor ("words/1", "prefix:3/1"; "" if none
  *                                    or the caller's own without a name)
+ *   "bloomkv.memtable-entries"       rows in the memtables (puts and deletions; after a read_only
+ *                                    open, what the WAL replayed)
+ *   "bloomkv.estimate-live-keys"     rows of the memtables and tables less twice each table's
+ *                                    deletions (as RocksDB's estimate-num-keys; a key overwritten in
+ *                                    two levels counts twice, a deletion still in a memtable counts
+ *                                    as a row); opens every table
  *   "bloomkv.filter-memory"          bytes of key filters of open tables
  *   "bloomkv.value-index-memory"     bytes the value index keeps in memory (paged: the summaries and
  *                                    partition starts of open tables; NULL without an index) */

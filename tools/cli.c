@@ -101,7 +101,8 @@ static const usage_text usages[] = {
      "value filters, in place; safe to interrupt and run again), searchable meanwhile; drop: remove it",
      "shape value-index terms wal-recovery"},
     {"stats", "DB [--json] [--all] " RECOVERY_FLAG,
-     "what the database holds: tables, bytes and entries by level, the write-ahead log, disk use, the value index "
+     "what the database holds: tables, bytes and entries by level, the write-ahead log, an estimate of the live keys, "
+     "disk use, the value index "
      "(--json: one JSON object; --all: the engine's full report, with the counters of this command's own open)",
      "json all wal-recovery"},
     {"compact", "DB [--from K] [--to K] [--hex] " RECOVERY_FLAG,
@@ -1118,6 +1119,8 @@ int bkv_cli_stats(int argc, char **argv) {
     disk_use(pos[0], &total, &wal);
     char *seq = bkv_property(db, "bloomkv.last-sequence"), *vi = bkv_property(db, "bloomkv.value-index");
     char *space = bkv_property(db, "bloomkv.space-amplification");
+    unsigned long long live = property_u64(db, "bloomkv.estimate-live-keys", 0),
+                       mem_rows = property_u64(db, "bloomkv.memtable-entries", 0);
     if (o.json) printf("{\"path\":");
     if (o.json) print_json_string(pos[0], strlen(pos[0]), 0);
     else printf("database   %s (bloomkv %d.%d.%d)\nlevel  tables        size      entries\n", pos[0], BKV_VERSION_MAJOR,
@@ -1135,13 +1138,15 @@ int bkv_cli_stats(int argc, char **argv) {
     char h1[32], h2[32], h3[32];
     if (o.json) {
         printf("],\"tables\":%llu,\"table_bytes\":%llu,\"entries\":%llu,\"wal_bytes\":%llu,\"disk_bytes\":%llu,"
-               "\"last_sequence\":%s,\"space_amplification\":%s,\"value_index\":",
-               tables, bytes, entries, wal, total, seq ? seq : "0", space ? space : "0");
+               "\"memtable_entries\":%llu,\"estimated_live_keys\":%llu,\"last_sequence\":%s,"
+               "\"space_amplification\":%s,\"value_index\":",
+               tables, bytes, entries, wal, total, mem_rows, live, seq ? seq : "0", space ? space : "0");
         print_json_string(vi ? vi : "", vi ? strlen(vi) : 0, 0);
         printf("}\n");
     } else {
         printf("total  %7llu %11s %12llu  (entries count every version and tombstone)\n", tables,
                human_bytes(bytes, h1, sizeof h1), entries);
+        printf("memtable (what the write-ahead log holds) %llu entries; live keys about %llu\n", mem_rows, live);
         printf("write-ahead log %s, on disk %s in all; last sequence %s; space amplification %s\n",
                human_bytes(wal, h2, sizeof h2), human_bytes(total, h3, sizeof h3), seq ? seq : "0", space ? space : "0");
         printf("value index: %s\n", vi && *vi ? vi : "none");

@@ -137,6 +137,36 @@ static uint64_t open_tables_sum(bkv_db *db, const bkv_tree_version *v, size_t (*
     return total;
 }
 
+/* Rows in rs's memtables: puts and deletions, every version. */
+static uint64_t memtable_rows(const bkv_read_state *rs) {
+    uint64_t n = bkv_memtable_entries(rs->mem);
+    for (int i = 0; i < rs->nimm; i++) n += bkv_memtable_entries(rs->imm[i]);
+    return n;
+}
+
+/* RocksDB's estimate of live keys: every row of the memtables and tables,
+ * less each table's deletions twice (a deletion and the row it is taken
+ * to hide). Rows overwritten across levels count once each. Unlike the
+ * other statistics it opens every table, through the table cache; a
+ * table that cannot be opened counts its manifest entries. */
+static uint64_t estimate_live_keys(bkv_db *db) {
+    bkv_read_state rs;
+    bkv_read_state_acquire(db, NULL, &rs);
+    uint64_t rows = memtable_rows(&rs), deletions = 0;
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
+        for (size_t i = 0; i < rs.version->nfiles[l]; i++) {
+            const bkv_file_meta *f = rs.version->files[l][i];
+            bkv_cache_entry *e;
+            bkv_err err = {{0}};
+            rows += f->entries;
+            if (bkv_db_get_table(db, f, &e, &err)) continue;
+            deletions += bkv_table_properties(bkv_cache_value(e))->num_deletions;
+            bkv_cache_release(db->table_cache, e);
+        }
+    bkv_read_state_release(&rs);
+    return rows > 2 * deletions ? rows - 2 * deletions : 0;
+}
+
 /* Bytes of key filters of the tables in v that are open now. */
 static uint64_t filter_memory(bkv_db *db, const bkv_tree_version *v) {
     return open_tables_sum(db, v, bkv_table_filter_memory);
@@ -357,6 +387,15 @@ char *bkv_property(bkv_db *db, const char *name) {
     if (strncmp(name, "bloomkv.counter.", 16) == 0) {
         uint64_t v;
         return counter_value(db, name + 16, &v) ? format("%llu", (unsigned long long)v) : NULL;
+    }
+    if (strcmp(name, "bloomkv.estimate-live-keys") == 0)
+        return format("%llu", (unsigned long long)estimate_live_keys(db));
+    if (strcmp(name, "bloomkv.memtable-entries") == 0) {
+        bkv_read_state rs;
+        bkv_read_state_acquire(db, NULL, &rs);
+        uint64_t n = memtable_rows(&rs);
+        bkv_read_state_release(&rs);
+        return format("%llu", (unsigned long long)n);
     }
     if (strcmp(name, "bloomkv.range-deletions") == 0) {
         bkv_db_lock(db);

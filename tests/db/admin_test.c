@@ -212,12 +212,39 @@ static void compact_range_tiered_makes_one_run(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+/* The live-key estimate: memtable rows count as they are, each table
+ * deletion takes itself and the row it hides off. */
+static void live_key_estimate(void **state) {
+    (void)state;
+    char path[300], k[32];
+    snprintf(path, sizeof path, "%s/live", dir);
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    put_range(db, 0, 1000, 1);
+    assert_int_equal(prop(db, "bloomkv.memtable-entries"), 1000);
+    assert_int_equal(prop(db, "bloomkv.estimate-live-keys"), 1000);
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(prop(db, "bloomkv.memtable-entries"), 0);
+    for (int i = 0; i < 100; i++) {
+        key(k, i);
+        assert_int_equal(bkv_delete(db, NULL, k, strlen(k)), BKV_OK);
+    }
+    assert_int_equal(prop(db, "bloomkv.estimate-live-keys"), 1100); /* deletions in a memtable count as rows */
+    assert_int_equal(bkv_flush(db), BKV_OK);
+    assert_int_equal(prop(db, "bloomkv.estimate-live-keys"), 900);
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(destroy_removes_only_the_database),
         cmocka_unit_test(checkpoint_is_a_consistent_copy),
         cmocka_unit_test(compact_range_reaches_the_last_level),
         cmocka_unit_test(compact_range_tiered_makes_one_run),
+        cmocka_unit_test(live_key_estimate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

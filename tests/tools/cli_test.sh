@@ -515,7 +515,7 @@ if grep -q "^L0 " "$D/out" && grep -q "^write-ahead log " "$D/out"; then pass=$(
     echo "FAIL: stats lacks levels or the log: $(cat "$D/out")"
 fi
 expect 0 "stats --json" -- "$B" stats "$D/sc" --json
-if /usr/bin/python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert len(d["levels"]) == 7 and d["entries"] >= 0' "$D/out"; then
+if /usr/bin/python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert len(d["levels"]) == 7 and d["entries"] >= 0 and d["memtable_entries"] + d["entries"] >= d["estimated_live_keys"]' "$D/out"; then
     pass=$((pass + 1))
 else
     fail=$((fail + 1))

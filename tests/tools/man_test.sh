@@ -43,5 +43,15 @@ if complete_words bloomkv scan DB --rev | grep -qx -- --reverse; then pass=$((pa
     fail=$((fail + 1))
     echo "FAIL: completion does not offer scan's --reverse"
 fi
+# The COUNTERS section names every counter stats --all prints.
+db=$(mktemp -d /tmp/bkv-man-XXXXXX)
+"$B" put "$db/d" k v >/dev/null
+for c in $("$B" stats "$db/d" --all | sed -n 's/^counters: //p' | tr ' ' '\n' | cut -d= -f1); do
+    if sed -n '/^# COUNTERS/,/^# EXIT STATUS/p' "$page" | grep -q "\*$c\*"; then pass=$((pass + 1)); else
+        fail=$((fail + 1))
+        echo "FAIL: counter $c is not described"
+    fi
+done
+rm -rf "$db"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -16,6 +16,7 @@
 #include "db/compaction.h"
 #include "db/filename.h"
 #include "db/read_view.h"
+#include "db/scheduler.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
@@ -85,7 +86,7 @@ static void flush_one(bkv_db *db) {
     bkv_memtable *mem = db->imm[0];
     uint64_t old_log = db->imm_log[0];
     uint64_t number = bkv_vset_new_file_number(&db->vset);
-    db->flushing = 1;
+    db->sched.flushing = 1;
     double budget_bits = bkv_table_file_budget_bits(db, bkv_vset_current(&db->vset), 0, bkv_memtable_entries(mem));
     bkv_db_unlock(db);
     bkv_err e = {{0}};
@@ -102,7 +103,7 @@ static void flush_one(bkv_db *db) {
         edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
         rc = bkv_vset_commit(db, &edit, 1, &e);
     }
-    db->flushing = 0;
+    db->sched.flushing = 0;
     bkv_edit_free(&edit);
     if (rc) {
         bkv_db_set_bg_error(db, rc, &e);
@@ -164,14 +165,14 @@ static void lower_thread_priority(int delta) {
  * compaction runs at a time, so threads beyond the second find nothing
  * to do.
  */
-void *bkv_db_background(void *arg) {
+static void *background_thread(void *arg) {
     bkv_db *db = arg;
     bkv_db_lock(db);
-    int index = db->bg_started++;
+    int index = db->sched.next_index++;
     int alone = db->opts.max_background_jobs == 1;
     int urgent = index == 0, compacts = alone || index > 0;
     if (!alone && index > 0) lower_thread_priority(db->opts.compaction_nice);
-    while (!db->shutting_down) {
+    while (!bkv_sched_stopping(db)) {
         if (urgent && bkv_wal_set_pending(&db->wals)) {
             sync_retired_logs(db);
             continue;
@@ -197,29 +198,85 @@ void *bkv_db_background(void *arg) {
             bkv_db_lock(db);
             continue;
         }
-        if (urgent && db->nimm > 0 && !db->flushing && !db->bg_error) {
+        if (urgent && db->nimm > 0 && !db->sched.flushing && !db->bg_error) {
             flush_one(db);
             release_free_memory(db);
-            pthread_cond_broadcast(&db->work_cv); /* a compaction may now be due */
+            pthread_cond_broadcast(&db->sched.work_cv); /* a compaction may now be due */
             continue;
         }
-        if (compacts && !db->compacting && !db->bg_error) {
+        if (compacts && !db->sched.compacting && !db->bg_error) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (c) {
-                db->compacting = 1;
+                db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
                 release_free_memory(db);
-                db->compacting = 0;
+                db->sched.compacting = 0;
                 pthread_cond_broadcast(&db->bg_cv);
-                pthread_cond_broadcast(&db->work_cv);
+                pthread_cond_broadcast(&db->sched.work_cv);
                 continue;
             }
         }
-        bkv_db_wait(db, &db->work_cv);
+        bkv_db_wait(db, &db->sched.work_cv);
     }
     pthread_cond_broadcast(&db->bg_cv);
     bkv_db_unlock(db);
     return NULL;
+}
+
+void bkv_sched_init(bkv_scheduler *s) {
+    memset(s, 0, sizeof *s);
+    pthread_cond_init(&s->work_cv, NULL);
+}
+
+void bkv_sched_free(bkv_scheduler *s) { pthread_cond_destroy(&s->work_cv); }
+
+int bkv_sched_start(bkv_db *db, int n, bkv_err *e) {
+    BKV_ASSERT_UNLOCKED(db);
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&db->sched.threads[db->sched.nthreads], NULL, background_thread, db) != 0)
+            return bkv_fail(e, BKV_NOMEM, "cannot start a background thread");
+        db->sched.nthreads++;
+    }
+    return BKV_OK;
+}
+
+void bkv_sched_stop(bkv_db *db) {
+    BKV_ASSERT_UNLOCKED(db);
+    bkv_db_lock(db);
+    atomic_store_explicit(&db->sched.shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
+    pthread_cond_broadcast(&db->sched.work_cv);
+    bkv_db_unlock(db);
+    for (int i = 0; i < db->sched.nthreads; i++) pthread_join(db->sched.threads[i], NULL);
+    db->sched.nthreads = 0;
+}
+
+int bkv_sched_stopping(const bkv_db *db) {
+    return atomic_load_explicit(&db->sched.shutting_down, memory_order_relaxed);
+}
+
+void bkv_sched_wake(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    pthread_cond_broadcast(&db->sched.work_cv);
+}
+
+int bkv_sched_flushing(const bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    return db->sched.flushing;
+}
+
+int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
+    while (db->sched.compacting && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    if (db->bg_error) return bkv_db_bg_status(db, e);
+    db->sched.compacting = 1;
+    return BKV_OK;
+}
+
+void bkv_sched_release_compaction(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    db->sched.compacting = 0;
+    pthread_cond_broadcast(&db->bg_cv);
+    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed may make a compaction due */
 }
 
 #define WRITE_PAUSE_NANOS 1000000000u
@@ -231,7 +288,7 @@ void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_
         !bkv_tree_version_charge_seeks(v, key, klen, seeks))
         return;
     bkv_db_lock(db);
-    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->sched.work_cv);
     bkv_db_unlock(db);
 }
 
@@ -241,16 +298,16 @@ int bkv_compact(bkv_db *db) {
     int rc = bkv_flush(db);
     if (rc) return rc;
     bkv_db_lock(db);
-    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->sched.work_cv);
     for (;;) {
         if (db->bg_error) break;
-        if (!db->compacting && !db->flushing && db->nimm == 0) {
+        if (!db->sched.compacting && !db->sched.flushing && db->nimm == 0) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (!c) break;
             /* Run it here rather than wait: the caller asked for it. */
-            db->compacting = 1;
+            db->sched.compacting = 1;
             bkv_run_compaction(db, c);
-            db->compacting = 0;
+            db->sched.compacting = 0;
             pthread_cond_broadcast(&db->bg_cv);
             continue;
         }
@@ -269,18 +326,18 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
                       size_t elen) {
     BKV_ASSERT_LOCKED(db);
     for (;;) {
-        if (db->bg_error || db->shutting_down) return 0;
-        if (!db->compacting && !db->flushing) {
+        if (db->bg_error || bkv_sched_stopping(db)) return 0;
+        if (!db->sched.compacting && !db->sched.flushing) {
             int busy;
             bkv_compaction *c = bkv_compaction_manual(&db->opts, bkv_vset_current(&db->vset), level, output_level, begin,
                                                       blen, end, elen, &busy);
             if (c) {
                 c->smallest_snapshot = bkv_db_oldest_snapshot(db);
-                db->compacting = 1;
+                db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
-                db->compacting = 0;
+                db->sched.compacting = 0;
                 pthread_cond_broadcast(&db->bg_cv);
-                pthread_cond_broadcast(&db->work_cv);
+                pthread_cond_broadcast(&db->sched.work_cv);
                 return 1;
             }
             if (!busy) return 0;
@@ -379,7 +436,7 @@ int bkv_value_index_build(bkv_db *db, uint64_t *rewritten) {
         /* In place: its level, its key range (all of level 0 at once, which
          * overlaps itself; the tiered style keeps every run in level 0). */
         if (run_manual(db, level, level, lo.data, lo.len, hi.data, hi.len) && rewritten) (*rewritten)++;
-        if (db->shutting_down) break;
+        if (bkv_sched_stopping(db)) break;
     }
     if (!rc && db->bg_error) rc = bkv_db_bg_status(db, &e);
     bkv_db_unlock(db);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/scheduler.h"
 #include "db/compaction.h"
 #include "db/filename.h"
 #include "db/level_iter.h"
@@ -176,7 +177,7 @@ static int merge_range(subcompaction *sub) {
         bkv_ikey_iter_first(it);
     }
     while (!rc && it && bkv_ikey_iter_valid(it)) {
-        if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed)) {
+        if (bkv_sched_stopping(db)) {
             rc = bkv_fail(e, BKV_BUSY, "compaction interrupted by close");
             break;
         }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/table_file.h"
@@ -353,9 +354,7 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
      * an older version of an ingested key would hide the new one. */
     if (memtables_overlap(db, files, n) && (rc = bkv_db_flush_held(db, e))) return rc;
     /* No compaction may be moving tables while the levels are chosen. */
-    while (db->compacting && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
-    if (db->bg_error) return bkv_db_bg_status(db, e);
-    db->compacting = 1;
+    if ((rc = bkv_sched_hold_compaction(db, e))) return rc;
     int overlap = db->snapshots.next != &db->snapshots;
     const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (size_t i = 0; i < n && !overlap; i++)
@@ -383,9 +382,7 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
     }
     bkv_edit_free(&edit);
     db->ingesting_unsequenced = 0;
-    db->compacting = 0;
-    pthread_cond_broadcast(&db->bg_cv);
-    pthread_cond_broadcast(&db->work_cv); /* the new tables may make a compaction due */
+    bkv_sched_release_compaction(db);
     return rc;
 }
 

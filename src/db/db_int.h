@@ -132,6 +132,18 @@ static inline unsigned bkv_stripe_index(void) {
     return __builtin_expect(s != 0, 1) ? s - 1 : bkv_stripe_assign();
 }
 
+/* The background scheduler (scheduler.h): an owned part whose fields
+ * only background.c touches. */
+typedef struct bkv_scheduler {
+    pthread_cond_t work_cv;        /* wakes the background threads */
+    pthread_t threads[BKV_MAX_BACKGROUND_JOBS];
+    int nthreads;                  /* started */
+    int next_index;                /* under mu: each thread's index, taken as it starts */
+    atomic_int shutting_down;      /* set under mu; compactions poll it without */
+    int flushing;                  /* under mu: a flush is in progress */
+    int compacting;                /* under mu: a compaction (or an ingest placing tables) is in progress */
+} bkv_scheduler;
+
 struct bkv_db {
     char *path;
     const bkv_env *env;
@@ -141,13 +153,7 @@ struct bkv_db {
     pthread_mutex_t mu;            /* guards everything below unless noted; take it with bkv_db_lock */
     atomic_uintptr_t mu_owner;     /* debug builds: the thread holding mu (a thread token), else 0 */
     pthread_cond_t bg_cv;          /* background progress (waited on by stalled writers, flush, close) */
-    pthread_cond_t work_cv;        /* wakes the background thread */
-    pthread_t bg_threads[BKV_MAX_BACKGROUND_JOBS];
-    int bg_started;                /* under mu: each background thread's index (background.c) */
-    int nbg;                       /* background threads started */
-    atomic_int shutting_down;      /* set under mu; compactions poll it without */
-    int flushing;                  /* a flush is in progress */
-    int compacting;                /* a compaction (or an ingest placing tables) is in progress */
+    bkv_scheduler sched;           /* the background threads and what they run (scheduler.h) */
     int ingesting_unsequenced;     /* an ingest at sequence 0 is installing: snapshots wait */
     bkv_buf compact_pointer[BKV_MAX_LEVELS]; /* leveled: where the next compaction of a level starts */
     bkv_level_options level_options[BKV_MAX_LEVELS]; /* opts.level_options points here (db_open.c) */
@@ -416,7 +422,6 @@ int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, 
 int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double budget_bits, bkv_file_meta **out,
                           bkv_err *e);
 /* The background threads' loop (background.c). */
-void *bkv_db_background(void *arg);
 /* A read's charge of seeks to the tables it paid to pass (see
  * bkv_tree_version_charge_seeks), waking the compactions when that makes
  * one due. Leveled with compact_for_reads only, and once writes have

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "db/scheduler.h"
 #include "db/table_file.h"
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -434,7 +435,7 @@ static void free_db(bkv_db *db) {
     for (int l = 0; l < BKV_MAX_LEVELS; l++) bkv_buf_free(&db->compact_pointer[l]);
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->bg_cv);
-    pthread_cond_destroy(&db->work_cv);
+    bkv_sched_free(&db->sched);
     free(db->index_leaving);
     free(db->path);
     free(db);
@@ -523,7 +524,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     pthread_mutex_init(&db->catch_up_mu, NULL);
     bkv_wal_set_init(&db->wals);
     pthread_cond_init(&db->bg_cv, NULL);
-    pthread_cond_init(&db->work_cv, NULL);
+    bkv_sched_init(&db->sched);
     bkv_write_queue_init(&db->wq);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     db->owner.on_obsolete = bkv_db_table_obsolete;
@@ -574,17 +575,9 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
         bkv_view_publish(db);
         bkv_db_unlock(db);
     }
-    for (int i = 0; !rc && !opts->read_only && i < opts->max_background_jobs; i++) {
-        if (pthread_create(&db->bg_threads[i], NULL, bkv_db_background, db) != 0)
-            rc = bkv_fail(&e, BKV_NOMEM, "cannot start a background thread");
-        else db->nbg++;
-    }
+    if (!rc && !opts->read_only) rc = bkv_sched_start(db, opts->max_background_jobs, &e);
     if (rc) {
-        bkv_db_lock(db);
-        atomic_store_explicit(&db->shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
-        pthread_cond_broadcast(&db->work_cv);
-        bkv_db_unlock(db);
-        for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
+        bkv_sched_stop(db);
         free_db(db);
         return bkv_db_error(NULL, rc, &e);
     }
@@ -759,11 +752,7 @@ int bkv_close(bkv_db *db) {
     bkv_err busy;
     int refused = take_for_close(db, &busy);
     if (refused) return bkv_db_error(NULL, refused, &busy);
-    bkv_db_lock(db);
-    atomic_store_explicit(&db->shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
-    pthread_cond_broadcast(&db->work_cv);
-    bkv_db_unlock(db);
-    for (int i = 0; i < db->nbg; i++) pthread_join(db->bg_threads[i], NULL);
+    bkv_sched_stop(db);
     /* The retired WALs synced, the active one marked: a later open can then
      * tell damage at the end of any of them from a power loss. */
     bkv_err e = {{0}};

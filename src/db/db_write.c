@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
@@ -102,7 +103,7 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     db->mem = fresh;
     db->mem_log = number;
     bkv_view_publish(db);
-    pthread_cond_broadcast(&db->work_cv);
+    bkv_sched_wake(db);
     return BKV_OK;
 }
 
@@ -135,7 +136,7 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
         }
         if (!force && l0 >= (size_t)db->opts.level0_stop_trigger) {
             BKV_COUNT(db, write_stalls, 1);
-            pthread_cond_broadcast(&db->work_cv);
+            bkv_sched_wake(db);
             bkv_db_wait(db, &db->bg_cv);
             continue;
         }
@@ -301,7 +302,7 @@ void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
 int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
     int rc = make_room_for_write(db, NULL, 1, e);
-    while (!rc && (db->nimm > 0 || db->flushing) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    while (!rc && (db->nimm > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     if (!rc && db->bg_error) rc = bkv_db_bg_status(db, e);
     return rc;
 }
@@ -617,7 +618,7 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
     if (!rc && db->vindex && edit.ndeleted) leave_index_later(db, &edit);
     bkv_edit_free(&edit);
     bkv_range_tombstone_unref(t);
-    pthread_cond_broadcast(&db->work_cv); /* tables it dropped may change what is due */
+    bkv_sched_wake(db); /* tables it dropped may change what is due */
     bkv_db_release_writes(db, &w);
     bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
@@ -629,7 +630,7 @@ int bkv_flush(bkv_db *db) {
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);
-    while ((db->nimm > 0 || db->flushing) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    while ((db->nimm > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);
     bkv_db_unlock(db);

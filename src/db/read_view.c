@@ -1,3 +1,4 @@
+#include "db/scheduler.h"
 #include "db/read_view.h"
 
 #include <sched.h>
@@ -21,7 +22,7 @@ void bkv_view_publish(bkv_db *db) {
     if (old) {
         old->next_retired = db->views.retired;
         db->views.retired = old;
-        pthread_cond_broadcast(&db->work_cv); /* a background thread reclaims it */
+        bkv_sched_wake(db); /* a background thread reclaims it */
     }
 }
 

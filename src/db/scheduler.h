@@ -1,0 +1,40 @@
+/*
+ * The background scheduler: the threads that flush immutable memtables and
+ * compact, and the two jobs that must not overlap (one flush, one
+ * compaction at a time; an ingest placing tables counts as a compaction).
+ * Its fields (bkv_scheduler in db_int.h) are touched only by background.c;
+ * every other file goes through these calls.
+ */
+#ifndef BKV_DB_SCHEDULER_H
+#define BKV_DB_SCHEDULER_H
+
+#include "db/db_int.h"
+
+/* At open and close, with no thread started or every one joined. */
+void bkv_sched_init(bkv_scheduler *s);
+void bkv_sched_free(bkv_scheduler *s);
+
+/* Starts n background threads. BKV_OK, or BKV_NOMEM (with e) when one
+ * cannot start: those started run until bkv_sched_stop. REQUIRES: db->mu
+ * not held. */
+int bkv_sched_start(bkv_db *db, int n, bkv_err *e);
+/* Tells every thread and running compaction to stop and joins the
+ * threads. REQUIRES: db->mu not held. */
+void bkv_sched_stop(bkv_db *db);
+/* Whether bkv_sched_stop has begun: a long compaction polls it, without
+ * the mutex. */
+int bkv_sched_stopping(const bkv_db *db);
+
+/* Wakes the background threads to look for work: a memtable to flush, a
+ * compaction due, a view or WAL to retire. REQUIRES: db->mu held. */
+void bkv_sched_wake(bkv_db *db);
+/* Whether a flush is in progress. REQUIRES: db->mu held. */
+int bkv_sched_flushing(const bkv_db *db);
+/* Keeps compactions off while the caller moves tables (an ingest): waits
+ * for a running one to end. BKV_OK, or the background error (with e), in
+ * which case nothing is held. Release with bkv_sched_release_compaction,
+ * which wakes the threads. REQUIRES: db->mu held (released while waiting). */
+int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e);
+void bkv_sched_release_compaction(bkv_db *db);
+
+#endif

@@ -13,6 +13,7 @@
 #endif
 #include <string.h>
 
+#include "db/memtables.h"
 #include "db/compaction.h"
 #include "db/filename.h"
 #include "db/read_view.h"
@@ -83,8 +84,8 @@ static void sync_retired_logs(bkv_db *db) {
 /* Flushes the oldest immutable memtable. REQUIRES: db->mu held. */
 static void flush_one(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    bkv_memtable *mem = db->imm[0];
-    uint64_t old_log = db->imm_log[0];
+    uint64_t old_log;
+    bkv_memtable *mem = bkv_mems_oldest(db, &old_log);
     uint64_t number = bkv_vset_new_file_number(&db->vset);
     db->sched.flushing = 1;
     double budget_bits = bkv_table_file_budget_bits(db, bkv_vset_current(&db->vset), 0, bkv_memtable_entries(mem));
@@ -100,7 +101,7 @@ static void flush_one(bkv_db *db) {
     if (!rc) {
         /* The WALs from the next memtable's on are still needed. */
         edit.has_log_number = 1;
-        edit.log_number = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
+        edit.log_number = bkv_mems_log_after_oldest(db);
         rc = bkv_vset_commit(db, &edit, 1, &e);
     }
     db->sched.flushing = 0;
@@ -109,9 +110,7 @@ static void flush_one(bkv_db *db) {
         bkv_db_set_bg_error(db, rc, &e);
         return;
     }
-    memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof db->imm[0]);
-    memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof db->imm_log[0]);
-    db->nimm--;
+    bkv_mems_pop_oldest(db); /* mem: its reference, released below */
     bkv_view_publish(db);
     BKV_COUNT(db, flushes, 1);
     sync_retired_logs(db); /* its log first (another background thread may not have got to it) */
@@ -198,7 +197,7 @@ static void *background_thread(void *arg) {
             bkv_db_lock(db);
             continue;
         }
-        if (urgent && db->nimm > 0 && !db->sched.flushing && !db->bg_error) {
+        if (urgent && bkv_mems_immutable(db) > 0 && !db->sched.flushing && !db->bg_error) {
             flush_one(db);
             release_free_memory(db);
             pthread_cond_broadcast(&db->sched.work_cv); /* a compaction may now be due */
@@ -301,7 +300,7 @@ int bkv_compact(bkv_db *db) {
     pthread_cond_broadcast(&db->sched.work_cv);
     for (;;) {
         if (db->bg_error) break;
-        if (!db->sched.compacting && !db->sched.flushing && db->nimm == 0) {
+        if (!db->sched.compacting && !db->sched.flushing && bkv_mems_immutable(db) == 0) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (!c) break;
             /* Run it here rather than wait: the caller asked for it. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
@@ -236,14 +237,14 @@ static int checkpoint_table(bkv_db *db, const char *dir, uint64_t number, bkv_er
 /* A read-only handle cannot flush its memtable (what its open replayed
  * from the WALs) into the source: it goes into the checkpoint's WAL
  * instead, each entry a record of its own sequence. REQUIRES: read-only
- * (no write ever adds to db->mem). */
+ * (no write ever adds to its active memtable). */
 static int write_memtable_to_log(bkv_db *db, bkv_wfile *f, bkv_err *e) {
     bkv_log_writer lw;
     bkv_log_writer_init(&lw, f);
     bkv_batch *b = bkv_batch_create();
     if (!b) return bkv_fail(e, BKV_NOMEM, "bkv_checkpoint: out of memory");
     bkv_memtable_iter it;
-    bkv_memtable_iter_init(&it, db->mem);
+    bkv_memtable_iter_init(&it, bkv_mems_active(db));
     int rc = BKV_OK;
     for (bkv_memtable_iter_first(&it); !rc && bkv_memtable_iter_valid(&it); bkv_memtable_iter_next(&it)) {
         size_t ilen, vlen;

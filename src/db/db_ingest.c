@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/memtables.h"
 #include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -314,10 +315,11 @@ static int memtable_overlaps(const bkv_memtable *m, const ingest_file *f) {
 
 /* REQUIRES: db->mu held. */
 static int memtables_overlap(const bkv_db *db, const ingest_file *files, size_t n) {
+    bkv_memtable *mems[1 + BKV_MAX_IMM];
+    int nmems = bkv_mems_list(db, mems, 0);
     for (size_t i = 0; i < n; i++) {
-        if (memtable_overlaps(db->mem, &files[i])) return 1;
-        for (int j = 0; j < db->nimm; j++)
-            if (memtable_overlaps(db->imm[j], &files[i])) return 1;
+        for (int j = 0; j < nmems; j++)
+            if (memtable_overlaps(mems[j], &files[i])) return 1;
     }
     return 0;
 }

@@ -132,6 +132,17 @@ static inline unsigned bkv_stripe_index(void) {
     return __builtin_expect(s != 0, 1) ? s - 1 : bkv_stripe_assign();
 }
 
+/* The memtables (memtables.h): an owned part whose fields only
+ * memtables.c and its header touch. Under mu. */
+typedef struct bkv_memtables {
+    bkv_memtable *active;           /* written by the write leader only */
+    uint64_t active_log;            /* the WAL holding its entries */
+    bkv_memtable *imm[BKV_MAX_IMM]; /* immutable memtables, oldest first */
+    uint64_t imm_log[BKV_MAX_IMM];
+    int nimm;
+    bkv_arena_pool *arena_pool;     /* freed memtables' arena blocks, for the next ones */
+} bkv_memtables;
+
 /* The background scheduler (scheduler.h): an owned part whose fields
  * only background.c touches. */
 typedef struct bkv_scheduler {
@@ -159,17 +170,9 @@ struct bkv_db {
     bkv_level_options level_options[BKV_MAX_LEVELS]; /* opts.level_options points here (db_open.c) */
     bkv_file_owner owner;          /* deletes tables compactions made obsolete */
 
-    bkv_memtable *mem;             /* active memtable, written by the write leader only */
-    bkv_arena_pool *arena_pool;    /* freed memtables' arena blocks, for the next ones */
-    uint64_t mem_log;              /* its WAL number */
-    bkv_memtable *imm[BKV_MAX_IMM]; /* immutable memtables, oldest first */
-    uint64_t imm_log[BKV_MAX_IMM];
-    int nimm;
+    bkv_memtables mems;            /* the active and immutable memtables (memtables.h) */
 
-    bkv_wfile *logfile;            /* the active WAL, used by the write leader */
-    bkv_log_writer log;
-    int log_marked;                /* leader only: the active WAL holds its durable mark (log_sync.c) */
-    bkv_wal_set wals;              /* the WALs behind the active one (log_sync.h) */
+    bkv_wal_set wals;              /* the active WAL and those behind it (log_sync.h) */
     bkv_write_queue wq;            /* writers waiting, the group being written, groups inserting (db_write.c) */
 
     bkv_version_set vset;          /* current version, file numbers, manifest (version_set.h) */
@@ -390,6 +393,17 @@ int bkv_wal_has_mark(const bkv_env *env, const char *path);
  * sequence: the last one written (the mark's header holds it).
  * REQUIRES: db->mu not held, the caller leads the writers (or closes). */
 int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e);
+/* The active WAL (the write leader's, an open's or a close's): f (NULL:
+ * none, after a failed switch) becomes it, unmarked; the one it was is
+ * the caller's to end and retire first. */
+void bkv_db_wal_install(bkv_db *db, bkv_wfile *f);
+bkv_wfile *bkv_db_wal_active(const bkv_db *db);
+/* Appends one record to the active WAL, then syncs it (sync) or hands it
+ * to the OS, so that a crash of the process cannot lose it. */
+int bkv_db_wal_append(bkv_db *db, const void *record, size_t len, int sync, bkv_err *e);
+/* Closes the active WAL, if any: with e, the error of the close (NULL:
+ * closed whatever happens, as when an open fails). */
+int bkv_db_wal_close(bkv_db *db, bkv_err *e);
 /* The read-only error state as a status described in e. REQUIRES: db->mu. */
 int bkv_db_bg_status(const bkv_db *db, bkv_err *e);
 /* Records err as this thread's last error on db (NULL: a call without a
@@ -406,7 +420,6 @@ void bkv_init_sized(void *dst, size_t size, const void *defaults, size_t own);
  * opened read-only (bkv_options.read_only). */
 int bkv_db_read_only_error(bkv_db *db, const char *call);
 
-bkv_memtable *bkv_db_new_memtable(const bkv_db *db);
 /* Without value_terms of the caller's, o gets the built-in extractor its
  * value_terms_name names, else the one recorded (a database's manifest;
  * "" for none): BKV_OK, with *arg to free after o's last use (NULL when

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "db/memtables.h"
 #include "db/scheduler.h"
 #include "db/table_file.h"
 #include "db/db_int.h"
@@ -81,21 +82,6 @@ static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t
     return bkv_memtable_add(m, seq, type, key, klen, val, vlen, bkv_hash_bytes(key, klen));
 }
 
-/* The memtable's key filter is sized for entries of about 64 bytes, its
- * term index for about 128: more (smaller) entries only raise the filter's
- * false-positive rate and lengthen the term chains. */
-bkv_memtable *bkv_db_new_memtable(const bkv_db *db) {
-    const bkv_options *o = &db->opts;
-    uint64_t n = o->write_buffer_size / 64;
-    bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0, db->arena_pool);
-    if (m && db->has_vrec &&
-        bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, o->write_buffer_size / 128)) {
-        bkv_memtable_unref(m);
-        return NULL;
-    }
-    return m;
-}
-
 _Static_assert((int)BKV_WAL_RECOVERY_ABSOLUTE == (int)BKV_LOG_DAMAGE_FAIL &&
                    (int)BKV_WAL_RECOVERY_POINT_IN_TIME == (int)BKV_LOG_DAMAGE_STOP &&
                    (int)BKV_WAL_RECOVERY_SKIP_DAMAGED == (int)BKV_LOG_DAMAGE_SKIP,
@@ -120,7 +106,7 @@ static int flush_recovered(bkv_db *db, recovery *rec, bkv_memtable **mem, bkv_er
     bkv_file_meta_unref(meta);
     if (rc) return bkv_fail(e, rc, "out of memory");
     bkv_memtable_unref(*mem);
-    if (!(*mem = bkv_db_new_memtable(db))) return bkv_fail(e, BKV_NOMEM, "out of memory");
+    if (!(*mem = bkv_mems_new_memtable(db))) return bkv_fail(e, BKV_NOMEM, "out of memory");
     return BKV_OK;
 }
 
@@ -206,7 +192,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
         if (!log_is_empty(db, path)) break;
         newest--;
     }
-    bkv_memtable *mem = bkv_db_new_memtable(db);
+    bkv_memtable *mem = bkv_mems_new_memtable(db);
     if (!mem) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
     uint64_t named_next = 0; /* the WAL the previous one's end record names */
     for (size_t i = 0; rc == BKV_OK && i < nlogs; i++) {
@@ -326,7 +312,7 @@ static int replay_logs(bkv_db *db, recovery *rec, bkv_err *e) {
     }
     /* Read-only: what the WAL holds stays in memory, as the active
      * memtable (no write will ever be added to it). */
-    if (rc == BKV_OK && db->opts.read_only) db->mem = mem, mem = NULL;
+    if (rc == BKV_OK && db->opts.read_only) mem = bkv_mems_replace_active(db, mem); /* NULL */
     else if (rc == BKV_OK) rc = flush_recovered(db, rec, &mem, e);
     bkv_memtable_unref(mem);
     free(logs);
@@ -342,7 +328,7 @@ static void delete_obsolete_files(bkv_db *db) {
         uint64_t num;
         int kind = bkv_parse_file_name(names[i], &num), keep = 1;
         switch (kind) {
-        case BKV_FILE_LOG: keep = num >= db->mem_log; break;
+        case BKV_FILE_LOG: keep = num >= bkv_mems_active_log(db); break;
         case BKV_FILE_MANIFEST: keep = num == bkv_vset_manifest_number(&db->vset); break;
         case BKV_FILE_TABLE: keep = bkv_tree_version_has_table(bkv_vset_current(&db->vset), num); break;
         case BKV_FILE_TEMP: keep = 0; break;
@@ -364,9 +350,8 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     bkv_wfile *f;
     int rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     if (rc) return rc;
-    db->logfile = f;
-    bkv_log_writer_init(&db->log, f);
-    db->mem_log = number;
+    bkv_db_wal_install(db, f);
+    bkv_mems_set_active_log(db, number);
     /* Older WALs are obsolete once the manifest naming this one is
      * written, which syncs the directory too. */
     bkv_wal_set_started(&db->wals, number);
@@ -416,12 +401,10 @@ static void free_db(bkv_db *db) {
         db->snapshots.next = s->next;
         free(s);
     }
-    if (db->logfile) bkv_file_close(db->logfile, NULL);
+    bkv_db_wal_close(db, NULL);
     bkv_db_free_wals(db);
     bkv_views_destroy(db);
-    bkv_memtable_unref(db->mem);
-    for (int i = 0; i < db->nimm; i++) bkv_memtable_unref(db->imm[i]);
-    bkv_arena_pool_unref(db->arena_pool);
+    bkv_mems_free(db);
     bkv_vset_free(&db->vset);
     bkv_vindex_free(db->vindex);
     free(db->terms_arg);
@@ -561,15 +544,18 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
         if (rc == BKV_NOTFOUND) rc = bkv_env_sync_parent(env, path, &e);
     }
     if (!rc) {
-        /* No pool (out of memory) only means arena blocks are not reused. */
-        db->arena_pool = bkv_arena_pool_new(opts->write_buffer_size);
+        bkv_mems_init(db);
         db->table_cache = bkv_cache_new((size_t)opts->max_open_files);
         if (opts->block_cache_size) db->block_cache = bkv_cache_new(opts->block_cache_size);
         if (!db->table_cache || (opts->block_cache_size && !db->block_cache))
             rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     }
     if (!rc) rc = recover(db, exists, &e);
-    if (!rc && !db->mem && !(db->mem = bkv_db_new_memtable(db))) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    if (!rc && !bkv_mems_active(db)) {
+        bkv_memtable *m = bkv_mems_new_memtable(db);
+        if (m) bkv_mems_replace_active(db, m);
+        else rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
+    }
     if (!rc) {
         bkv_db_lock(db);
         bkv_view_publish(db);
@@ -644,7 +630,7 @@ typedef struct reread {
 static void reread_free(reread *r) {
     if (!r->shell) return;
     bkv_edit_free(&r->rec.edit);
-    bkv_memtable_unref(r->shell->mem);
+    bkv_mems_free(r->shell);
     bkv_vset_free(&r->shell->vset);
     bkv_db_free_wals(r->shell);
     free(r->shell);
@@ -715,17 +701,16 @@ int bkv_try_catch_up(bkv_db *db, int *changed) {
     if (!rc && version_diff(bkv_vset_current(&db->vset), bkv_vset_current(&r.shell->vset), &edit))
         rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     int moved = !rc && (edit.nadded || edit.ndeleted || r.shell->last_sequence != db->last_sequence ||
-                        bkv_memtable_entries(r.shell->mem) != bkv_memtable_entries(db->mem));
+                        bkv_memtable_entries(bkv_mems_active(r.shell)) != bkv_memtable_entries(bkv_mems_active(db)));
     if (moved) {
         /* The value index covers every table of the version installed: new
          * tables enter before it, old ones leave after (as for a flush). */
         bkv_db_value_index_add(db, &edit);
         bkv_db_lock(db);
-        bkv_memtable *old_mem = db->mem;
         bkv_tree_version *old_version = bkv_vset_swap(&db->vset, bkv_vset_swap(&r.shell->vset, NULL));
-        db->mem = r.shell->mem;
+        bkv_memtable *old_mem = bkv_mems_replace_active(db, bkv_mems_replace_active(r.shell, NULL));
         bkv_vset_swap(&r.shell->vset, old_version); /* freed with the shell, once the views let go of them */
-        r.shell->mem = old_mem;
+        bkv_mems_replace_active(r.shell, old_mem);
         db->last_sequence = r.shell->last_sequence;
         atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
         bkv_view_publish(db);
@@ -757,11 +742,10 @@ int bkv_close(bkv_db *db) {
      * tell damage at the end of any of them from a power loss. */
     bkv_err e = {{0}};
     int rc = bkv_db_sync_retired_logs(db, &e);
-    if (db->logfile) {
+    if (bkv_db_wal_active(db)) {
         if (!rc && !db->bg_error) rc = bkv_db_mark_log(db, 0, db->last_sequence, &e);
-        int close_rc = bkv_file_close(db->logfile, rc ? NULL : &e); /* the first error keeps its message */
+        int close_rc = bkv_db_wal_close(db, rc ? NULL : &e); /* the first error keeps its message */
         if (!rc) rc = close_rc;
-        db->logfile = NULL;
     }
     free_db(db);
     return rc ? bkv_db_error(NULL, rc, &e) : BKV_OK;

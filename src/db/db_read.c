@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
@@ -24,13 +25,9 @@ void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_sta
 
 void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
     BKV_ASSERT_LOCKED(db);
-    rs->mem = db->mem;
+    rs->mem = bkv_mems_active(db);
     bkv_memtable_ref(rs->mem);
-    rs->nimm = db->nimm;
-    for (int i = 0; i < db->nimm; i++) {
-        rs->imm[i] = db->imm[i];
-        bkv_memtable_ref(rs->imm[i]);
-    }
+    rs->nimm = bkv_mems_ref_immutable(db, rs->imm);
     rs->version = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&rs->version->refs, 1, memory_order_relaxed);
     rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/version_set.h"
@@ -303,14 +304,14 @@ static char *stats_report(bkv_db *db) {
     bkv_db_lock(db);
     bkv_tree_version *v = bkv_vset_current(&db->vset);
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-    int nimm = db->nimm;
-    size_t mem = bkv_memtable_memory(db->mem);
+    int nimm = bkv_mems_immutable(db);
+    size_t mem = bkv_memtable_memory(bkv_mems_active(db));
     uint64_t seq = db->last_sequence;
     int err = db->bg_error;
     bkv_db_unlock(db);
 
     append(&b, "bloomkv %d.%d.%d  %s\n", BKV_VERSION_MAJOR, BKV_VERSION_MINOR, BKV_VERSION_PATCH, db->path);
-    size_t kept = db->arena_pool ? bkv_arena_pool_bytes(db->arena_pool) : 0;
+    size_t kept = bkv_mems_pool_bytes(db);
     append(&b, "sequence %llu, memtable %zu bytes, %d immutable, %zu arena bytes kept for reuse%s\n",
            (unsigned long long)seq, mem, nimm, kept, err ? ", READ-ONLY after an error" : "");
     append(&b, "level  files        bytes      entries\n");

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db/memtables.h"
 #include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
@@ -64,9 +65,9 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     uint64_t number;
     bkv_wfile *f = bkv_db_take_spare_log(db, &number);
     uint64_t last_sequence = db->last_sequence;
-    bkv_wfile *old = db->logfile;
+    bkv_wfile *old = bkv_db_wal_active(db);
     bkv_db_unlock(db);
-    bkv_memtable *fresh = bkv_db_new_memtable(db);
+    bkv_memtable *fresh = bkv_mems_new_memtable(db);
     if (!fresh) {
         if (f) bkv_db_discard_wal(db, f, number);
         bkv_db_lock(db);
@@ -82,26 +83,19 @@ static int switch_memtable(bkv_db *db, bkv_err *e) {
     bkv_put_u64(end + BKV_BATCH_HEADER, number);
     char path[BKV_PATH_MAX];
     bkv_wal_name(path, db->path, number);
-    int rc = bkv_log_add_record(&db->log, end, sizeof end, e);
-    if (!rc) rc = bkv_file_flush(old, e);
+    int rc = bkv_db_wal_append(db, end, sizeof end, 0, e);
     if (!rc && !f) rc = bkv_db_new_wal(db, path, db->opts.file_mode, &f, e);
     int retire_rc = bkv_db_retire_log(db, old, number, rc ? NULL : e);
     if (!rc) rc = retire_rc;
     if (rc && f) bkv_db_discard_wal(db, f, number);
     bkv_db_lock(db);
     if (rc) {
-        db->logfile = NULL;
+        bkv_db_wal_install(db, NULL);
         bkv_memtable_unref(fresh);
         return bkv_db_set_bg_error(db, rc, e);
     }
-    db->logfile = f;
-    bkv_log_writer_init(&db->log, f);
-    db->log_marked = 0;
-    db->imm[db->nimm] = db->mem;
-    db->imm_log[db->nimm] = db->mem_log;
-    db->nimm++;
-    db->mem = fresh;
-    db->mem_log = number;
+    bkv_db_wal_install(db, f);
+    bkv_mems_switch(db, fresh, number);
     bkv_view_publish(db);
     bkv_sched_wake(db);
     return BKV_OK;
@@ -126,8 +120,8 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
     int allow_delay = !force;
     for (;;) {
         if (db->bg_error) return bkv_db_bg_status(db, e);
-        size_t used = bkv_memtable_memory(db->mem);
-        if (force && bkv_memtable_entries(db->mem) == 0) return BKV_OK;
+        size_t used = bkv_memtable_memory(bkv_mems_active(db));
+        if (force && bkv_memtable_entries(bkv_mems_active(db)) == 0) return BKV_OK;
         size_t l0 = bkv_vset_current(&db->vset)->nfiles[0];
         if (!force && allow_delay && l0 >= (size_t)db->opts.level0_slowdown_trigger) {
             slow_down(db); /* level 0 is piling up */
@@ -141,14 +135,14 @@ static int make_room_for_write(bkv_db *db, bkv_writer *w, int force, bkv_err *e)
             continue;
         }
         if (!force && used < db->opts.write_buffer_size) {
-            if (allow_delay && db->nimm >= max_imm(db) && used >= db->opts.write_buffer_size / 4 * 3) {
+            if (allow_delay && bkv_mems_immutable(db) >= max_imm(db) && used >= db->opts.write_buffer_size / 4 * 3) {
                 slow_down(db); /* nearly full with no room to switch */
                 allow_delay = 0;
                 continue;
             }
             return BKV_OK;
         }
-        if (db->nimm >= max_imm(db)) {
+        if (bkv_mems_immutable(db) >= max_imm(db)) {
             BKV_COUNT(db, write_stalls, 1);
             bkv_db_wait(db, &db->bg_cv);
             continue;
@@ -302,7 +296,7 @@ void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
 int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
     int rc = make_room_for_write(db, NULL, 1, e);
-    while (!rc && (db->nimm > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    while (!rc && (bkv_mems_immutable(db) > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     if (!rc && db->bg_error) rc = bkv_db_bg_status(db, e);
     return rc;
 }
@@ -486,14 +480,13 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
         if (rc == BKV_OK) {
             bkv_batch_set_sequence(g, first);
             db->last_sequence += count;
-            bkv_memtable *mem = db->mem;
+            bkv_memtable *mem = bkv_mems_active(db);
             bkv_db_unlock(db);
 
             rc = bkv_db_mark_log(db, sync, first - 1, &e);
-            if (!rc) rc = bkv_log_add_record(&db->log, g->data, g->len, &e);
             /* Unsynced writes still reach the OS before returning, so they
              * survive a crash of this process. */
-            if (!rc) rc = sync ? bkv_file_sync(db->logfile, &e) : bkv_file_flush(db->logfile, &e);
+            if (!rc) rc = bkv_db_wal_append(db, g->data, g->len, sync, &e);
             BKV_COUNT(db, bytes_written, g->len);
             BKV_COUNT(db, writes, count);
             if (sync) BKV_COUNT(db, syncs, 1);
@@ -592,7 +585,7 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
     int rc = db->bg_error ? bkv_db_bg_status(db, &e) : BKV_OK;
     if (!rc && db->last_sequence >= BKV_MAX_SEQ) rc = bkv_fail(&e, BKV_INVALID, "sequence numbers exhausted");
     uint64_t seq = db->last_sequence + 1;
-    bkv_range_tombstone *t = rc ? NULL : bkv_range_tombstone_new(begin, blen, end, elen, seq, db->mem_log);
+    bkv_range_tombstone *t = rc ? NULL : bkv_range_tombstone_new(begin, blen, end, elen, seq, bkv_mems_active_log(db));
     if (!rc && !t) rc = bkv_fail(&e, BKV_NOMEM, "out of memory");
     bkv_version_edit edit;
     bkv_edit_init(&edit);
@@ -630,7 +623,7 @@ int bkv_flush(bkv_db *db) {
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);
-    while ((db->nimm > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    while ((bkv_mems_immutable(db) > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     bkv_err e = {{0}};
     if (db->bg_error) rc = bkv_db_bg_status(db, &e);
     bkv_db_unlock(db);

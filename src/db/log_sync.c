@@ -33,6 +33,7 @@
  */
 #include <stdlib.h>
 
+#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/log_sync.h"
@@ -95,29 +96,50 @@ int bkv_db_retire_log(bkv_db *db, bkv_wfile *f, uint64_t next, bkv_err *e) {
 }
 
 int bkv_db_mark_log(bkv_db *db, int sync, uint64_t sequence, bkv_err *e) {
-    if (db->log_marked || !db->logfile) return BKV_OK;
-    if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < db->mem_log) {
+    if (db->wals.active_marked || !db->wals.active) return BKV_OK;
+    if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < bkv_mems_active_log(db)) {
         if (!sync) return BKV_OK; /* a later write marks it, once the background has synced */
         int rc = bkv_db_sync_retired_logs(db, e);
         if (rc) return rc;
         /* An earlier failed sync dropped its WALs unsynced (and put the
          * database in its error state): never acknowledge a synced write
          * that recovery could drop with them. */
-        if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < db->mem_log)
+        if (atomic_load_explicit(&db->wals.durable_below, memory_order_acquire) < bkv_mems_active_log(db))
             return bkv_fail(e, BKV_IOERROR, "an older WAL could not be synced; %06llu.log cannot take synced writes",
-                            (unsigned long long)db->mem_log);
+                            (unsigned long long)bkv_mems_active_log(db));
     }
     uint8_t mark[BKV_LOG_MARK_LEN] = {0};
     bkv_put_u64(mark, sequence);
-    bkv_put_u64(mark + BKV_BATCH_HEADER, db->mem_log);
+    bkv_put_u64(mark + BKV_BATCH_HEADER, bkv_mems_active_log(db));
     mark[BKV_LOG_MARK_LEN - 1] = 1;
-    int rc = bkv_log_add_record(&db->log, mark, sizeof mark, e);
-    if (!rc) db->log_marked = 1;
+    int rc = bkv_log_add_record(&db->wals.active_writer, mark, sizeof mark, e);
+    if (!rc) db->wals.active_marked = 1;
+    return rc;
+}
+
+void bkv_db_wal_install(bkv_db *db, bkv_wfile *f) {
+    db->wals.active = f;
+    if (f) bkv_log_writer_init(&db->wals.active_writer, f);
+    db->wals.active_marked = 0;
+}
+
+bkv_wfile *bkv_db_wal_active(const bkv_db *db) { return db->wals.active; }
+
+int bkv_db_wal_append(bkv_db *db, const void *record, size_t len, int sync, bkv_err *e) {
+    int rc = bkv_log_add_record(&db->wals.active_writer, record, len, e);
+    if (!rc) rc = sync ? bkv_file_sync(db->wals.active, e) : bkv_file_flush(db->wals.active, e);
+    return rc;
+}
+
+int bkv_db_wal_close(bkv_db *db, bkv_err *e) {
+    if (!db->wals.active) return BKV_OK;
+    int rc = bkv_file_close(db->wals.active, e);
+    db->wals.active = NULL;
     return rc;
 }
 
 int bkv_db_want_spare_log(const bkv_db *db) {
-    return !db->wals.spare && db->logfile && !db->bg_error && db->wals.spare_for != db->wals.newest;
+    return !db->wals.spare && db->wals.active && !db->bg_error && db->wals.spare_for != db->wals.newest;
 }
 
 void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {

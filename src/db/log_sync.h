@@ -1,6 +1,7 @@
-/* The WALs behind the active one (log_sync.c): those a memtable switch
- * retired and a background thread syncs, the spare made ahead of the next
- * switch, and whether the database's WALs carry durable marks. The
+/* The WALs (log_sync.c): the active one the write leader appends to, those
+ * a memtable switch retired and a background thread syncs, the spare made
+ * ahead of the next switch, and whether the database's WALs carry durable
+ * marks. The
  * struct's fields are log_sync.c's alone; every other file goes through
  * the calls below (and those declared in db_int.h that take the db). */
 #ifndef BKV_DB_LOG_SYNC_H
@@ -10,11 +11,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "log/log.h"
 #include "util/env.h"
 
 #define BKV_MAX_IMM 16 /* immutable memtables at most: a WAL retired per switch */
 
 typedef struct bkv_wal_set {
+    /* The write leader's alone (and an open's, a close's): */
+    bkv_wfile *active;                   /* the WAL writes go to; NULL after a failed switch */
+    bkv_log_writer active_writer;
+    int active_marked;                   /* the active WAL holds its durable mark */
     pthread_mutex_t mu;                  /* guards retired, retired_next, nretired; held across their syncs */
     bkv_wfile *retired[BKV_MAX_IMM + 1];
     uint64_t retired_next[BKV_MAX_IMM + 1]; /* the number of the WAL that followed each */

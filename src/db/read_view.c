@@ -1,3 +1,4 @@
+#include "db/memtables.h"
 #include "db/scheduler.h"
 #include "db/read_view.h"
 
@@ -16,7 +17,7 @@ static void view_free(bkv_read_view *v) {
 
 void bkv_view_publish(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    bkv_read_view *v = db->mem ? malloc(sizeof *v) : NULL;
+    bkv_read_view *v = bkv_mems_active(db) ? malloc(sizeof *v) : NULL;
     if (v) bkv_read_state_acquire_locked(db, NULL, &v->state);
     bkv_read_view *old = atomic_exchange(&db->views.published, v);
     if (old) {

@@ -10,6 +10,7 @@
  * version never misses a table of it. bkv_vset_commit applies that rule
  * for every edit.
  */
+#include "db/memtables.h"
 #include "db/version_set.h"
 
 #include "db/db_int.h"
@@ -153,7 +154,7 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     uint64_t number = db->vset.next_file++;
     bkv_wfile *f;
     bkv_log_writer lw;
-    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, db->mem_log, db->vset.next_file,
+    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, bkv_mems_active_log(db), db->vset.next_file,
                                      db->last_sequence, &f, &lw, e);
     if (rc) return rc;
     db->vset.manifest = f;
@@ -161,7 +162,7 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     db->vset.manifest_number = number;
     /* As a replay of the new manifest would read it (nothing else holds
      * the version yet: this runs at open). */
-    db->vset.current->log_number = db->mem_log;
+    db->vset.current->log_number = bkv_mems_active_log(db);
     return BKV_OK;
 }
 

@@ -60,7 +60,7 @@ int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e);
 int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *e);
 
 /* Writes a new manifest holding the whole current state and points
- * CURRENT at it. REQUIRES: db->logfile is the new WAL, db->mem_log its
+ * CURRENT at it. REQUIRES: the active WAL (bkv_db_wal_active) is the new one, bkv_mems_active_log its
  * number; called while opening (no other thread runs). */
 int bkv_vset_write_manifest(bkv_db *db, bkv_err *e);
 

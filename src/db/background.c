@@ -180,17 +180,7 @@ static void *background_thread(void *arg) {
             bkv_db_make_spare_log(db);
             continue;
         }
-        if (urgent && db->nleaving) {
-            uint64_t *leaving = db->index_leaving;
-            size_t n = db->nleaving;
-            db->index_leaving = NULL;
-            db->nleaving = db->cap_leaving = 0;
-            bkv_db_unlock(db);
-            bkv_db_value_index_forget(db, leaving, n);
-            free(leaving);
-            bkv_db_lock(db);
-            continue;
-        }
+        if (urgent && bkv_db_value_forget_leaving(db)) continue;
         if (urgent && bkv_views_retired(db)) {
             bkv_db_unlock(db);
             bkv_view_reclaim(db);
@@ -410,7 +400,7 @@ int bkv_value_index_build(bkv_db *db, uint64_t *rewritten) {
     if (!db) return bkv_db_arg_error(db, "bkv_value_index_build");
     if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_value_index_build");
     bkv_err e = {{0}};
-    if (!db->vindex)
+    if (!bkv_db_has_value_index(db))
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: no value index to build (open it with value_index)",
                                          db->path), &e);
     int rc = bkv_flush(db); /* the memtables' entries go into indexed tables */

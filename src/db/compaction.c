@@ -319,13 +319,14 @@ static int merge_inputs(bkv_db *db, bkv_compaction *c, bkv_version_edit *edit, b
  * whole level of tables moves into the one below. REQUIRES: db->mu held
  * (released while the table is opened; the input is claimed). */
 static int move_keeps_cheap_summary(bkv_db *db, const bkv_compaction *c) {
-    if (!db->has_vrec || db->vrec.shape != BKV_VALUE_INDEX_PAGED || !output_is_bottom(c)) return 0;
+    const bkv_value_index_rec *vrec = bkv_db_value_rec(db);
+    if (!vrec || vrec->shape != BKV_VALUE_INDEX_PAGED || !output_is_bottom(c)) return 0;
     bkv_db_unlock(db);
     bkv_cache_entry *entry;
     bkv_err e;
     int cheap = 0;
     if (bkv_db_get_table(db, c->inputs[0][0], &entry, &e) == BKV_OK) {
-        cheap = bkv_vs_summary_cheap(bkv_cache_value(entry), &db->vparams);
+        cheap = bkv_vs_summary_cheap(bkv_cache_value(entry), bkv_db_value_params(db));
         bkv_cache_release(db->table_cache, entry);
     }
     bkv_db_lock(db);

@@ -367,8 +367,7 @@ void bkv_fork_prepare(bkv_db *db) {
     if (!db) return;
     bkv_views_fork_prepare(db);
     bkv_wal_set_fork_prepare(&db->wals);
-    pthread_mutex_lock(&db->vindex_update_mu);
-    pthread_rwlock_wrlock(&db->vindex_lock);
+    bkv_db_value_fork_prepare(db);
     bkv_db_lock(db);
     bkv_cache_fork_prepare(db->table_cache);
     bkv_cache_fork_prepare(db->block_cache);
@@ -379,8 +378,7 @@ void bkv_fork_parent(bkv_db *db) {
     bkv_cache_fork_parent(db->block_cache);
     bkv_cache_fork_parent(db->table_cache);
     bkv_db_unlock(db);
-    pthread_rwlock_unlock(&db->vindex_lock);
-    pthread_mutex_unlock(&db->vindex_update_mu);
+    bkv_db_value_fork_parent(db);
     bkv_wal_set_fork_parent(&db->wals);
     bkv_views_fork_parent(db);
 }
@@ -391,8 +389,7 @@ void bkv_fork_child(bkv_db *db) {
     bkv_cache_fork_child(db->table_cache);
     bkv_mutex_init_adaptive(&db->mu);
     BKV_NOTE_OWNER(db, 0);
-    pthread_rwlock_init(&db->vindex_lock, NULL);
-    pthread_mutex_init(&db->vindex_update_mu, NULL);
+    bkv_db_value_fork_child(db);
     bkv_wal_set_fork_child(&db->wals);
     bkv_views_fork_child(db);
 }

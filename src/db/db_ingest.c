@@ -221,7 +221,8 @@ static int inspect_entry(const bkv_db *db, const bkv_table *t, ingest_file *f, c
  * index must be the ones it would have built itself: a search trusts a
  * "no" from them. */
 static int inspect_value_filters(const bkv_db *db, bkv_table *t, const char *path, bkv_err *e) {
-    if (!db->has_vrec) return BKV_OK;
+    const bkv_vf_params *want = bkv_db_value_params(db);
+    if (!want) return BKV_OK;
     bkv_vf_set vf;
     int rc = bkv_vs_table_filters(t, &vf, e);
     if (rc == BKV_NOTFOUND)
@@ -229,7 +230,7 @@ static int inspect_value_filters(const bkv_db *db, bkv_table *t, const char *pat
                         "%s has no value filters and the database has a value index: write it with the options the "
                         "database was created with", path);
     if (rc) return rc;
-    const bkv_vf_params *p = &vf.params, *want = &db->vparams;
+    const bkv_vf_params *p = &vf.params;
     if (!bkv_vf_same_bits(p, want) || p->partition_entries != want->partition_entries)
         rc = bkv_fail(e, BKV_INVALID,
                       "%s: value filters built with m=%u, k=%u, P=%u, probe words %u; the database's value index has "

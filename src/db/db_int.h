@@ -143,6 +143,24 @@ typedef struct bkv_memtables {
     bkv_arena_pool *arena_pool;     /* freed memtables' arena blocks, for the next ones */
 } bkv_memtables;
 
+/* The value index's state: an owned part whose fields only db_value.c
+ * touches. The index (NULL when there is none) covers every table of the
+ * current version (see bkv_db_value_index_add). An update (flush or
+ * compaction) holds update_mu throughout, and the index takes lock for
+ * writing only to publish (never with mu held); a search takes it for
+ * reading before mu. */
+typedef struct bkv_value_state {
+    int has_rec;                   /* the database has a value index */
+    bkv_value_index_rec rec;       /* its parameters (manifest tag 6) */
+    bkv_vf_params params;
+    bkv_vindex *index;
+    pthread_rwlock_t lock;
+    pthread_mutex_t update_mu;
+    void *terms_arg;               /* a built-in terms extractor's argument, or NULL */
+    uint64_t *leaving;             /* under mu: tables a range deletion dropped, for the background thread */
+    size_t nleaving, cap_leaving;  /* to take out of the index */
+} bkv_value_state;
+
 /* The background scheduler (scheduler.h): an owned part whose fields
  * only background.c touches. */
 typedef struct bkv_scheduler {
@@ -193,21 +211,8 @@ struct bkv_db {
     atomic_int live_iters;         /* iterators and value searches not yet destroyed: bkv_close refuses */
     struct bkv_db *next_open;      /* the registry of open handles (db_open.c) */
 
-    /* The value index (db_value.c); vindex is NULL when there is none. It
-     * covers every table of current (see bkv_db_value_index_add). An
-     * update (flush or compaction) holds vindex_update_mu throughout, and
-     * the index takes vindex_lock for writing only to publish (never with
-     * mu held); a search takes it for reading before mu. */
-    int has_vrec;                  /* the database has a value index */
-    bkv_value_index_rec vrec;      /* its parameters (manifest tag 6) */
-    bkv_vf_params vparams;
-    bkv_vindex *vindex;
-    pthread_rwlock_t vindex_lock;
-    pthread_mutex_t vindex_update_mu;
-    void *terms_arg;               /* a built-in terms extractor's argument (db_value.c), or NULL */
+    bkv_value_state values;        /* the value index and its parameters (db_value.c) */
     struct bkv_repair_state *repair; /* only in bkv_repair's open: what it salvages (repair.h) */
-    uint64_t *index_leaving;       /* under mu: tables a range deletion dropped, for the background thread */
-    size_t nleaving, cap_leaving;  /* to take out of the value index */
     pthread_mutex_t catch_up_mu;   /* one bkv_try_catch_up at a time (read-only handles) */
 };
 
@@ -296,6 +301,33 @@ void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int ins
  * search skips them meanwhile): the background thread's share of a range
  * deletion, whose caller does not wait for it. Without db->mu. */
 void bkv_db_value_index_forget(bkv_db *db, const uint64_t *numbers, size_t n);
+/* At open and close (and around fork: its locks, after the WAL set's and
+ * before the db mutex). */
+void bkv_db_value_state_init(bkv_db *db);
+void bkv_db_value_state_free(bkv_db *db);
+void bkv_db_value_fork_prepare(bkv_db *db);
+void bkv_db_value_fork_parent(bkv_db *db);
+void bkv_db_value_fork_child(bkv_db *db);
+/* The database's value index record and filter parameters, fixed at
+ * open; NULL when it has no value index. No lock needed after open. */
+const bkv_value_index_rec *bkv_db_value_rec(const bkv_db *db);
+const bkv_vf_params *bkv_db_value_params(const bkv_db *db);
+/* A manifest being read names the database's value index (recovery). */
+void bkv_db_value_rec_recovered(bkv_db *db, const bkv_value_index_rec *rec);
+/* A catch-up's scratch handle reads the WALs as db does: db's filter
+ * parameters; and whether its manifest's value index is db's. */
+void bkv_db_value_copy_params(bkv_db *to, const bkv_db *from);
+int bkv_db_value_same_index(const bkv_db *a, const bkv_db *b);
+/* Whether an index is kept (not only a record of one); and its
+ * description, 0 when there is none. */
+int bkv_db_has_value_index(const bkv_db *db);
+int bkv_db_value_index_info(bkv_db *db, bkv_vindex_info *in);
+/* Hands the tables edit deleted to the background thread, to take out of
+ * the index; out of memory, takes them out now. REQUIRES: db->mu. */
+void bkv_db_value_leave_later(bkv_db *db, const bkv_version_edit *edit);
+/* The background thread's share: 1 if it took tables out of the index
+ * (db->mu released meanwhile), 0 when none were waiting. REQUIRES: db->mu. */
+int bkv_db_value_forget_leaving(bkv_db *db);
 
 /* Holding every write back (db_write.c): hold waits until w leads the
  * write queue, so no write is applied until release; the holder may then

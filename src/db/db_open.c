@@ -406,10 +406,7 @@ static void free_db(bkv_db *db) {
     bkv_views_destroy(db);
     bkv_mems_free(db);
     bkv_vset_free(&db->vset);
-    bkv_vindex_free(db->vindex);
-    free(db->terms_arg);
-    pthread_rwlock_destroy(&db->vindex_lock);
-    pthread_mutex_destroy(&db->vindex_update_mu);
+    bkv_db_value_state_free(db);
     pthread_mutex_destroy(&db->catch_up_mu);
     if (db->table_cache) bkv_cache_free(db->table_cache);
     if (db->block_cache) bkv_cache_free(db->block_cache);
@@ -419,7 +416,6 @@ static void free_db(bkv_db *db) {
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->bg_cv);
     bkv_sched_free(&db->sched);
-    free(db->index_leaving);
     free(db->path);
     free(db);
 }
@@ -501,8 +497,7 @@ static int open_once(const char *path, const bkv_options *opts, const bkv_env *e
     db->opts = *opts;
     bkv_options_own_levels(&db->opts, db->level_options);
     bkv_mutex_init_adaptive(&db->mu);
-    pthread_rwlock_init(&db->vindex_lock, NULL);
-    pthread_mutex_init(&db->vindex_update_mu, NULL);
+    bkv_db_value_state_init(db);
     bkv_views_init(db);
     pthread_mutex_init(&db->catch_up_mu, NULL);
     bkv_wal_set_init(&db->wals);
@@ -643,12 +638,12 @@ static int reread_state(bkv_db *db, reread *r, bkv_err *e) {
     bkv_db *s = bkv_db_scratch(db->env, db->path);
     if (!s) return bkv_fail(e, BKV_NOMEM, "out of memory");
     s->opts = db->opts;
-    s->vparams = db->vparams; /* the memtable indexes terms as db's does (has_vrec: from the manifest) */
+    bkv_db_value_copy_params(s, db); /* the memtable indexes terms as db's does (the record: from the manifest) */
     bkv_wal_set_init(&s->wals);
     r->shell = s;
     if (bkv_vset_init(&s->vset)) return bkv_fail(e, BKV_NOMEM, "out of memory");
     int rc = bkv_vset_recover(s, &r->rec.log_number, e);
-    if (!rc && (s->has_vrec != db->has_vrec || (db->has_vrec && memcmp(&s->vrec, &db->vrec, sizeof db->vrec) != 0)))
+    if (!rc && !bkv_db_value_same_index(s, db))
         rc = bkv_fail(e, BKV_BUSY, "the database's value index changed since it was opened: open it again");
     if (!rc) rc = replay_logs(s, &r->rec, e);
     if (!rc && r->rec.max_sequence > s->last_sequence) s->last_sequence = r->rec.max_sequence;

@@ -167,7 +167,7 @@ static int rewrite_table(bkv_db *db, int level, int bottommost, const bkv_file_m
 int bkv_repair_tables(bkv_db *db, bkv_err *e) {
     bkv_version_edit edit;
     bkv_edit_init(&edit);
-    int rc = BKV_OK, whole_values = db->has_vrec && db->vrec.terms_name[0] == 0;
+    int rc = BKV_OK, whole_values = bkv_db_value_rec(db) && bkv_db_value_rec(db)->terms_name[0] == 0;
     int deepest = -1;
     const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)

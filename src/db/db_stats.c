@@ -252,19 +252,17 @@ static amplification amplifications(bkv_db *db, const bkv_tree_version *v) {
 
 /* One line describing the value index ("" without one). */
 static void value_index_report(bkv_db *db, bkv_buf *b) {
-    if (!db->vindex) return;
     bkv_vindex_info in;
-    pthread_rwlock_rdlock(&db->vindex_lock);
-    bkv_vindex_get_info(db->vindex, &in);
-    pthread_rwlock_unlock(&db->vindex_lock);
-    const bkv_value_index_rec *r = &db->vrec;
+    if (!bkv_db_value_index_info(db, &in)) return;
+    const bkv_value_index_rec *r = bkv_db_value_rec(db);
     append(b, "value index: %s", bkv_vindex_shape_name(in.shape));
     if (in.shape == BKV_VALUE_INDEX_HIERARCHY) append(b, " order %d height %d", in.order, in.height);
     append(b, ", m=%llu k=%llu%s P=%llu%s%s%s", (unsigned long long)r->m_bits, (unsigned long long)r->k,
            r->words ? " in two words" : "", (unsigned long long)r->partition_entries, *r->terms_name ? ", terms \"" : "",
            r->terms_name, *r->terms_name ? "\"" : "");
     if (in.shape == BKV_VALUE_INDEX_PAGED) {
-        append(b, ", summaries of %u bits per term, %llu bytes in memory (open tables)\n", db->vparams.summary_bits,
+        append(b, ", summaries of %u bits per term, %llu bytes in memory (open tables)\n",
+               bkv_db_value_params(db)->summary_bits,
                (unsigned long long)value_index_memory(db, &in));
         return;
     }
@@ -441,7 +439,7 @@ char *bkv_property(bkv_db *db, const char *name) {
         return finish_text(&b);
     }
     if (strcmp(name, "bloomkv.value-terms") == 0) /* fixed at open */
-        return format("%s", db->has_vrec ? db->vrec.terms_name : "");
+        return format("%s", bkv_db_value_rec(db) ? bkv_db_value_rec(db)->terms_name : "");
     if (strcmp(name, "bloomkv.counters") == 0) {
         bkv_buf b;
         bkv_buf_init(&b);
@@ -449,11 +447,8 @@ char *bkv_property(bkv_db *db, const char *name) {
         return finish_text(&b);
     }
     if (strcmp(name, "bloomkv.value-index-memory") == 0) {
-        if (!db->vindex) return NULL;
         bkv_vindex_info in;
-        pthread_rwlock_rdlock(&db->vindex_lock);
-        bkv_vindex_get_info(db->vindex, &in);
-        pthread_rwlock_unlock(&db->vindex_lock);
+        if (!bkv_db_value_index_info(db, &in)) return NULL;
         return format("%llu", (unsigned long long)value_index_memory(db, &in));
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {

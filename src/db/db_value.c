@@ -108,16 +108,16 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
     const bkv_options *o = &db->opts;
     const char *name = o->value_terms ? o->value_terms_name : "";
     char canonical[BKV_TERMS_NAME_MAX + 1];
-    int rc = bkv_resolve_builtin_terms(&db->opts, db->has_vrec ? db->vrec.terms_name : "", &db->terms_arg, &name,
-                                       canonical, sizeof canonical, e);
+    int rc = bkv_resolve_builtin_terms(&db->opts, db->values.has_rec ? db->values.rec.terms_name : "",
+                                       &db->values.terms_arg, &name, canonical, sizeof canonical, e);
     if (rc) return rc;
-    bkv_value_index_rec *r = &db->vrec;
+    bkv_value_index_rec *r = &db->values.rec;
     if (o->value_index_drop) {
         /* The manifest this open writes has no value index record. */
-        db->has_vrec = 0;
+        db->values.has_rec = 0;
         return BKV_OK;
     }
-    if (db->has_vrec) {
+    if (db->values.has_rec) {
         if (strcmp(r->terms_name, name) != 0)
             return bkv_fail(e, BKV_INVALID,
                             "%s: the value index was built with terms extractor \"%s\", not \"%s\" (open it with "
@@ -159,14 +159,14 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
         r->shape = (uint64_t)o->value_index;
         r->order = (uint64_t)o->value_index_order;
         snprintf(r->terms_name, sizeof r->terms_name, "%s", name);
-        db->has_vrec = 1;
+        db->values.has_rec = 1;
     }
-    db->vparams = (bkv_vf_params){.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k, .seed = r->seed,
+    db->values.params = (bkv_vf_params){.m_bits = (uint32_t)r->m_bits, .k = (uint32_t)r->k, .seed = r->seed,
                                   .partition_entries = (uint32_t)r->partition_entries, .words = (uint32_t)r->words};
     /* The paged index reads rows from version 2 blocks; the in-memory
      * shapes read every filter whole, for which version 1 is smaller. */
     if (r->shape == BKV_VALUE_INDEX_PAGED)
-        db->vparams.summary_bits = (uint32_t)(o->value_summary_bits ? o->value_summary_bits
+        db->values.params.summary_bits = (uint32_t)(o->value_summary_bits ? o->value_summary_bits
                                                                     : BKV_DEFAULT_VALUE_SUMMARY_BITS);
     return BKV_OK;
 }
@@ -176,7 +176,7 @@ int bkv_db_value_index_setup(bkv_db *db, bkv_err *e) {
  * other parameters become one "maybe" leaf: the whole table is scanned. */
 static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
     bkv_vf_set loaded = {0}, *vf = f->vf;
-    if (db->vrec.shape == BKV_VALUE_INDEX_PAGED) {
+    if (db->values.rec.shape == BKV_VALUE_INDEX_PAGED) {
         /* Searches ask the tables themselves; this only notes the tables
          * a build must rewrite (a version 1 block is read whole per
          * search), reading what each keeps in memory on the way. */
@@ -184,7 +184,7 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
         bkv_cache_entry *entry;
         bkv_err e;
         if (!vf && may_read && bkv_db_get_table(db, f, &entry, &e) == BKV_OK) {
-            paged = bkv_vs_paged(bkv_cache_value(entry), &db->vparams);
+            paged = bkv_vs_paged(bkv_cache_value(entry), &db->values.params);
             bkv_cache_release(db->table_cache, entry);
         }
         if (!paged) BKV_COUNT(db, value_filters_unusable, 1);
@@ -201,7 +201,7 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
             bkv_cache_release(db->table_cache, entry);
         }
     }
-    int unusable = bkv_vindex_add_table(db->vindex, f->number, vf) != BKV_OK || !vf;
+    int unusable = bkv_vindex_add_table(db->values.index, f->number, vf) != BKV_OK || !vf;
     if (unusable) BKV_COUNT(db, value_filters_unusable, 1);
     atomic_store_explicit(&f->value_unindexed, unusable, memory_order_relaxed);
     bkv_vf_set_free(&loaded);
@@ -210,14 +210,14 @@ static void index_table(bkv_db *db, bkv_file_meta *f, int may_read) {
 }
 
 int bkv_db_value_index_open(bkv_db *db, bkv_err *e) {
-    if (!db->has_vrec) return BKV_OK;
-    if (!(db->vindex = bkv_vindex_new((int)db->vrec.shape, &db->vparams, (int)db->vrec.order)))
+    if (!db->values.has_rec) return BKV_OK;
+    if (!(db->values.index = bkv_vindex_new((int)db->values.rec.shape, &db->values.params, (int)db->values.rec.order)))
         return bkv_fail(e, BKV_NOMEM, "out of memory creating the value index");
-    bkv_vindex_set_publish_lock(db->vindex, &db->vindex_lock);
+    bkv_vindex_set_publish_lock(db->values.index, &db->values.lock);
     const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; i < v->nfiles[l]; i++) index_table(db, v->files[l][i], 1);
-    bkv_vindex_commit(db->vindex);
+    bkv_vindex_commit(db->values.index);
     return BKV_OK;
 }
 
@@ -236,26 +236,28 @@ static int edit_adds(const bkv_version_edit *edit, uint64_t number) {
  * a search skips), and a search that holds the index's read lock from
  * before it picks its version until it has probed sees all of them. */
 void bkv_db_value_index_forget(bkv_db *db, const uint64_t *numbers, size_t n) {
-    if (!db->vindex || !n) return;
-    pthread_mutex_lock(&db->vindex_update_mu);
-    for (size_t i = 0; i < n; i++) bkv_vindex_remove_table(db->vindex, numbers[i]);
-    uint64_t nodes = bkv_vindex_commit(db->vindex);
-    pthread_mutex_unlock(&db->vindex_update_mu);
+    if (!db->values.index || !n) return;
+    pthread_mutex_lock(&db->values.update_mu);
+    for (size_t i = 0; i < n; i++) bkv_vindex_remove_table(db->values.index, numbers[i]);
+    uint64_t nodes = bkv_vindex_commit(db->values.index);
+    pthread_mutex_unlock(&db->values.update_mu);
     BKV_COUNT(db, value_index_updates, 1);
     BKV_COUNT(db, value_index_nodes_recomputed, nodes);
 }
 
 static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int remove_added) {
     uint64_t t0 = bkv_monotonic_nanos();
-    pthread_mutex_lock(&db->vindex_update_mu);
+    pthread_mutex_lock(&db->values.update_mu);
     for (size_t i = 0; add && i < edit->nadded; i++)
-        if (!bkv_vindex_has_table(db->vindex, edit->added[i].meta->number)) index_table(db, edit->added[i].meta, 1);
+        if (!bkv_vindex_has_table(db->values.index, edit->added[i].meta->number))
+            index_table(db, edit->added[i].meta, 1);
     for (size_t i = 0; !add && !remove_added && i < edit->ndeleted; i++)
-        if (!edit_adds(edit, edit->deleted[i].number)) bkv_vindex_remove_table(db->vindex, edit->deleted[i].number);
+        if (!edit_adds(edit, edit->deleted[i].number))
+            bkv_vindex_remove_table(db->values.index, edit->deleted[i].number);
     for (size_t i = 0; remove_added && i < edit->nadded; i++)
-        bkv_vindex_remove_table(db->vindex, edit->added[i].meta->number);
-    uint64_t n = bkv_vindex_commit(db->vindex), locked = bkv_vindex_take_locked_micros(db->vindex);
-    pthread_mutex_unlock(&db->vindex_update_mu);
+        bkv_vindex_remove_table(db->values.index, edit->added[i].meta->number);
+    uint64_t n = bkv_vindex_commit(db->values.index), locked = bkv_vindex_take_locked_micros(db->values.index);
+    pthread_mutex_unlock(&db->values.update_mu);
     BKV_COUNT(db, value_index_updates, 1);
     BKV_COUNT(db, value_index_nodes_recomputed, n);
     BKV_COUNT(db, value_index_update_micros, (bkv_monotonic_nanos() - t0) / 1000);
@@ -264,12 +266,12 @@ static void index_update(bkv_db *db, const bkv_version_edit *edit, int add, int 
 
 void bkv_db_value_index_add(bkv_db *db, const bkv_version_edit *edit) {
     BKV_ASSERT_UNLOCKED(db);
-    if (db->vindex && edit->nadded) index_update(db, edit, 1, 0);
+    if (db->values.index && edit->nadded) index_update(db, edit, 1, 0);
 }
 
 void bkv_db_value_index_finish(bkv_db *db, const bkv_version_edit *edit, int installed) {
     BKV_ASSERT_UNLOCKED(db);
-    if (db->vindex && (installed ? edit->ndeleted : edit->nadded)) index_update(db, edit, 0, !installed);
+    if (db->values.index && (installed ? edit->ndeleted : edit->nadded)) index_update(db, edit, 0, !installed);
 }
 
 /* ---- search ---- */
@@ -573,7 +575,7 @@ static const bkv_file_meta *find_file(const bkv_tree_version *v, uint64_t number
 /* The entries a candidate partition holds, as the plan counts them: P,
  * or the whole table's when it is one partition or smaller than P. */
 static uint64_t span_entries(const finder *fd, const leaf_span *sp) {
-    uint64_t p = fd->db->vparams.partition_entries, n = sp->file->entries;
+    uint64_t p = fd->db->values.params.partition_entries, n = sp->file->entries;
     return p && sp->leaf.last_block != UINT32_MAX && p < n ? p : n;
 }
 
@@ -583,7 +585,7 @@ static int scan_tagged(finder *fd, bkv_table *t, const bkv_vleaf_ref *lf, int re
     uint8_t stack[256], *maybe = NULL;
     uint32_t nb = lf->last_block != UINT32_MAX ? lf->last_block - lf->first_block + 1 : 0;
     if (fd->ntags && nb) maybe = nb <= sizeof stack ? stack : malloc(nb);
-    if (!maybe || !bkv_vs_blocks(t, fd->db->vparams.seed, lf->first_block, lf->last_block, fd->tags,
+    if (!maybe || !bkv_vs_blocks(t, fd->db->values.params.seed, lf->first_block, lf->last_block, fd->tags,
                                           fd->ntags, read_flags, maybe)) {
         if (maybe != stack) free(maybe);
         return bkv_table_scan_blocks(t, lf->first_block, lf->last_block, read_flags, bkv_db_tstats(fd->db), consider,
@@ -739,7 +741,7 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
                 rc = add_leaf(fd, &(bkv_vleaf_ref){f->number, 0, 0, UINT32_MAX});
             } else {
                 bkv_vs_table_probe vs;
-                rc = bkv_vs_probe(bkv_cache_value(entry), &fd->db->vparams, h, &vs);
+                rc = bkv_vs_probe(bkv_cache_value(entry), &fd->db->values.params, h, &vs);
                 fd->st->nodes_probed++;
                 fd->st->nodes_positive += (uint64_t)vs.summary_maybe;
                 fd->st->leaves += vs.partitions;
@@ -764,7 +766,7 @@ static int search_tables(finder *fd, const bkv_read_state *rs, uint64_t h, int r
     for (size_t i = 0; i < nmaybe; i++) {
         table_hits th = {fd, maybe[i].number};
         if (!rc)
-            rc = bkv_vs_match(bkv_cache_value(maybe[i].entry), &fd->db->vparams, h, read_flags, add_table_part,
+            rc = bkv_vs_match(bkv_cache_value(maybe[i].entry), &fd->db->values.params, h, read_flags, add_table_part,
                                        &th);
         bkv_cache_release(fd->db->table_cache, maybe[i].entry);
     }
@@ -782,11 +784,12 @@ static int search_index(finder *fd, const bkv_read_state *rs, const uint64_t *ha
     for (size_t t = 0; t < q->n; t++) {
         if (t > 0 && q->mode == BKV_FIND_ALL && fd->nleaves == 0) break;
         bkv_vf_probe probe;
-        bkv_vf_probe_from_hash(&probe, &db->vparams, hashes[t]);
+        bkv_vf_probe_from_hash(&probe, &db->values.params, hashes[t]);
         size_t before = fd->nleaves;
         uint64_t counted = fd->st->leaves;
-        int rc = db->vrec.shape == BKV_VALUE_INDEX_PAGED ? search_tables(fd, rs, hashes[t], read_flags)
-                                                         : bkv_vindex_search(db->vindex, &probe, add_leaf, fd, fd->st);
+        int rc = db->values.rec.shape == BKV_VALUE_INDEX_PAGED
+                     ? search_tables(fd, rs, hashes[t], read_flags)
+                     : bkv_vindex_search(db->values.index, &probe, add_leaf, fd, fd->st);
         if (rc) return rc;
         leaves = fd->st->leaves - counted;
         fd->st->leaves = counted;
@@ -870,23 +873,23 @@ static int plan_search(finder *fd, const bkv_read_options *ro, bkv_read_state *r
         fd->ntags = fd->q->mode == BKV_FIND_ALL ? 1 : fd->q->n;
         for (size_t t = 0; t < fd->ntags; t++) fd->tags[t] = bkv_vt_tag(hashes[t]);
     }
-    if (db->vrec.shape == BKV_VALUE_INDEX_PAGED) {
+    if (db->values.rec.shape == BKV_VALUE_INDEX_PAGED) {
         /* Nothing to lock: each table of the version answers for itself. */
         bkv_read_state_acquire(db, ro, rs);
         rc = search_index(fd, rs, hashes, ro ? bkv_db_read_flags(ro) : BKV_READ_FILL_CACHE);
     } else {
         /* The lock first: the version picked under it has all its tables
          * in the index until the probe is done. */
-        pthread_rwlock_rdlock(&db->vindex_lock);
+        pthread_rwlock_rdlock(&db->values.lock);
         bkv_read_state_acquire(db, ro, rs);
-        if (!bkv_vindex_broken(db->vindex)) {
+        if (!bkv_vindex_broken(db->values.index)) {
             rc = search_index(fd, rs, hashes, 0);
         } else {
             for (int l = 0; l < BKV_MAX_LEVELS; l++)
                 for (size_t i = 0; !rc && i < rs->version->nfiles[l]; i++)
                     rc = add_leaf(fd, &(bkv_vleaf_ref){rs->version->files[l][i]->number, 0, 0, UINT32_MAX});
         }
-        pthread_rwlock_unlock(&db->vindex_lock);
+        pthread_rwlock_unlock(&db->values.lock);
     }
     fd->snapshot = rs->snapshot;
     if (rc) return bkv_fail(e, BKV_NOMEM, "out of memory collecting partitions");
@@ -991,7 +994,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
         return bkv_db_error(db, BKV_INVALID, &(bkv_err){"bkv_find_iter_create: bkv_find_options.after is NULL with a length, or continue_on_error or plan is out of range"});
     bkv_read_options ro_local;
     if (bkv_db_read_options(db, &ro, &ro_local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
-    if (!db->vindex)
+    if (!db->values.index)
         return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: the database has no value index", db->path), &e);
     bkv_find_iter *it = calloc(1, sizeof *it);
     if (!it || !(it->term_bytes = malloc(total ? total : 1))) {
@@ -1032,7 +1035,7 @@ int bkv_find_iter_create(bkv_db *db, const bkv_read_options *ro, const void *con
     }
     BKV_COUNT(db, value_searches, 1);
     uint64_t hashes[MAX_QUERY_TERMS];
-    for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->vparams, it->terms[i], it->lens[i]);
+    for (size_t i = 0; i < n; i++) hashes[i] = bkv_vf_term_hash(&db->values.params, it->terms[i], it->lens[i]);
     it->have_rs = 1;
     int rc = plan_search(&it->fd, it->rop, &it->rs, hashes, it->have_last ? &it->last : NULL, &it->err);
     if (rc == FULL_SCAN) {
@@ -1212,4 +1215,92 @@ int bkv_find_value(bkv_db *db, const bkv_read_options *ro, const void *val, size
     if (!val && vlen) return bkv_db_arg_error(db, "bkv_find_value");
     const void *terms[1] = {val ? val : ""};
     return bkv_find_values(db, ro, terms, &vlen, 1, BKV_FIND_ALL, fn, arg, stats);
+}
+
+void bkv_db_value_state_init(bkv_db *db) {
+    pthread_rwlock_init(&db->values.lock, NULL);
+    pthread_mutex_init(&db->values.update_mu, NULL);
+}
+
+void bkv_db_value_state_free(bkv_db *db) {
+    bkv_vindex_free(db->values.index);
+    free(db->values.terms_arg);
+    free(db->values.leaving);
+    pthread_rwlock_destroy(&db->values.lock);
+    pthread_mutex_destroy(&db->values.update_mu);
+}
+
+void bkv_db_value_fork_prepare(bkv_db *db) {
+    pthread_mutex_lock(&db->values.update_mu);
+    pthread_rwlock_wrlock(&db->values.lock);
+}
+
+void bkv_db_value_fork_parent(bkv_db *db) {
+    pthread_rwlock_unlock(&db->values.lock);
+    pthread_mutex_unlock(&db->values.update_mu);
+}
+
+void bkv_db_value_fork_child(bkv_db *db) { bkv_db_value_state_init(db); }
+
+const bkv_value_index_rec *bkv_db_value_rec(const bkv_db *db) {
+    return db->values.has_rec ? &db->values.rec : NULL;
+}
+
+const bkv_vf_params *bkv_db_value_params(const bkv_db *db) {
+    return db->values.has_rec ? &db->values.params : NULL;
+}
+
+void bkv_db_value_rec_recovered(bkv_db *db, const bkv_value_index_rec *rec) {
+    db->values.rec = *rec;
+    db->values.has_rec = 1;
+}
+
+void bkv_db_value_copy_params(bkv_db *to, const bkv_db *from) { to->values.params = from->values.params; }
+
+int bkv_db_value_same_index(const bkv_db *a, const bkv_db *b) {
+    return a->values.has_rec == b->values.has_rec &&
+           (!a->values.has_rec || memcmp(&a->values.rec, &b->values.rec, sizeof a->values.rec) == 0);
+}
+
+int bkv_db_has_value_index(const bkv_db *db) { return db->values.index != NULL; }
+
+int bkv_db_value_index_info(bkv_db *db, bkv_vindex_info *in) {
+    if (!db->values.index) return 0;
+    pthread_rwlock_rdlock(&db->values.lock);
+    bkv_vindex_get_info(db->values.index, in);
+    pthread_rwlock_unlock(&db->values.lock);
+    return 1;
+}
+
+void bkv_db_value_leave_later(bkv_db *db, const bkv_version_edit *edit) {
+    BKV_ASSERT_LOCKED(db);
+    bkv_value_state *vs = &db->values;
+    if (vs->nleaving + edit->ndeleted > vs->cap_leaving) {
+        size_t cap = (vs->nleaving + edit->ndeleted) * 2;
+        uint64_t *grown = realloc(vs->leaving, cap * sizeof *grown);
+        if (!grown) {
+            bkv_db_unlock(db);
+            bkv_db_value_index_finish(db, edit, 1);
+            bkv_db_lock(db);
+            return;
+        }
+        vs->leaving = grown;
+        vs->cap_leaving = cap;
+    }
+    for (size_t i = 0; i < edit->ndeleted; i++) vs->leaving[vs->nleaving++] = edit->deleted[i].number;
+}
+
+int bkv_db_value_forget_leaving(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    bkv_value_state *vs = &db->values;
+    if (!vs->nleaving) return 0;
+    uint64_t *leaving = vs->leaving;
+    size_t n = vs->nleaving;
+    vs->leaving = NULL;
+    vs->nleaving = vs->cap_leaving = 0;
+    bkv_db_unlock(db);
+    bkv_db_value_index_forget(db, leaving, n);
+    free(leaving);
+    bkv_db_lock(db);
+    return 1;
 }

@@ -543,24 +543,6 @@ int bkv_delete(bkv_db *db, const bkv_write_options *wo, const void *key, size_t 
     return write_one(db, wo, BKV_TYPE_DELETION, key, klen, NULL, 0);
 }
 
-/* Hands the tables edit deleted to the background thread, to take out of
- * the value index; out of memory, takes them out now. REQUIRES: db->mu. */
-static void leave_index_later(bkv_db *db, const bkv_version_edit *edit) {
-    if (db->nleaving + edit->ndeleted > db->cap_leaving) {
-        size_t cap = (db->nleaving + edit->ndeleted) * 2;
-        uint64_t *grown = realloc(db->index_leaving, cap * sizeof *grown);
-        if (!grown) {
-            bkv_db_unlock(db);
-            bkv_db_value_index_finish(db, edit, 1);
-            bkv_db_lock(db);
-            return;
-        }
-        db->index_leaving = grown;
-        db->cap_leaving = cap;
-    }
-    for (size_t i = 0; i < edit->ndeleted; i++) db->index_leaving[db->nleaving++] = edit->deleted[i].number;
-}
-
 /* Whether table f lies wholly inside t's range. */
 static int table_inside(const bkv_file_meta *f, const bkv_range_tombstone *t) {
     return bkv_user_key_compare(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, t->begin, t->begin_len) >= 0 &&
@@ -608,7 +590,7 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
     /* The value index lets the dropped tables go on the background thread
      * (clearing a bit-sliced index's columns took a FLUSHALL of 2 M rows
      * most of its time); a search skips them meanwhile. */
-    if (!rc && db->vindex && edit.ndeleted) leave_index_later(db, &edit);
+    if (!rc && bkv_db_has_value_index(db) && edit.ndeleted) bkv_db_value_leave_later(db, &edit);
     bkv_edit_free(&edit);
     bkv_range_tombstone_unref(t);
     bkv_sched_wake(db); /* tables it dropped may change what is due */

@@ -25,8 +25,8 @@ bkv_memtable *bkv_mems_new_memtable(const bkv_db *db) {
     const bkv_options *o = &db->opts;
     uint64_t n = o->write_buffer_size / 64;
     bkv_memtable *m = bkv_memtable_new(o->memtable_filter ? (n < 1024 ? 1024 : n) : 0, db->mems.arena_pool);
-    if (m && db->has_vrec &&
-        bkv_memtable_index_terms(m, &db->vparams, o->value_terms, o->value_terms_arg, o->write_buffer_size / 128)) {
+    const bkv_vf_params *vp = bkv_db_value_params(db);
+    if (m && vp && bkv_memtable_index_terms(m, vp, o->value_terms, o->value_terms_arg, o->write_buffer_size / 128)) {
         bkv_memtable_unref(m);
         return NULL;
     }

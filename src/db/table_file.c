@@ -46,9 +46,10 @@ int bkv_table_file_open(bkv_db *db, uint64_t number, int level, int bottommost, 
         if (budget_bits < 1) to.filter_type = BKV_FILTER_NONE;
         else to.bits_per_key = budget_bits;
     }
-    if (db->has_vrec && (tf->values = bkv_table_values_for(&db->opts, bottommost, &db->vparams)))
+    const bkv_vf_params *vp = bkv_db_value_params(db);
+    if (vp && (tf->values = bkv_table_values_for(&db->opts, bottommost, vp)))
         to.collector = bkv_vs_collector_hook(tf->values);
-    if ((db->has_vrec && !tf->values) || !(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
+    if ((vp && !tf->values) || !(tf->builder = bkv_table_builder_new(&to, tf->file, tf->path))) {
         bkv_table_file_abandon(tf);
         return bkv_fail(e, BKV_NOMEM, "out of memory building %s", tf->path);
     }

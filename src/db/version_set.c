@@ -68,7 +68,7 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
         if (ed.has_log_number) *log_number = ed.log_number, have_log = 1;
         if (ed.has_next_file) db->vset.next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
-        if (ed.has_value_index) db->vrec = ed.value_index, db->has_vrec = 1;
+        if (ed.has_value_index) bkv_db_value_rec_recovered(db, &ed.value_index);
         if (ed.wal_marks) bkv_wal_set_note_marks(&db->wals);
         bkv_tree_version *nv;
         rc = bkv_tree_version_apply(v, &ed, &nv);
@@ -122,8 +122,9 @@ int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_ve
     edit.log_number = log_number;
     edit.next_file = next_file;
     edit.last_sequence = last_sequence;
-    edit.has_value_index = db->has_vrec;
-    edit.value_index = db->vrec;
+    const bkv_value_index_rec *vrec = bkv_db_value_rec(db);
+    edit.has_value_index = vrec != NULL;
+    if (vrec) edit.value_index = *vrec;
     edit.wal_marks = 1; /* every WAL written from now on follows log_sync.c */
     bkv_buf rec;
     bkv_buf_init(&rec);

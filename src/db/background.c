@@ -22,21 +22,6 @@
 #include "db/version_set.h"
 #include "util/ikey.h"
 
-int bkv_db_set_bg_error(bkv_db *db, int rc, const bkv_err *e) {
-    BKV_ASSERT_LOCKED(db);
-    if (!db->bg_error) {
-        db->bg_error = rc;
-        snprintf(db->bg_msg, sizeof db->bg_msg, "%s", e && e->msg[0] ? e->msg : bkv_strerror(rc));
-    }
-    pthread_cond_broadcast(&db->bg_cv);
-    return rc;
-}
-
-int bkv_db_bg_status(const bkv_db *db, bkv_err *e) {
-    BKV_ASSERT_LOCKED(db);
-    return bkv_fail(e, db->bg_error, "database is read-only after an earlier error: %s", db->bg_msg);
-}
-
 int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double budget_bits, bkv_file_meta **out,
                           bkv_err *e) {
     *out = NULL;
@@ -102,7 +87,7 @@ static void flush_one(bkv_db *db) {
         /* The WALs from the next memtable's on are still needed. */
         edit.has_log_number = 1;
         edit.log_number = bkv_mems_log_after_oldest(db);
-        rc = bkv_vset_commit(db, &edit, 1, &e);
+        rc = bkv_db_commit_edit(db, &edit, 1, &e);
     }
     db->sched.flushing = 0;
     bkv_edit_free(&edit);
@@ -212,13 +197,6 @@ static void *background_thread(void *arg) {
     return NULL;
 }
 
-void bkv_sched_init(bkv_scheduler *s) {
-    memset(s, 0, sizeof *s);
-    pthread_cond_init(&s->work_cv, NULL);
-}
-
-void bkv_sched_free(bkv_scheduler *s) { pthread_cond_destroy(&s->work_cv); }
-
 int bkv_sched_start(bkv_db *db, int n, bkv_err *e) {
     BKV_ASSERT_UNLOCKED(db);
     for (int i = 0; i < n; i++) {
@@ -227,58 +205,6 @@ int bkv_sched_start(bkv_db *db, int n, bkv_err *e) {
         db->sched.nthreads++;
     }
     return BKV_OK;
-}
-
-void bkv_sched_stop(bkv_db *db) {
-    BKV_ASSERT_UNLOCKED(db);
-    bkv_db_lock(db);
-    atomic_store_explicit(&db->sched.shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
-    pthread_cond_broadcast(&db->sched.work_cv);
-    bkv_db_unlock(db);
-    for (int i = 0; i < db->sched.nthreads; i++) pthread_join(db->sched.threads[i], NULL);
-    db->sched.nthreads = 0;
-}
-
-int bkv_sched_stopping(const bkv_db *db) {
-    return atomic_load_explicit(&db->sched.shutting_down, memory_order_relaxed);
-}
-
-void bkv_sched_wake(bkv_db *db) {
-    BKV_ASSERT_LOCKED(db);
-    pthread_cond_broadcast(&db->sched.work_cv);
-}
-
-int bkv_sched_flushing(const bkv_db *db) {
-    BKV_ASSERT_LOCKED(db);
-    return db->sched.flushing;
-}
-
-int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e) {
-    BKV_ASSERT_LOCKED(db);
-    while (db->sched.compacting && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
-    if (db->bg_error) return bkv_db_bg_status(db, e);
-    db->sched.compacting = 1;
-    return BKV_OK;
-}
-
-void bkv_sched_release_compaction(bkv_db *db) {
-    BKV_ASSERT_LOCKED(db);
-    db->sched.compacting = 0;
-    pthread_cond_broadcast(&db->bg_cv);
-    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed may make a compaction due */
-}
-
-#define WRITE_PAUSE_NANOS 1000000000u
-
-void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks) {
-    BKV_ASSERT_UNLOCKED(db);
-    if (db->opts.compaction_style != BKV_COMPACTION_LEVELED || !db->opts.compact_for_reads ||
-        bkv_coarse_nanos() - atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) < WRITE_PAUSE_NANOS ||
-        !bkv_tree_version_charge_seeks(v, key, klen, seeks))
-        return;
-    bkv_db_lock(db);
-    pthread_cond_broadcast(&db->sched.work_cv);
-    bkv_db_unlock(db);
 }
 
 int bkv_compact(bkv_db *db) {

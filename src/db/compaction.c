@@ -368,7 +368,7 @@ void bkv_run_compaction(bkv_db *db, bkv_compaction *c) {
                     c->inputs[w][i]->obsolete = 1;
                 }
         outputs_unrecorded = 0;
-        rc = bkv_vset_commit(db, &edit, !c->trivial_move, &e);
+        rc = bkv_db_commit_edit(db, &edit, !c->trivial_move, &e);
         if (rc)
             for (int w = 0; w < 2; w++)
                 for (size_t i = 0; i < c->ninputs[w]; i++) c->inputs[w][i]->obsolete = 0;

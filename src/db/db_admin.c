@@ -18,16 +18,6 @@
 #include "util/ikey.h"
 #include "util/mutex.h"
 
-bkv_db *bkv_db_scratch(const bkv_env *env, const char *path) {
-    size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
-    bkv_db *db = aligned_alloc(64, size);
-    if (!db) return NULL;
-    memset(db, 0, size);
-    db->env = env;
-    db->path = (char *)path;
-    return db;
-}
-
 /* Whether manifest number in path replays whole and (with tables) every
  * table it names exists: the test a manifest passes before repair lets
  * CURRENT name it, and (without) before destroy takes the directory for
@@ -35,8 +25,8 @@ bkv_db *bkv_db_scratch(const bkv_env *env, const char *path) {
 static int manifest_intact(const bkv_env *env, const char *path, uint64_t number, int tables, bkv_err *e) {
     bkv_db *db = bkv_db_scratch(env, path);
     if (!db) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    uint64_t log_number = 0;
-    int rc = bkv_vset_replay(db, number, &log_number, e);
+    bkv_manifest_found found;
+    int rc = bkv_vset_replay(db, number, &found, e);
     const bkv_tree_version *v = bkv_vset_current(&db->vset);
     for (int l = 0; tables && !rc && l < BKV_MAX_LEVELS; l++)
         for (size_t i = 0; !rc && i < v->nfiles[l]; i++) {
@@ -293,8 +283,8 @@ int bkv_checkpoint(bkv_db *db, const char *dir) {
     }
     bkv_log_writer lw;
     if (!rc)
-        rc = bkv_vset_write_snapshot(db, dir, v, manifest_number, log_number, manifest_number + 1, last_sequence, NULL,
-                                     &lw, &e);
+        rc = bkv_vset_write_snapshot(db, dir, v, manifest_number, bkv_db_value_rec(db), log_number, manifest_number + 1,
+                                     last_sequence, NULL, &lw, &e);
     if (!rc) rc = db->env->sync_dir(db->env, dir, &e);
     if (!rc) rc = bkv_env_sync_parent(db->env, dir, &e); /* the checkpoint's own name */
     bkv_tree_version_unref(v);

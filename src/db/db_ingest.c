@@ -380,7 +380,7 @@ static int install(bkv_db *db, ingest_file *files, size_t n, int *committing, bk
         if (seq) db->last_sequence = seq; /* written to the manifest with the edit */
         else db->ingesting_unsequenced = 1;
         *committing = 1;
-        rc = bkv_vset_commit(db, &edit, 1, e);
+        rc = bkv_db_commit_edit(db, &edit, 1, e);
         if (!rc) atomic_store_explicit(&db->visible_sequence, db->last_sequence, memory_order_release);
     }
     bkv_edit_free(&edit);

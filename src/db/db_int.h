@@ -328,6 +328,22 @@ void bkv_db_value_leave_later(bkv_db *db, const bkv_version_edit *edit);
 /* The background thread's share: 1 if it took tables out of the index
  * (db->mu released meanwhile), 0 when none were waiting. REQUIRES: db->mu. */
 int bkv_db_value_forget_leaving(bkv_db *db);
+/* A search of an in-memory index: the read lock first (the version it
+ * then picks has all its tables in the index until the probe is done),
+ * whether the index is broken (out of memory in an update: every table is
+ * then a candidate), and the probe. */
+void bkv_db_value_index_read_lock(bkv_db *db);
+void bkv_db_value_index_read_unlock(bkv_db *db);
+int bkv_db_value_index_broken(const bkv_db *db);
+int bkv_db_value_index_search(bkv_db *db, const bkv_vf_probe *probe, bkv_vindex_hit_fn fn, void *arg,
+                              bkv_find_stats *st);
+
+/* Installs a version edit (commit.c): logged and applied by the version
+ * set, published to reads, the value index kept in step (reindex: the
+ * edit adds or drops tables; 0 for a move that keeps every table): added
+ * tables enter the index before the version is installed, dropped ones
+ * leave after. REQUIRES: db->mu held; drops it while updating the index. */
+int bkv_db_commit_edit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e);
 
 /* Holding every write back (db_write.c): hold waits until w leads the
  * write queue, so no write is applied until release; the holder may then

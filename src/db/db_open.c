@@ -35,46 +35,15 @@ int bkv_library_version(void) { return BKV_VERSION_NUMBER; }
 
 void bkv_free(void *p) { free(p); }
 
-/* The last error of each thread, like errno: per thread, so any number of
- * threads keep their own message, and tagged with the handle it came from
- * (NULL for an open that failed) so a message is not shown for another. */
-static _Thread_local struct {
-    const void *owner;
-    char msg[BKV_ERR_LEN];
-} last_error;
-
-#ifdef BKV_CHECK_INVARIANTS
-/* A value unique to the calling thread, for the mutex owner check. */
-uintptr_t bkv_thread_token(void) {
-    static _Thread_local char token;
-    return (uintptr_t)&token;
+bkv_db *bkv_db_scratch(const bkv_env *env, const char *path) {
+    size_t size = (sizeof(bkv_db) + 63) / 64 * 64;
+    bkv_db *db = aligned_alloc(64, size);
+    if (!db) return NULL;
+    memset(db, 0, size);
+    db->env = env;
+    db->path = (char *)path;
+    return db;
 }
-#endif
-
-int bkv_db_error(bkv_db *db, int rc, const bkv_err *err) {
-    if (rc >= 0) return rc;
-    last_error.owner = db;
-    snprintf(last_error.msg, sizeof last_error.msg, "%s", err && err->msg[0] ? err->msg : bkv_strerror(rc));
-    return rc;
-}
-
-int bkv_db_arg_error(bkv_db *db, const char *call) {
-    bkv_err e;
-    return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: a NULL handle or pointer argument (or a NULL key or value "
-                                                     "with a length)", call), &e);
-}
-
-int bkv_db_read_only_error(bkv_db *db, const char *call) {
-    bkv_err e;
-    return bkv_db_error(db, bkv_fail(&e, BKV_INVALID, "%s: %s is open read-only: open it for writing", call,
-                                     db->path), &e);
-}
-
-const char *bkv_errmsg(bkv_db *db) {
-    if (db && last_error.owner != db) return "";
-    return last_error.msg;
-}
-
 
 static int memtable_insert(void *arg, uint64_t seq, unsigned type, const uint8_t *key, size_t klen,
                            const uint8_t *val, size_t vlen) {
@@ -358,13 +327,26 @@ static int open_new_log(bkv_db *db, bkv_err *e) {
     return BKV_OK;
 }
 
+/* The manifest CURRENT names, replayed: the version set takes the
+ * version, and the parts that own the rest take theirs; *log_number is
+ * the oldest WAL still needed. */
+static int recover_manifest(bkv_db *db, uint64_t *log_number, bkv_err *e) {
+    bkv_manifest_found found;
+    int rc = bkv_vset_recover(db, &found, e);
+    if (rc) return rc;
+    *log_number = found.log_number;
+    if (found.has_value_index) bkv_db_value_rec_recovered(db, &found.value_index);
+    if (found.wal_marks) bkv_wal_set_note_marks(&db->wals);
+    return BKV_OK;
+}
+
 static int recover(bkv_db *db, int exists, bkv_err *e) {
     recovery rec;
     memset(&rec, 0, sizeof rec);
     bkv_edit_init(&rec.edit);
     int rc = BKV_OK;
     if (bkv_vset_init(&db->vset)) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    if (exists) rc = bkv_vset_recover(db, &rec.log_number, e);
+    if (exists) rc = recover_manifest(db, &rec.log_number, e);
     /* Before replay: tables it writes carry value filters. */
     if (!rc) rc = bkv_db_value_index_setup(db, e);
     if (!rc) rc = replay_logs(db, &rec, e);
@@ -384,7 +366,7 @@ static int recover(bkv_db *db, int exists, bkv_err *e) {
                 rc = bkv_fail(e, BKV_CORRUPTION, "%s: missing, but the manifest lists it at level %d (offset 0)", t, l);
         }
     if (!rc && !db->opts.read_only) rc = open_new_log(db, e);
-    if (!rc && !db->opts.read_only) rc = bkv_vset_write_manifest(db, e);
+    if (!rc && !db->opts.read_only) rc = bkv_vset_write_manifest(db, bkv_mems_active_log(db), bkv_db_value_rec(db), e);
     if (!rc && db->repair) rc = bkv_repair_set_aside(db, e);
     if (!rc) rc = bkv_db_value_index_open(db, e);
     if (!rc) {
@@ -642,7 +624,7 @@ static int reread_state(bkv_db *db, reread *r, bkv_err *e) {
     bkv_wal_set_init(&s->wals);
     r->shell = s;
     if (bkv_vset_init(&s->vset)) return bkv_fail(e, BKV_NOMEM, "out of memory");
-    int rc = bkv_vset_recover(s, &r->rec.log_number, e);
+    int rc = recover_manifest(s, &r->rec.log_number, e);
     if (!rc && !bkv_db_value_same_index(s, db))
         rc = bkv_fail(e, BKV_BUSY, "the database's value index changed since it was opened: open it again");
     if (!rc) rc = replay_logs(s, &r->rec, e);

@@ -14,73 +14,21 @@
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/read_view.h"
+#include "db/scheduler.h"
 #include "db/version_set.h"
 #include "util/ikey.h"
 
-void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
+#define WRITE_PAUSE_NANOS 1000000000u
+
+void bkv_db_charge_seeks(bkv_db *db, bkv_tree_version *v, const void *key, size_t klen, int seeks) {
+    BKV_ASSERT_UNLOCKED(db);
+    if (db->opts.compaction_style != BKV_COMPACTION_LEVELED || !db->opts.compact_for_reads ||
+        bkv_coarse_nanos() - atomic_load_explicit(&db->last_write_nanos, memory_order_relaxed) < WRITE_PAUSE_NANOS ||
+        !bkv_tree_version_charge_seeks(v, key, klen, seeks))
+        return;
     bkv_db_lock(db);
-    bkv_read_state_acquire_locked(db, ro, rs);
+    bkv_sched_wake(db);
     bkv_db_unlock(db);
-}
-
-void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
-    BKV_ASSERT_LOCKED(db);
-    rs->mem = bkv_mems_active(db);
-    bkv_memtable_ref(rs->mem);
-    rs->nimm = bkv_mems_ref_immutable(db, rs->imm);
-    rs->version = bkv_vset_current(&db->vset);
-    atomic_fetch_add_explicit(&rs->version->refs, 1, memory_order_relaxed);
-    rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
-                                      : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
-}
-
-void bkv_read_state_release(bkv_read_state *rs) {
-    bkv_memtable_unref(rs->mem);
-    for (int i = 0; i < rs->nimm; i++) bkv_memtable_unref(rs->imm[i]);
-    bkv_tree_version_unref(rs->version);
-}
-
-static void table_deleter(uint64_t k1, uint64_t k2, void *v) {
-    (void)k1, (void)k2;
-    bkv_table_close(v);
-}
-
-/* A table stays pinned in its file's metadata while max_open_files
- * allows: a get then reaches it with one atomic load, where a table cache
- * lookup takes a shard lock twice (lookup and release), and two threads
- * reading the same tables would fight over those locks. Past the budget,
- * tables go through the table cache as before. */
-int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e) {
-    bkv_file_meta *meta = (bkv_file_meta *)f; /* the pin is a cache, not part of the version */
-    if ((*entry = atomic_load_explicit(&meta->pinned, memory_order_acquire))) return BKV_OK;
-    if ((*entry = bkv_cache_lookup(db->table_cache, f->number, 0))) return BKV_OK;
-    char path[BKV_PATH_MAX];
-    bkv_table_name(path, db->path, f->number);
-    bkv_table *t;
-    int rc = bkv_table_open(db->env, path, f->number, db->block_cache, bkv_db_tstats(db), &t, e);
-    if (rc) return rc;
-    bkv_table_set_global_seq(t, f->global_seq);
-    if (atomic_fetch_add_explicit(&db->pinned_tables, 1, memory_order_relaxed) < db->opts.max_open_files) {
-        bkv_cache_entry *pin = bkv_cache_pinned_new(f->number, t, table_deleter), *none = NULL;
-        if (pin) {
-            if (atomic_compare_exchange_strong(&meta->pinned, &none, pin)) {
-                meta->pin_count = &db->pinned_tables; /* only the winner writes it; read when the meta is freed */
-                atomic_store_explicit(&meta->key_filter, bkv_table_filter(t), memory_order_release);
-                *entry = pin;
-                return BKV_OK;
-            }
-            bkv_cache_pinned_free(pin); /* another reader pinned it first: use theirs */
-            atomic_fetch_sub_explicit(&db->pinned_tables, 1, memory_order_relaxed);
-            *entry = none;
-            return BKV_OK;
-        }
-    }
-    atomic_fetch_sub_explicit(&db->pinned_tables, 1, memory_order_relaxed);
-    if (!(*entry = bkv_cache_insert(db->table_cache, f->number, 0, t, 1, table_deleter))) {
-        bkv_table_close(t);
-        return bkv_fail(e, BKV_NOMEM, "out of memory caching %s", path);
-    }
-    return BKV_OK;
 }
 
 /* What a read counts, added to the thread's counter stripe once at its
@@ -443,15 +391,6 @@ void bkv_snapshot_release(bkv_db *db, const bkv_snapshot *snap) {
     if (s != &db->snapshots) free(s);
 }
 
-int bkv_db_range_may_intersect(bkv_db *db, const bkv_table *t, const bkv_read_options *ro) {
-    if (!bkv_table_has_range_filter(t)) return 1;
-    int maybe = bkv_table_range_may_intersect(t, ro->lower_bound, ro->lower_bound_len, ro->upper_bound,
-                                              ro->upper_bound_len);
-    BKV_COUNT(db, range_filter_probes, 1);
-    BKV_COUNT(db, range_filter_negatives, !maybe);
-    return maybe;
-}
-
 int bkv_db_read_flags(const bkv_read_options *ro) {
     if (!ro) return BKV_READ_FILL_CACHE;
     return (ro->fill_cache ? BKV_READ_FILL_CACHE : 0) | (ro->verify_checksums ? BKV_READ_VERIFY_ALL : 0);
@@ -471,11 +410,3 @@ int bkv_db_read_options(const bkv_db *db, const bkv_read_options **rop, bkv_read
     return BKV_OK;
 }
 
-uint64_t bkv_db_oldest_snapshot(bkv_db *db) {
-    BKV_ASSERT_LOCKED(db);
-    /* Without snapshots, what reads see now: a sequence handed out but not
-     * yet visible (a range deletion or ingest whose edit is being logged)
-     * is not yet known to every reader. */
-    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq
-                                                : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
-}

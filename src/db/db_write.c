@@ -51,11 +51,6 @@
 
 static int max_imm(const bkv_db *db) { return db->opts.max_write_buffer_number - 1; }
 
-int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
-    if (db->opts.wal_mmap) return bkv_env_new_log(db->env, path, mode, out, e);
-    return db->env->new_writable(db->env, path, mode, out, e);
-}
-
 /* Makes the active memtable immutable and starts a new WAL.
  * REQUIRES: db->mu held, by the write leader, and nimm < max_imm. The
  * mutex is released while the logs are ended and created: only the write
@@ -584,7 +579,7 @@ int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin,
         }
     if (!rc) {
         db->last_sequence = seq; /* written to the manifest with the edit */
-        rc = bkv_vset_commit(db, &edit, 0, &e);
+        rc = bkv_db_commit_edit(db, &edit, 0, &e);
         if (!rc) atomic_store_explicit(&db->visible_sequence, seq, memory_order_release);
     }
     /* The value index lets the dropped tables go on the background thread

@@ -184,3 +184,12 @@ void bkv_skip_log_add_file(bkv_skip_log *log, const bkv_file_meta *f, const bkv_
 void bkv_level_iter_set_bounds(bkv_ikey_iter *it, const bkv_read_options *bounds) {
     ((level_iter *)it)->bounds = bounds;
 }
+
+int bkv_db_range_may_intersect(bkv_db *db, const bkv_table *t, const bkv_read_options *ro) {
+    if (!bkv_table_has_range_filter(t)) return 1;
+    int maybe = bkv_table_range_may_intersect(t, ro->lower_bound, ro->lower_bound_len, ro->upper_bound,
+                                              ro->upper_bound_len);
+    BKV_COUNT(db, range_filter_probes, 1);
+    BKV_COUNT(db, range_filter_negatives, !maybe);
+    return maybe;
+}

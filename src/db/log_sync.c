@@ -142,6 +142,11 @@ int bkv_db_want_spare_log(const bkv_db *db) {
     return !db->wals.spare && db->wals.active && !db->bg_error && db->wals.spare_for != db->wals.newest;
 }
 
+int bkv_db_new_wal(bkv_db *db, const char *path, unsigned mode, bkv_wfile **out, bkv_err *e) {
+    if (db->opts.wal_mmap) return bkv_env_new_log(db->env, path, mode, out, e);
+    return db->env->new_writable(db->env, path, mode, out, e);
+}
+
 void bkv_db_discard_wal(bkv_db *db, bkv_wfile *f, uint64_t number) {
     bkv_file_close(f, NULL);
     char path[BKV_PATH_MAX];

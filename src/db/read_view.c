@@ -107,3 +107,35 @@ int bkv_views_retired(const bkv_db *db) { return db->views.retired != NULL; }
 void bkv_views_fork_prepare(bkv_db *db) { pthread_mutex_lock(&db->views.grace_mu); }
 void bkv_views_fork_parent(bkv_db *db) { pthread_mutex_unlock(&db->views.grace_mu); }
 void bkv_views_fork_child(bkv_db *db) { pthread_mutex_init(&db->views.grace_mu, NULL); }
+
+void bkv_read_state_acquire(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
+    bkv_db_lock(db);
+    bkv_read_state_acquire_locked(db, ro, rs);
+    bkv_db_unlock(db);
+}
+
+void bkv_read_state_acquire_locked(bkv_db *db, const bkv_read_options *ro, bkv_read_state *rs) {
+    BKV_ASSERT_LOCKED(db);
+    rs->mem = bkv_mems_active(db);
+    bkv_memtable_ref(rs->mem);
+    rs->nimm = bkv_mems_ref_immutable(db, rs->imm);
+    rs->version = bkv_vset_current(&db->vset);
+    atomic_fetch_add_explicit(&rs->version->refs, 1, memory_order_relaxed);
+    rs->snapshot = ro && ro->snapshot ? ro->snapshot->seq
+                                      : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+}
+
+void bkv_read_state_release(bkv_read_state *rs) {
+    bkv_memtable_unref(rs->mem);
+    for (int i = 0; i < rs->nimm; i++) bkv_memtable_unref(rs->imm[i]);
+    bkv_tree_version_unref(rs->version);
+}
+
+uint64_t bkv_db_oldest_snapshot(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    /* Without snapshots, what reads see now: a sequence handed out but not
+     * yet visible (a range deletion or ingest whose edit is being logged)
+     * is not yet known to every reader. */
+    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq
+                                                : atomic_load_explicit(&db->visible_sequence, memory_order_acquire);
+}

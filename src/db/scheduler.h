@@ -2,8 +2,9 @@
  * The background scheduler: the threads that flush immutable memtables and
  * compact, and the two jobs that must not overlap (one flush, one
  * compaction at a time; an ingest placing tables counts as a compaction).
- * Its fields (bkv_scheduler in db_int.h) are touched only by background.c;
- * every other file goes through these calls.
+ * Its fields (bkv_scheduler in db_int.h) are touched only by scheduler.c
+ * (the bookkeeping) and background.c (the threads and the jobs they run,
+ * and bkv_sched_start); every other file goes through these calls.
  */
 #ifndef BKV_DB_SCHEDULER_H
 #define BKV_DB_SCHEDULER_H

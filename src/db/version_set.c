@@ -1,26 +1,17 @@
 /*
  * The version set: the database's persistent state, as the manifest
  * records it. Reading the manifest at open, writing a fresh one, and
- * committing each change (a flush or a compaction) as a version edit that
- * is appended and synced before the new version is installed.
- *
- * The value index follows the versions: a table enters the index before
- * the version naming it is installed, and leaves after the version that
- * drops it (docs/design.md, "Search by value"), so a search that picks a
- * version never misses a table of it. bkv_vset_commit applies that rule
- * for every edit.
+ * logging each change (a flush or a compaction) as a version edit that is
+ * appended and synced before the new version is installed. What else an
+ * installed edit sets off (the value index kept in step, the read view
+ * published) is commit.c's.
  */
-#include "db/memtables.h"
-#include "db/version_set.h"
-
-#include "db/db_int.h"
-
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/db_int.h"
 #include "db/filename.h"
-#include "db/read_view.h"
-#include "db/write_batch.h"
+#include "db/version_set.h"
 
 int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e) {
     char path[BKV_PATH_MAX];
@@ -42,13 +33,14 @@ int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bk
     return BKV_OK;
 }
 
-int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e) {
+int bkv_vset_recover(bkv_db *db, bkv_manifest_found *found, bkv_err *e) {
     uint64_t number;
     int rc = bkv_read_current(db->env, db->path, &number, e);
-    return rc ? rc : bkv_vset_replay(db, number, log_number, e);
+    return rc ? rc : bkv_vset_replay(db, number, found, e);
 }
 
-int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *e) {
+int bkv_vset_replay(bkv_db *db, uint64_t number, bkv_manifest_found *found, bkv_err *e) {
+    memset(found, 0, sizeof *found);
     char path[BKV_PATH_MAX];
     uint8_t *data;
     size_t len;
@@ -65,11 +57,11 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
         bkv_version_edit ed;
         rc = bkv_edit_decode(&ed, r.record.data, r.record.len, path, r.record_offset, e);
         if (rc) break;
-        if (ed.has_log_number) *log_number = ed.log_number, have_log = 1;
+        if (ed.has_log_number) found->log_number = ed.log_number, have_log = 1;
         if (ed.has_next_file) db->vset.next_file = ed.next_file, have_next = 1;
         if (ed.has_last_sequence) db->last_sequence = ed.last_sequence, have_seq = 1;
-        if (ed.has_value_index) bkv_db_value_rec_recovered(db, &ed.value_index);
-        if (ed.wal_marks) bkv_wal_set_note_marks(&db->wals);
+        if (ed.has_value_index) found->value_index = ed.value_index, found->has_value_index = 1;
+        if (ed.wal_marks) found->wal_marks = 1;
         bkv_tree_version *nv;
         rc = bkv_tree_version_apply(v, &ed, &nv);
         bkv_edit_free(&ed);
@@ -90,10 +82,10 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
      * log number is still there, nothing committed is being dropped. */
     if (rc == BKV_OK && dropped && have_log) {
         char log[BKV_PATH_MAX];
-        bkv_wal_name(log, db->path, *log_number);
+        bkv_wal_name(log, db->path, found->log_number);
         if (!db->env->file_exists(db->env, log))
             rc = bkv_fail(e, BKV_CORRUPTION, "%s: damaged record at offset %llu was committed (%06llu.log is gone)",
-                          path, (unsigned long long)dropped_at, (unsigned long long)*log_number);
+                          path, (unsigned long long)dropped_at, (unsigned long long)found->log_number);
     }
     if (rc == BKV_OK && !(have_next && have_log && have_seq))
         rc = bkv_fail(e, BKV_CORRUPTION, "%s: manifest lacks its log number, next file or sequence (offset 0)", path);
@@ -108,8 +100,8 @@ int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *
 }
 
 int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_version *v, uint64_t manifest_number,
-                            uint64_t log_number, uint64_t next_file, uint64_t last_sequence, bkv_wfile **keep,
-                            bkv_log_writer *lw, bkv_err *e) {
+                            const bkv_value_index_rec *vrec, uint64_t log_number, uint64_t next_file,
+                            uint64_t last_sequence, bkv_wfile **keep, bkv_log_writer *lw, bkv_err *e) {
     char path[BKV_PATH_MAX];
     bkv_manifest_name(path, dir, manifest_number);
     bkv_wfile *f;
@@ -122,7 +114,6 @@ int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_ve
     edit.log_number = log_number;
     edit.next_file = next_file;
     edit.last_sequence = last_sequence;
-    const bkv_value_index_rec *vrec = bkv_db_value_rec(db);
     edit.has_value_index = vrec != NULL;
     if (vrec) edit.value_index = *vrec;
     edit.wal_marks = 1; /* every WAL written from now on follows log_sync.c */
@@ -151,11 +142,11 @@ int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_ve
     return rc;
 }
 
-int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
+int bkv_vset_write_manifest(bkv_db *db, uint64_t log_number, const bkv_value_index_rec *vrec, bkv_err *e) {
     uint64_t number = db->vset.next_file++;
     bkv_wfile *f;
     bkv_log_writer lw;
-    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, bkv_mems_active_log(db), db->vset.next_file,
+    int rc = bkv_vset_write_snapshot(db, db->path, db->vset.current, number, vrec, log_number, db->vset.next_file,
                                      db->last_sequence, &f, &lw, e);
     if (rc) return rc;
     db->vset.manifest = f;
@@ -163,7 +154,7 @@ int bkv_vset_write_manifest(bkv_db *db, bkv_err *e) {
     db->vset.manifest_number = number;
     /* As a replay of the new manifest would read it (nothing else holds
      * the version yet: this runs at open). */
-    db->vset.current->log_number = bkv_mems_active_log(db);
+    db->vset.current->log_number = log_number;
     return BKV_OK;
 }
 
@@ -211,25 +202,9 @@ int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e) {
     }
     bkv_tree_version_unref(db->vset.current);
     db->vset.current = nv;
-    bkv_view_publish(db);
     return BKV_OK;
 }
 
-int bkv_vset_commit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e) {
-    BKV_ASSERT_LOCKED(db);
-    if (reindex) {
-        bkv_db_unlock(db);
-        bkv_db_value_index_add(db, edit);
-        bkv_db_lock(db);
-    }
-    int rc = bkv_vset_log_and_apply(db, edit, e);
-    if (reindex) {
-        bkv_db_unlock(db);
-        bkv_db_value_index_finish(db, edit, rc == BKV_OK);
-        bkv_db_lock(db);
-    }
-    return rc;
-}
 
 int bkv_vset_init(bkv_version_set *vs) {
     memset(vs, 0, sizeof *vs);

@@ -51,36 +51,40 @@ bkv_tree_version *bkv_vset_swap(bkv_version_set *vs, bkv_tree_version *v);
  * file and offset) when CURRENT is malformed. */
 int bkv_read_current(const bkv_env *env, const char *dir, uint64_t *manifest, bkv_err *e);
 
-/* Replays the manifest CURRENT names into db->current, next_file,
- * last_sequence and the value index record; *log_number is the oldest WAL
- * it still needs. A damaged last record is dropped only when it cannot
- * have been committed. */
-int bkv_vset_recover(bkv_db *db, uint64_t *log_number, bkv_err *e);
-/* bkv_vset_recover from manifest number, whatever CURRENT names. */
-int bkv_vset_replay(bkv_db *db, uint64_t number, uint64_t *log_number, bkv_err *e);
+/* What a manifest's replay finds besides the version, for the parts
+ * that own it: the oldest WAL still needed, the value index record, and
+ * whether the database's WALs carry durable marks. */
+typedef struct bkv_manifest_found {
+    uint64_t log_number;
+    int has_value_index;
+    bkv_value_index_rec value_index;
+    int wal_marks;
+} bkv_manifest_found;
 
-/* Writes a new manifest holding the whole current state and points
- * CURRENT at it. REQUIRES: the active WAL (bkv_db_wal_active) is the new one, bkv_mems_active_log its
- * number; called while opening (no other thread runs). */
-int bkv_vset_write_manifest(bkv_db *db, bkv_err *e);
+/* Replays the manifest CURRENT names into db's current version, next
+ * file number and last_sequence, and the rest into *found. A damaged last
+ * record is dropped only when it cannot have been committed. */
+int bkv_vset_recover(bkv_db *db, bkv_manifest_found *found, bkv_err *e);
+/* bkv_vset_recover from manifest number, whatever CURRENT names. */
+int bkv_vset_replay(bkv_db *db, uint64_t number, bkv_manifest_found *found, bkv_err *e);
+
+/* Writes a new manifest holding the whole current state, with log_number
+ * (the new active WAL's) and vrec (the value index record; NULL: none),
+ * and points CURRENT at it. Called while opening (no other thread runs). */
+int bkv_vset_write_manifest(bkv_db *db, uint64_t log_number, const bkv_value_index_rec *vrec, bkv_err *e);
 
 /* Writes in dir manifest number manifest_number holding the whole of v
- * (with db's value index record and the given log number, next file and
- * last sequence), synced, and points dir's CURRENT at it. keep: the file
- * stays open for appends through *lw (NULL: closed). */
+ * (with the value index record vrec, NULL for none, and the given log
+ * number, next file and last sequence), synced, and points dir's CURRENT
+ * at it. keep: the file stays open for appends through *lw (NULL:
+ * closed). */
 int bkv_vset_write_snapshot(const bkv_db *db, const char *dir, const bkv_tree_version *v, uint64_t manifest_number,
-                            uint64_t log_number, uint64_t next_file, uint64_t last_sequence, bkv_wfile **keep,
-                            bkv_log_writer *lw, bkv_err *e);
+                            const bkv_value_index_rec *vrec, uint64_t log_number, uint64_t next_file,
+                            uint64_t last_sequence, bkv_wfile **keep, bkv_log_writer *lw, bkv_err *e);
 
-/* Appends edit to the manifest, syncs it, and installs the new version; a
- * failure puts the database into its read-only error state.
- * REQUIRES: db->mu held. */
+/* Appends edit to the manifest, syncs it, and installs the new version
+ * (which the caller then publishes to reads); a failure puts the database
+ * into its read-only error state. REQUIRES: db->mu held. */
 int bkv_vset_log_and_apply(bkv_db *db, bkv_version_edit *edit, bkv_err *e);
-
-/* bkv_vset_log_and_apply with the value index kept in step (reindex: the
- * edit adds or drops tables; 0 for a move that keeps every table): added
- * tables enter the index before the version is installed, dropped ones
- * leave after. REQUIRES: db->mu held; drops it while updating the index. */
-int bkv_vset_commit(bkv_db *db, bkv_version_edit *edit, int reindex, bkv_err *e);
 
 #endif

@@ -1,0 +1,54 @@
+/*
+ * The background scheduler's bookkeeping (scheduler.h): waking the
+ * threads, stopping them, and which of flush and compaction runs. The
+ * threads themselves and the jobs they run are background.c's.
+ */
+#include <string.h>
+
+#include "db/scheduler.h"
+
+void bkv_sched_init(bkv_scheduler *s) {
+    memset(s, 0, sizeof *s);
+    pthread_cond_init(&s->work_cv, NULL);
+}
+
+void bkv_sched_free(bkv_scheduler *s) { pthread_cond_destroy(&s->work_cv); }
+
+void bkv_sched_stop(bkv_db *db) {
+    BKV_ASSERT_UNLOCKED(db);
+    bkv_db_lock(db);
+    atomic_store_explicit(&db->sched.shutting_down, 1, memory_order_relaxed); /* compactions poll it unlocked */
+    pthread_cond_broadcast(&db->sched.work_cv);
+    bkv_db_unlock(db);
+    for (int i = 0; i < db->sched.nthreads; i++) pthread_join(db->sched.threads[i], NULL);
+    db->sched.nthreads = 0;
+}
+
+int bkv_sched_stopping(const bkv_db *db) {
+    return atomic_load_explicit(&db->sched.shutting_down, memory_order_relaxed);
+}
+
+void bkv_sched_wake(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    pthread_cond_broadcast(&db->sched.work_cv);
+}
+
+int bkv_sched_flushing(const bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    return db->sched.flushing;
+}
+
+int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
+    while (db->sched.compacting && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    if (db->bg_error) return bkv_db_bg_status(db, e);
+    db->sched.compacting = 1;
+    return BKV_OK;
+}
+
+void bkv_sched_release_compaction(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    db->sched.compacting = 0;
+    pthread_cond_broadcast(&db->bg_cv);
+    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed may make a compaction due */
+}

@@ -109,6 +109,17 @@ BKV_EXPORT int bkv_filter_delete(bkv_filter *f, bkv_hash h);
  * them); for other types bkv_filter_may_contain's 0 or 1. */
 BKV_EXPORT uint64_t bkv_filter_count(const bkv_filter *f, bkv_hash h);
 
+/* Moves entries of from into to, which must be filters of one cuckoo type
+ * and one bucket count (a stack of equal sub-filters, compacted after
+ * deletes): each entry goes into one of its two buckets in to when either
+ * has a free slot (no entry of to is displaced), so every key each held is
+ * held by one of the two afterwards. At most limit entries move (to then holds no more than
+ * its capacity: the caller's count of it); *moved (if not NULL) says how
+ * many. Both filters' key counts follow. BKV_OK, or BKV_INVALID (NULL, a
+ * filter not made by bkv_filter_create, other types or bucket counts;
+ * nothing moved). */
+BKV_EXPORT int bkv_filter_move_entries(bkv_filter *from, bkv_filter *to, uint64_t limit, uint64_t *moved);
+
 /* Adds a key while other threads may be probing the same filter or adding
  * to it: the bits are set with atomic read-modify-writes. Slower than
  * bkv_filter_add; meant for in-memory filters of live data such as a

@@ -70,6 +70,8 @@ static const cmd_doc docs[] = {
     {"cf.del", "Deletes one copy of an item from a cuckoo filter", 3, 1, 0, 1, RW_UPDATE, "key:key item:string"},
     {"cf.count", "How many copies of an item a cuckoo filter may hold", 3, 1, 0, 1, RO, "key:key item:string"},
     {"cf.info", "A cuckoo filter's parameters and use", 2, 1, 0, 1, RO, "key:key"},
+    {"cf.compact", "Moves a cuckoo filter's entries into older sub-filters and frees the emptied newest ones", 2, 1,
+     0, 1, RW_UPDATE, "key:key"},
     {"bf.debug", "Describes a Bloom filter's sub-filters: bytes, bits, probes, capacity, items, error rate", 2, 1, 0,
      1, RO, "key:key"},
     {"cf.debug", "Describes a cuckoo filter in one line: buckets, items, deletes, sub-filters", 2, 1, 0, 1, RO,

@@ -889,6 +889,49 @@ static int cmd_cf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     return exists_common(ctx, argv, argc, KIND_CF, 1);
 }
 
+/* Gives back the room deletes made: the entries of each sub-filter, newest
+ * first, move into older sub-filters of the same size where those have
+ * room (each still holding at most its capacity; sub-filters of another
+ * size, made by an EXPANSION over 1, cannot take them), and emptied
+ * sub-filters at the end of the stack are freed. all: go on past a
+ * sub-filter that cannot be emptied (CF.COMPACT); without it, stop there
+ * (a delete's own compaction, whose sub-filters below could not be freed
+ * anyway). */
+static void cf_compact(fstack *s, int all) {
+    for (uint32_t i = s->nsubs; i-- > 1;) {
+        sub_filter *from = &s->subs[i];
+        for (uint32_t j = 0; j < i && from->count > 0; j++) {
+            sub_filter *to = &s->subs[j];
+            uint64_t moved;
+            if (to->count >= to->capacity ||
+                bkv_filter_move_entries(from->f, to->f, to->capacity - to->count, &moved) != BKV_OK)
+                continue;
+            from->count -= moved < from->count ? moved : from->count;
+            to->count += moved;
+        }
+        if (from->count > 0 && !all) break;
+    }
+    while (s->nsubs > 1 && s->subs[s->nsubs - 1].count == 0) {
+        sub_filter *last = &s->subs[--s->nsubs];
+        filter_bytes -= bkv_filter_memory(last->f);
+        bkv_filter_destroy(last->f);
+    }
+    s->deletes = 0;
+}
+
+/* CF.COMPACT key: RedisBloom's; OK, or an error when there is no filter. */
+static int cmd_cf_compact(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    fstack *s;
+    int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
+    if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
+    if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "Cuckoo filter was not found");
+    cf_compact(s, 1);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
 static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
@@ -903,6 +946,9 @@ static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
             s->subs[i].count--;
             s->items--;
             s->deletes++;
+            /* As RedisBloom: once deletes pass a tenth of the items, the
+             * newest sub-filters are emptied into older ones and freed. */
+            if (s->nsubs > 1 && (double)s->deletes > (double)s->items * 0.10) cf_compact(s, 0);
             RedisModule_ReplicateVerbatim(ctx);
             return RedisModule_ReplyWithBool(ctx, 1);
         }
@@ -1144,6 +1190,7 @@ static const fcommand fcommands[] = {
     {"cf.insertnx", cmd_cf_insertnx, "write deny-oom"}, {"cf.exists", cmd_cf_exists, "readonly fast"},
     {"cf.mexists", cmd_cf_mexists, "readonly fast"},    {"cf.del", cmd_cf_del, "write fast"},
     {"cf.count", cmd_cf_count, "readonly fast"},        {"cf.info", cmd_cf_info, "readonly fast"},
+    {"cf.compact", cmd_cf_compact, "write"},
     {"bf.debug", cmd_bf_debug, "readonly"},             {"cf.debug", cmd_cf_debug, "readonly"},
     {"bf.scandump", cmd_bf_scandump, "readonly"},       {"bf.loadchunk", cmd_bf_loadchunk, "write deny-oom"},
     {"cf.scandump", cmd_cf_scandump, "readonly"},       {"cf.loadchunk", cmd_cf_loadchunk, "write deny-oom"},

@@ -152,6 +152,24 @@ static int cuckoo_remove(bkv_filter *f, bkv_hash h) {
     return BKV_NOTFOUND;
 }
 
+/* Every slot of from, bucket by bucket, into the same bucket of to or its
+ * other one: a fingerprint in bucket b has its other bucket at
+ * alt_bucket(b), the same in both filters when they have as many buckets,
+ * so a key found through its two buckets in from is found through them in
+ * to. No kicks: an entry whose two buckets are full in to stays. */
+static uint64_t cuckoo_move(bkv_filter *from, bkv_filter *to, uint64_t limit) {
+    uint64_t moved = 0;
+    for (uint64_t b = 0; b < from->params[0] && moved < limit; b++)
+        for (unsigned s = 0; s < SLOTS && moved < limit; s++) {
+            uint32_t fp = slot_get(from, b, s);
+            if (fp && (bucket_put(to, b, fp) || bucket_put(to, alt_bucket(to, b, fp), fp))) {
+                slot_set(from, b, s, 0);
+                moved++;
+            }
+        }
+    return moved;
+}
+
 /* The two buckets of key i + CUCKOO_AHEAD are requested as key i is
  * tested: a rolling window keeps the loads in flight about constant, where
  * requesting a whole group and then testing it let them drain. */
@@ -188,7 +206,8 @@ static const char *cuckoo16_check(bkv_filter *f) { return cuckoo_check(f, 16); }
 
 #define CUCKOO_OPS(T, N, SZ, CK)                                                                          \
     {.type = T, .name = N, .size = SZ, .add = cuckoo_add, .remove = cuckoo_remove, .count = cuckoo_count,  \
-     .may_contain = cuckoo_may_contain, .may_contain_batch = cuckoo_batch, .check_geometry = CK}
+     .move = cuckoo_move, .may_contain = cuckoo_may_contain, .may_contain_batch = cuckoo_batch,           \
+     .check_geometry = CK}
 
 const bkv_filter_ops bkv_cuckoo8_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO8, "cuckoo8", cuckoo8_size, cuckoo8_check);
 const bkv_filter_ops bkv_cuckoo12_ops = CUCKOO_OPS(BKV_FILTER_CUCKOO12, "cuckoo12", cuckoo12_size, cuckoo12_check);

@@ -173,6 +173,18 @@ int bkv_filter_delete(bkv_filter *f, bkv_hash h) {
     return rc;
 }
 
+int bkv_filter_move_entries(bkv_filter *from, bkv_filter *to, uint64_t limit, uint64_t *moved) {
+    if (moved) *moved = 0;
+    if (!from || !to || from == to || !from->owned || !to->owned || !from->ops->move || from->ops != to->ops ||
+        from->num_bits != to->num_bits || memcmp(from->params, to->params, sizeof from->params) != 0)
+        return BKV_INVALID;
+    uint64_t n = from->ops->move(from, to, limit);
+    from->num_keys -= n < from->num_keys ? n : from->num_keys;
+    to->num_keys += n;
+    if (moved) *moved = n;
+    return BKV_OK;
+}
+
 int bkv_filter_is_static(int type) {
     const bkv_filter_ops *ops = ops_for_type(type);
     return ops && ops->build != NULL;

@@ -75,6 +75,9 @@ struct bkv_filter_ops {
     /* Deletable types: how many times the key (or a key that collides
      * with it) is held. NULL: may_contain's 0 or 1. */
     uint64_t (*count)(const bkv_filter *f, bkv_hash h);
+    /* Cuckoo types: moves up to limit entries of from into to (same type
+     * and geometry, checked by the caller), returning how many. */
+    uint64_t (*move)(bkv_filter *from, bkv_filter *to, uint64_t limit);
     void (*may_contain_batch)(const bkv_filter *f, const bkv_hash *h, size_t n, uint8_t *out);
     /* Requests the first memory a probe of h reads; NULL: no hint. */
     void (*prefetch)(const bkv_filter *f, bkv_hash h);

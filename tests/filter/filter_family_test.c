@@ -176,6 +176,58 @@ static void cuckoo_fills_to_95_percent_and_loses_nothing(void **state) {
     }
 }
 
+/* Entries move between cuckoo filters of one geometry without losing a
+ * key: each found afterwards in one of the two, the moved ones in the
+ * target; the limit holds; other shapes are refused. */
+static void cuckoo_entries_move_between_equal_filters(void **state) {
+    (void)state;
+    const int types[] = {BKV_FILTER_CUCKOO8, BKV_FILTER_CUCKOO12, BKV_FILTER_CUCKOO16};
+    for (int t = 0; t < 3; t++) {
+        bkv_filter_spec s = {.type = types[t], .bits_per_key = 10};
+        bkv_filter *older, *newer, *bigger;
+        assert_int_equal(bkv_filter_create(&s, 4000, &older), BKV_OK);
+        assert_int_equal(bkv_filter_create(&s, 4000, &newer), BKV_OK);
+        assert_int_equal(bkv_filter_create(&s, 8000, &bigger), BKV_OK);
+        /* older filled, then half of it deleted; newer holds 1,000 more. */
+        for (uint32_t i = 0; i < 3600; i++) assert_int_equal(bkv_filter_add(older, test_key_hash(81, i)), BKV_OK);
+        for (uint32_t i = 0; i < 3600; i += 2) assert_int_equal(bkv_filter_delete(older, test_key_hash(81, i)), BKV_OK);
+        for (uint32_t i = 0; i < 1000; i++) assert_int_equal(bkv_filter_add(newer, test_key_hash(82, i)), BKV_OK);
+        uint64_t moved;
+        assert_int_equal(bkv_filter_move_entries(newer, bigger, 10, &moved), BKV_INVALID);
+        assert_int_equal(moved, 0);
+        assert_int_equal(bkv_filter_move_entries(newer, newer, 10, NULL), BKV_INVALID);
+        assert_int_equal(bkv_filter_move_entries(newer, older, 300, &moved), BKV_OK);
+        assert_int_equal(moved, 300);
+        bkv_filter_info a, b;
+        bkv_filter_get_info(older, &a);
+        bkv_filter_get_info(newer, &b);
+        assert_int_equal(a.num_keys, 1800 + 300);
+        assert_int_equal(b.num_keys, 700);
+        assert_int_equal(bkv_filter_move_entries(newer, older, UINT64_MAX, &moved), BKV_OK);
+        if (moved <= 600) fail_msg("type %d: %llu of 700 moved", types[t], (unsigned long long)moved);
+        for (uint32_t i = 0; i < 1000; i++)
+            assert_true(bkv_filter_may_contain(older, test_key_hash(82, i)) ||
+                        bkv_filter_may_contain(newer, test_key_hash(82, i)));
+        for (uint32_t i = 1; i < 3600; i += 2) assert_int_equal(bkv_filter_may_contain(older, test_key_hash(81, i)), 1);
+        /* What moved is deletable where it went. */
+        uint64_t deleted = 0;
+        for (uint32_t i = 0; i < 1000; i++)
+            deleted += bkv_filter_delete(older, test_key_hash(82, i)) == BKV_OK ||
+                       bkv_filter_delete(newer, test_key_hash(82, i)) == BKV_OK;
+        assert_int_equal(deleted, 1000);
+        bkv_filter_destroy(older);
+        bkv_filter_destroy(newer);
+        bkv_filter_destroy(bigger);
+    }
+    bkv_filter_spec bloom = {.type = BKV_FILTER_BLOOM, .bits_per_key = 10};
+    bkv_filter *x, *y;
+    assert_int_equal(bkv_filter_create(&bloom, 100, &x), BKV_OK);
+    assert_int_equal(bkv_filter_create(&bloom, 100, &y), BKV_OK);
+    assert_int_equal(bkv_filter_move_entries(x, y, 1, NULL), BKV_INVALID);
+    bkv_filter_destroy(x);
+    bkv_filter_destroy(y);
+}
+
 static void deletes_of_absent_keys_change_nothing(void **state) {
     (void)state;
     const int types[] = {BKV_FILTER_CUCKOO12, BKV_FILTER_COUNTING};
@@ -288,6 +340,7 @@ int main(void) {
         cmocka_unit_test(rates_match_models),
         cmocka_unit_test(ribbon_stays_near_the_bound),
         cmocka_unit_test(cuckoo_fills_to_95_percent_and_loses_nothing),
+        cmocka_unit_test(cuckoo_entries_move_between_equal_filters),
         cmocka_unit_test(deletes_of_absent_keys_change_nothing),
         cmocka_unit_test(saturated_counters_never_cause_false_negatives),
         cmocka_unit_test(serialized_forms_reject_every_damage),

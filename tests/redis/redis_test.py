@@ -321,7 +321,7 @@ def single_node():
     names = ["bkv.set", "bkv.get", "bkv.exists", "bkv.del", "bkv.mset", "bkv.mget", "bkv.scan", "bkv.findvalue",
              "bkv.info", "bkv.compact", "bf.reserve", "bf.add", "bf.madd", "bf.insert", "bf.exists", "bf.mexists",
              "bf.info", "bf.card", "cf.reserve", "cf.add", "cf.addnx", "cf.insert", "cf.insertnx", "cf.exists",
-             "cf.mexists", "cf.del", "cf.count", "cf.info", "bkv.filter.build", "bkv.filter.exists",
+             "cf.mexists", "cf.del", "cf.count", "cf.info", "cf.compact", "bkv.filter.build", "bkv.filter.exists",
              "bkv.filter.mexists", "bkv.filter.loadblob"]
     for name in names:
         # redis-py parses every COMMAND reply as COMMAND's own: asked raw.
@@ -416,6 +416,28 @@ def single_node():
     fields = {info[i]: info[i + 1] for i in range(0, len(info), 2)}
     check(fields[b"Number of filters"] > 1 and fields[b"Number of items inserted"] == 2000, "CF scaling %r" % fields)
     check(all(r.execute_command("CF.MEXISTS", "cfgrow", *["c%d" % i for i in range(2000)])), "CF keeps items")
+    # CF.COMPACT: entries move into older sub-filters of the same size and
+    # the emptied newest ones are freed; every item left stays found.
+    r.execute_command("CF.RESERVE", "cfc", 1000, "EXPANSION", 1)
+    r.execute_command("CF.INSERT", "cfc", "ITEMS", *["k%d" % i for i in range(3500)])
+    def cf_field(key, name):
+        info = r.execute_command("CF.INFO", key)
+        return {info[i]: info[i + 1] for i in range(0, len(info), 2)}[name]
+    filters_before = cf_field("cfc", b"Number of filters")
+    # Deleted oldest first, one a command: a delete past a tenth of the
+    # items compacts as RedisBloom's does, so the count falls as it goes.
+    for i in range(2600):
+        r.execute_command("CF.DEL", "cfc", "k%d" % i)
+    check(cf_field("cfc", b"Number of filters") < filters_before, "deletes compact the filter")
+    check(r.execute_command("CF.COMPACT", "cfc") == b"OK", "CF.COMPACT")
+    check(cf_field("cfc", b"Number of items inserted") == 900 and cf_field("cfc", b"Number of items deleted") == 0,
+          "CF.COMPACT keeps the counts")
+    check(all(r.execute_command("CF.MEXISTS", "cfc", *["k%d" % i for i in range(2600, 3500)])),
+          "CF.COMPACT keeps every item")
+    check(r.execute_command("CF.ADD", "cfc", "after") == 1 and r.execute_command("CF.EXISTS", "cfc", "after") == 1,
+          "adds after CF.COMPACT")
+    expect_error(lambda: r.execute_command("CF.COMPACT", "nocf"), "not found", "CF.COMPACT on a missing key")
+    expect_error(lambda: r.execute_command("CF.COMPACT", "cfc", "x"), "wrong number", "CF.COMPACT arity")
     r.execute_command("CF.RESERVE", "cffixed", 8, "EXPANSION", 0)
     results = [r.execute_command("CF.INSERT", "cffixed", "ITEMS", "x%d" % i)[0] for i in range(64)]
     check(-1 in results, "a non-expanding cuckoo filter fills up")

@@ -1,7 +1,8 @@
 /*
  * Background work: flushes of immutable memtables and compactions, the
- * threads that run them, the read-only error state a failure leaves, and
- * the calls that wait for them (bkv_compact).
+ * threads that run them (their bookkeeping is scheduler.c's), and the
+ * calls that wait for them (bkv_compact, bkv_compact_range, value index
+ * builds).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,9 +14,9 @@
 #endif
 #include <string.h>
 
-#include "db/memtables.h"
 #include "db/compaction.h"
 #include "db/filename.h"
+#include "db/memtables.h"
 #include "db/read_view.h"
 #include "db/scheduler.h"
 #include "db/table_file.h"

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/scheduler.h"
 #include "db/compaction.h"
 #include "db/filename.h"
 #include "db/level_iter.h"
+#include "db/scheduler.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
 #include "util/coding.h"

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/memtables.h"
 #include "db/read_view.h"
 #include "db/repair.h"
 #include "db/version_set.h"

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/memtables.h"
-#include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/memtables.h"
+#include "db/scheduler.h"
 #include "db/table_file.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"

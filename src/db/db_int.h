@@ -143,7 +143,7 @@ typedef struct bkv_memtables {
     bkv_arena_pool *arena_pool;     /* freed memtables' arena blocks, for the next ones */
 } bkv_memtables;
 
-/* The value index's state: an owned part whose fields only db_value.c
+/* The value index's state: an owned part whose fields only value_index.c
  * touches. The index (NULL when there is none) covers every table of the
  * current version (see bkv_db_value_index_add). An update (flush or
  * compaction) holds update_mu throughout, and the index takes lock for
@@ -162,7 +162,7 @@ typedef struct bkv_value_state {
 } bkv_value_state;
 
 /* The background scheduler (scheduler.h): an owned part whose fields
- * only background.c touches. */
+ * only scheduler.c and background.c touch. */
 typedef struct bkv_scheduler {
     pthread_cond_t work_cv;        /* wakes the background threads */
     pthread_t threads[BKV_MAX_BACKGROUND_JOBS];
@@ -211,7 +211,7 @@ struct bkv_db {
     atomic_int live_iters;         /* iterators and value searches not yet destroyed: bkv_close refuses */
     struct bkv_db *next_open;      /* the registry of open handles (db_open.c) */
 
-    bkv_value_state values;        /* the value index and its parameters (db_value.c) */
+    bkv_value_state values;        /* the value index and its parameters (value_index.c) */
     struct bkv_repair_state *repair; /* only in bkv_repair's open: what it salvages (repair.h) */
     pthread_mutex_t catch_up_mu;   /* one bkv_try_catch_up at a time (read-only handles) */
 };
@@ -283,13 +283,11 @@ int bkv_db_get_at(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *
 int bkv_db_get_before(bkv_db *db, const bkv_read_options *ro, const bkv_read_state *rs, const void *key, size_t klen,
                       uint64_t stop_file, int *reached, void **val, size_t *vlen, bkv_err *e);
 
-/* Value index (db_value.c). setup fixes the parameters (after the manifest
+/* Value index (value_index.c). setup fixes the parameters (after the manifest
  * is read, before any table is written); open builds the index over the
  * current tables. A flush or compaction calls add before it installs its
  * edit and finish after (installed or not). REQUIRES: db->mu not held. */
 int bkv_db_value_index_setup(bkv_db *db, bkv_err *e);
-/* The value filter parameters a new database opened with o gets; 0 when
- * o asks for no value index. */
 /* The value filter parameters o asks for, for an index whose terms come
  * from the extractor recorded as terms_name ("" or NULL: whole values);
  * 0 when o asks for no value index. */
@@ -473,7 +471,7 @@ int bkv_db_read_only_error(bkv_db *db, const char *call);
  * "" for none): BKV_OK, with *arg to free after o's last use (NULL when
  * none was resolved) and *name set to the canonical name to record;
  * BKV_INVALID, described in e, when value_terms_name names no built-in or
- * a malformed one (db_value.c). */
+ * a malformed one (value_index.c). */
 int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, const char **name, char *canonical,
                               size_t cap, bkv_err *e);
 
@@ -482,8 +480,7 @@ int bkv_resolve_builtin_terms(bkv_options *o, const char *recorded, void **arg, 
  * budget_bits as for bkv_table_file_open. Called without db->mu held. */
 int bkv_db_write_memtable(bkv_db *db, bkv_memtable *mem, uint64_t number, double budget_bits, bkv_file_meta **out,
                           bkv_err *e);
-/* The background threads' loop (background.c). */
-/* A read's charge of seeks to the tables it paid to pass (see
+/* A read's charge of seeks (db_read.c) to the tables it paid to pass (see
  * bkv_tree_version_charge_seeks), waking the compactions when that makes
  * one due. Leveled with compact_for_reads only, and once writes have
  * paused for a second: a compaction for reads takes background time that

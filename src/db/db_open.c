@@ -19,13 +19,13 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "db/memtables.h"
-#include "db/scheduler.h"
-#include "db/table_file.h"
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/memtables.h"
 #include "db/read_view.h"
 #include "db/repair.h"
+#include "db/scheduler.h"
+#include "db/table_file.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"

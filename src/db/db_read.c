@@ -10,12 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/memtables.h"
 #include "db/db_int.h"
-#include "db/filename.h"
 #include "db/read_view.h"
 #include "db/scheduler.h"
-#include "db/version_set.h"
 #include "util/ikey.h"
 
 #define WRITE_PAUSE_NANOS 1000000000u

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/memtables.h"
 #include "db/version_set.h"
 #include "valuesearch/table_values.h"
 

@@ -34,11 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db/memtables.h"
-#include "db/scheduler.h"
 #include "db/db_int.h"
 #include "db/filename.h"
+#include "db/memtables.h"
 #include "db/read_view.h"
+#include "db/scheduler.h"
 #include "db/version_set.h"
 #include "db/write_batch.h"
 #include "util/ikey.h"

@@ -33,10 +33,10 @@
  */
 #include <stdlib.h>
 
-#include "db/memtables.h"
 #include "db/db_int.h"
 #include "db/filename.h"
 #include "db/log_sync.h"
+#include "db/memtables.h"
 #include "db/write_batch.h"
 #include "log/log.h"
 

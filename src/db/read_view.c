@@ -1,9 +1,10 @@
-#include "db/memtables.h"
-#include "db/scheduler.h"
 #include "db/read_view.h"
 
 #include <sched.h>
 #include <stdlib.h>
+
+#include "db/memtables.h"
+#include "db/scheduler.h"
 
 struct bkv_read_view {
     bkv_read_state state; /* with references; its snapshot is not used */

@@ -234,7 +234,10 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * proportional to its number of keys, which minimizes the expected
      * block reads of a missing get for that memory; re-chosen from the
      * current level sizes for each new table. A level's bits_per_key in
-     * level_options wins where set. Default 0: bits_per_key everywhere. */
+     * level_options wins where set. Range filters (range_filter_bits_per_key)
+     * are paid from it first, at their own bits per key for every key of
+     * their levels; key filters share the rest (none once range filters
+     * take it all). Default 0: bits_per_key everywhere. */
     uint64_t filter_memory_budget;
     /* 1: write-ahead logs are written through a shared map of the file
      * (when the env and the file system allow), so an unsynced write is

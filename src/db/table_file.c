@@ -5,8 +5,19 @@
 #include "db/filter_budget.h"
 
 double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, int level, uint64_t run_entries) {
-    if (!db->opts.filter_memory_budget || db->opts.filter_type == BKV_FILTER_NONE) return -1;
-    return bkv_filter_budget_bits(v, db->opts.filter_memory_budget, level, run_entries);
+    const bkv_options *o = &db->opts;
+    if (!o->filter_memory_budget || o->filter_type == BKV_FILTER_NONE) return -1;
+    /* Range filters are paid first, at their levels' own bits per key, for
+     * every key of the tables now and of the one being written: their
+     * rate is set by the range lengths a user asks about, not traded
+     * against point misses. Key filters share what is left. */
+    double range_bits = (double)run_entries * bkv_level_range_filter_bits(o, level);
+    for (int l = 0; l < BKV_MAX_LEVELS; l++) {
+        double b = bkv_level_range_filter_bits(o, l);
+        for (size_t i = 0; b > 0 && i < v->nfiles[l]; i++) range_bits += b * (double)v->files[l][i]->entries;
+    }
+    double key_bytes = (double)o->filter_memory_budget - range_bits / 8;
+    return key_bytes < 1 ? 0 : bkv_filter_budget_bits(v, (uint64_t)key_bytes, level, run_entries);
 }
 
 bkv_table_options bkv_table_options_for(const bkv_options *o, int level, int bottommost) {

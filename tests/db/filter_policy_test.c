@@ -306,10 +306,48 @@ static void budget_sizes_filters_by_level(void **state) {
     assert_int_equal(bkv_close(db), BKV_OK);
 }
 
+/* Range filters are paid from the budget first: at 4 of the 6 bits per
+ * key a budget allows, the key filters below get about 2, and at 8 they
+ * get none; the range filters keep their own bits. */
+static double bottom_key_bits(const char *name, double range_bits, double *range_bits_seen) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    bkv_options o;
+    small_tree_options(&o);
+    o.filter_memory_budget = 40000 * 6 / 8;
+    o.range_filter_bits_per_key = range_bits;
+    bkv_db *db;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    put_keys(db, 40000, 7919, 0);
+    assert_int_equal(bkv_compact(db), BKV_OK);
+    level_filters lf[BKV_MAX_LEVELS];
+    inspect(db, lf);
+    int bottom = 0;
+    for (int l = 1; l < BKV_MAX_LEVELS; l++)
+        if (lf[l].tables) bottom = l;
+    *range_bits_seen = lf[bottom].range_bits;
+    expect_keys(db, 40000, 13);
+    assert_int_equal(bkv_close(db), BKV_OK);
+    return lf[bottom].bits_per_key;
+}
+
+static void budget_pays_range_filters_first(void **state) {
+    (void)state;
+    double range_seen;
+    double alone = bottom_key_bits("budget-alone", 0, &range_seen);
+    double shared = bottom_key_bits("budget-range4", 4, &range_seen);
+    assert_true(range_seen >= 4);
+    if (!(shared < alone - 2.5)) fail_msg("key filter bits: %.2f alone, %.2f beside 4-bit range filters", alone, shared);
+    double none = bottom_key_bits("budget-range8", 8, &range_seen);
+    assert_true(range_seen >= 8);
+    if (none != 0) fail_msg("range filters over the budget left key filters %.2f bits per key", none);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(filters_follow_the_level_policy),
                                        cmocka_unit_test(partitioned_filters_in_a_database),
                                        cmocka_unit_test(monkey_allocation),
-                                       cmocka_unit_test(budget_sizes_filters_by_level)};
+                                       cmocka_unit_test(budget_sizes_filters_by_level),
+                                       cmocka_unit_test(budget_pays_range_filters_first)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

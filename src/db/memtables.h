@@ -4,7 +4,9 @@
  * holds its entries, plus the pool their arenas reuse. Its fields
  * (bkv_memtables in db_int.h) are touched only by memtables.c and this
  * header; every other file goes through these calls. Every call requires
- * db->mu, except where it says otherwise.
+ * db->mu, except where it says otherwise; the write leader may also read
+ * the active memtable and its WAL's number without it, since only the
+ * leader switches them.
  */
 #ifndef BKV_DB_MEMTABLES_H
 #define BKV_DB_MEMTABLES_H

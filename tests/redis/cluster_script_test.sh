@@ -7,7 +7,28 @@ set -u
 module=$1 tool=$2
 here=$(cd "$(dirname "$0")/../.." && pwd)
 D=$(mktemp -d /tmp/bkv-cluster-XXXXXX)
-port=$((20000 + ($$ % 3000) * 3))
+# Three ports free with their cluster bus ports (port + 10000), all below
+# the kernel's ephemeral range (32768 up), where other tests' servers and
+# clients take theirs.
+free_ports() {
+    /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+base = int(sys.argv[1])
+for p in [base, base + 1, base + 2, base + 10000, base + 10001, base + 10002]:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        sys.exit(1)
+    finally:
+        s.close()
+PY
+}
+port=$((20000 + ($$ % 800) * 3))
+for _ in $(seq 20); do
+    free_ports $port && break
+    port=$((20000 + (port - 20000 + 3) % 2400))
+done
 pass=0 fail=0
 check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 cleanup() { "$here/scripts/redis-cluster" stop "$D" >/dev/null 2>&1; rm -rf "$D"; }

@@ -161,6 +161,14 @@ static void report_problem(void *arg, const char *problem) {
     fail_msg("check: %s", problem);
 }
 
+/* The deepest level holding tables (0 when only level 0 does). */
+static int bottom_level(const level_filters lf[BKV_MAX_LEVELS]) {
+    int bottom = 0;
+    for (int l = 1; l < BKV_MAX_LEVELS; l++)
+        if (lf[l].tables) bottom = l;
+    return bottom;
+}
+
 static void small_tree_options(bkv_options *o) {
     bkv_options_init(o);
     o->write_buffer_size = 32 * 1024;
@@ -293,9 +301,7 @@ static void budget_sizes_filters_by_level(void **state) {
     assert_int_equal(bkv_flush(db), BKV_OK);
     level_filters lf[BKV_MAX_LEVELS];
     inspect(db, lf);
-    int bottom = 0;
-    for (int l = 1; l < BKV_MAX_LEVELS; l++)
-        if (lf[l].tables) bottom = l;
+    int bottom = bottom_level(lf);
     assert_true(bottom >= 2 && lf[0].tables > 0);
     if (!(lf[0].bits_per_key > lf[bottom].bits_per_key + 2))
         fail_msg("level 0: %.2f bits/key, level %d: %.2f", lf[0].bits_per_key, bottom, lf[bottom].bits_per_key);
@@ -327,9 +333,7 @@ static double bottom_key_bits(const char *name, double range_bits, double *range
     assert_int_equal(bkv_compact(db), BKV_OK);
     level_filters lf[BKV_MAX_LEVELS];
     inspect(db, lf);
-    int bottom = 0;
-    for (int l = 1; l < BKV_MAX_LEVELS; l++)
-        if (lf[l].tables) bottom = l;
+    int bottom = bottom_level(lf);
     *range_bits_seen = lf[bottom].range_bits;
     bkv_db_lock(db);
     const bkv_tree_version *v = bkv_vset_current(&db->vset);

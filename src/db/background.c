@@ -185,9 +185,7 @@ static void *background_thread(void *arg) {
                 db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
                 release_free_memory(db);
-                db->sched.compacting = 0;
-                pthread_cond_broadcast(&db->bg_cv);
-                pthread_cond_broadcast(&db->sched.work_cv);
+                bkv_sched_release_compaction(db);
                 continue;
             }
         }
@@ -223,8 +221,7 @@ int bkv_compact(bkv_db *db) {
             /* Run it here rather than wait: the caller asked for it. */
             db->sched.compacting = 1;
             bkv_run_compaction(db, c);
-            db->sched.compacting = 0;
-            pthread_cond_broadcast(&db->bg_cv);
+            bkv_sched_release_compaction(db);
             continue;
         }
         bkv_db_wait(db, &db->bg_cv);
@@ -251,9 +248,7 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
                 c->smallest_snapshot = bkv_db_oldest_snapshot(db);
                 db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
-                db->sched.compacting = 0;
-                pthread_cond_broadcast(&db->bg_cv);
-                pthread_cond_broadcast(&db->sched.work_cv);
+                bkv_sched_release_compaction(db);
                 return 1;
             }
             if (!busy) return 0;

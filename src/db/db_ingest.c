@@ -317,7 +317,7 @@ static int memtable_overlaps(const bkv_memtable *m, const ingest_file *f) {
 /* REQUIRES: db->mu held. */
 static int memtables_overlap(const bkv_db *db, const ingest_file *files, size_t n) {
     bkv_memtable *mems[1 + BKV_MAX_IMM];
-    int nmems = bkv_mems_list(db, mems, 0);
+    int nmems = bkv_mems_list(db, mems);
     for (size_t i = 0; i < n; i++) {
         for (int j = 0; j < nmems; j++)
             if (memtable_overlaps(mems[j], &files[i])) return 1;

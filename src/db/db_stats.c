@@ -158,9 +158,8 @@ static uint64_t estimate_live_keys(bkv_db *db) {
         for (size_t i = 0; i < rs.version->nfiles[l]; i++) {
             const bkv_file_meta *f = rs.version->files[l][i];
             bkv_cache_entry *e;
-            bkv_err err = {{0}};
             rows += f->entries;
-            if (bkv_db_get_table(db, f, &e, &err)) continue;
+            if (bkv_db_get_table(db, f, &e, NULL)) continue;
             deletions += bkv_table_properties(bkv_cache_value(e))->num_deletions;
             bkv_cache_release(db->table_cache, e);
         }

@@ -288,12 +288,18 @@ void bkv_db_release_writes(bkv_db *db, bkv_writer *w) {
     pass_lead(db, w);
 }
 
+/* Waits until every immutable memtable is in a table: BKV_OK, or the
+ * background error. REQUIRES: db->mu held (released while waiting). */
+static int await_flushes(bkv_db *db, bkv_err *e) {
+    BKV_ASSERT_LOCKED(db);
+    while ((bkv_mems_immutable(db) > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    return db->bg_error ? bkv_db_bg_status(db, e) : BKV_OK;
+}
+
 int bkv_db_flush_held(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
     int rc = make_room_for_write(db, NULL, 1, e);
-    while (!rc && (bkv_mems_immutable(db) > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
-    if (!rc && db->bg_error) rc = bkv_db_bg_status(db, e);
-    return rc;
+    return rc ? rc : await_flushes(db, e);
 }
 
 /* Makes visible, in sequence order, every group at the front of the
@@ -600,9 +606,8 @@ int bkv_flush(bkv_db *db) {
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);
-    while ((bkv_mems_immutable(db) > 0 || bkv_sched_flushing(db)) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     bkv_err e = {{0}};
-    if (db->bg_error) rc = bkv_db_bg_status(db, &e);
+    rc = await_flushes(db, &e);
     bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);
 }

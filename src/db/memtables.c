@@ -84,14 +84,12 @@ int bkv_mems_ref_immutable(const bkv_db *db, bkv_memtable **imm) {
     return db->mems.nimm;
 }
 
-int bkv_mems_list(const bkv_db *db, bkv_memtable **out, int ref) {
+int bkv_mems_list(const bkv_db *db, bkv_memtable **out) {
     BKV_ASSERT_LOCKED(db);
     const bkv_memtables *ms = &db->mems;
     int n = 0;
     if (ms->active) out[n++] = ms->active;
     for (int i = ms->nimm - 1; i >= 0; i--) out[n++] = ms->imm[i];
-    if (ref)
-        for (int i = 0; i < n; i++) bkv_memtable_ref(out[i]);
     return n;
 }
 

@@ -56,9 +56,9 @@ bkv_memtable *bkv_mems_pop_oldest(bkv_db *db);
  * many. */
 int bkv_mems_ref_immutable(const bkv_db *db, bkv_memtable **imm);
 /* Every memtable, newest first (the active one, then the immutable ones
- * newest to oldest), into out (room for 1 + BKV_MAX_IMM); with ref, each
- * with a reference the caller releases. Returns how many. */
-int bkv_mems_list(const bkv_db *db, bkv_memtable **out, int ref);
+ * newest to oldest), into out (room for 1 + BKV_MAX_IMM), without
+ * references: for use under the mutex. Returns how many. */
+int bkv_mems_list(const bkv_db *db, bkv_memtable **out);
 /* Bytes the arena pool keeps for the next memtables. */
 size_t bkv_mems_pool_bytes(const bkv_db *db);
 

@@ -50,5 +50,5 @@ void bkv_sched_release_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
     db->sched.compacting = 0;
     pthread_cond_broadcast(&db->bg_cv);
-    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed may make a compaction due */
+    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed or wrote may make a compaction due */
 }

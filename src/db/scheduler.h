@@ -34,7 +34,9 @@ int bkv_sched_flushing(const bkv_db *db);
 /* Keeps compactions off while the caller moves tables (an ingest): waits
  * for a running one to end. BKV_OK, or the background error (with e), in
  * which case nothing is held. Release with bkv_sched_release_compaction,
- * which wakes the threads. REQUIRES: db->mu held (released while waiting). */
+ * which wakes the threads and the writers waiting on progress; a
+ * compaction run by background.c is released through it too.
+ * REQUIRES: db->mu held (released while waiting). */
 int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e);
 void bkv_sched_release_compaction(bkv_db *db);
 

@@ -1,15 +1,18 @@
 /*
  * The filter family as Redis data types, with RedisBloom's commands and
- * replies (docs/redis.md): BF.* on a stack of blocked Bloom filters, CF.*
- * on a stack of cuckoo filters (each stack grows by a sub-filter when the
- * newest is full, as RedisBloom's do), and BKV.FILTER.* on one static
- * filter (Ribbon, binary fuse, xor) built over a given set.
+ * replies (docs/redis.md): BF.* on a stack of Bloom filters and CF.* on a
+ * stack of cuckoo filters, both in RedisBloom's layouts (classic_bloom.h,
+ * classic_cuckoo.h; each stack grows by a sub-filter when the newest is
+ * full), and BKV.FILTER.* on one static filter (Ribbon, binary fuse, xor)
+ * built over a given set. BF and CF stacks made before the module took
+ * RedisBloom's layouts keep the filter library's blocked Bloom and cuckoo
+ * filters they were made with (LAYOUT_LIBRARY), and work as they did.
  *
- * Each item is hashed once per command (bkv_hash_bytes) and that hash
- * probes every sub-filter. A value is stored, replicated and moved as one
- * blob: a header and the sub-filters in the library's own checksummed
- * form (docs/format.md "Filter"), so RDB, DUMP/RESTORE, MIGRATE and the
- * AOF (BKV.FILTER.LOADBLOB) all share one validated decoder.
+ * Each item is hashed once per command and that hash probes every
+ * sub-filter. A value is stored, replicated and moved as one blob: a
+ * header and the sub-filters, checksummed (docs/format.md, "Redis module
+ * values"), so RDB, DUMP/RESTORE, MIGRATE and the AOF (BKV.FILTER.LOADBLOB)
+ * all share one validated decoder.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,10 +20,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "classic_bloom.h"
+#include "classic_cuckoo.h"
 #include "redis_int.h"
 
 #define BLOB_MAGIC 0x46564B42u /* "BKVF" */
-#define BLOB_VERSION 1
+#define BLOB_VERSION_LIBRARY 1   /* sub-filters in the filter library's form */
+#define BLOB_VERSION_REDISBLOOM 2 /* BF and CF sub-filters in RedisBloom's layouts, one checksum */
 #define BLOB_HEADER 64
 #define FILTER_ENCVER 1
 /* Sub-filters a stack may grow to: each is at least as large as the one
@@ -31,7 +37,7 @@
  * requested one however far the stack grows (a non-scaling filter's one
  * sub-filter takes the requested rate itself). */
 #define BF_TIGHTENING 0.5
-#define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets */
+#define CF_BUCKET_SLOTS 4   /* the library's cuckoo buckets (LAYOUT_LIBRARY) */
 #define CF_TYPE BKV_FILTER_CUCKOO12
 /* A client's numbers become sizes only within these bounds: a sub-filter
  * of 2^30 items is about 1.2 GB at 1%, and each growth step is checked
@@ -42,21 +48,34 @@
 #define MAX_ITERATIONS 65535
 
 enum { KIND_BF = 1, KIND_CF = 2, KIND_STATIC = 3 };
+/* What a stack's sub-filters are: the filter library's, or RedisBloom's
+ * Bloom or cuckoo filter layout (classic_bloom.h, classic_cuckoo.h). */
+enum { LAYOUT_LIBRARY = 0, LAYOUT_REDISBLOOM = 1 };
 
+/* Both kept small: a filter of a few items costs its structs more than
+ * its bits, and RedisBloom's cost no more. */
 typedef struct sub_filter {
-    bkv_filter *f;
+    union {
+        bkv_filter *f; /* LAYOUT_LIBRARY */
+        uint8_t *bits; /* LAYOUT_REDISBLOOM: BF: bytes of bits, hashes probes, sized for error;
+                          CF: bytes = capacity one-byte slots, bucket_size a bucket */
+    };
+    uint64_t bytes;
+    double error;
     uint64_t capacity, count;
+    uint32_t hashes;
 } sub_filter;
 
 typedef struct fstack {
-    int kind;
-    int nonscaling;
-    double error;           /* BF: the first sub-filter's; static: the requested rate */
-    uint64_t expansion;
+    uint8_t kind, layout, nonscaling;
+    uint8_t probe;            /* LAYOUT_REDISBLOOM: CLASSIC_PROBE_*, of every sub-filter */
+    uint16_t max_iterations;  /* CF: as reserved (reported by CF.INFO) */
+    uint8_t bucket_size;      /* CF: as reserved */
+    uint32_t expansion;
+    uint32_t nsubs;           /* in subs, which has room for the next power of two */
+    double error;             /* the requested rate */
     uint64_t items, deletes;
-    uint64_t bucket_size, max_iterations; /* CF: as reserved (reported by CF.INFO) */
-    uint32_t nsubs, subs_cap;
-    sub_filter *subs;       /* grown as needed: a small filter pays for one */
+    sub_filter *subs;
 } fstack;
 
 static RedisModuleType *bf_type, *cf_type, *static_type;
@@ -104,31 +123,59 @@ static RedisModuleType *type_of(int kind) {
     return kind == KIND_BF ? bf_type : kind == KIND_CF ? cf_type : static_type;
 }
 
+/* The bytes a sub-filter's own memory takes (counted in filter_bytes). */
+static uint64_t sub_memory(const fstack *s, const sub_filter *sf) {
+    return s->layout == LAYOUT_REDISBLOOM ? sf->bytes : bkv_filter_memory(sf->f);
+}
+
+static void sub_free(const fstack *s, sub_filter *sf) {
+    filter_bytes -= sub_memory(s, sf);
+    if (s->layout == LAYOUT_REDISBLOOM) free(sf->bits);
+    else bkv_filter_destroy(sf->f);
+}
+
 static void fstack_free(fstack *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nsubs; i++) {
-        filter_bytes -= bkv_filter_memory(s->subs[i].f);
-        bkv_filter_destroy(s->subs[i].f);
-    }
+    for (uint32_t i = 0; i < s->nsubs; i++) sub_free(s, &s->subs[i]);
     RedisModule_Free(s->subs);
     RedisModule_Free(s);
+}
+
+/* The sub-filters subs has room for: nsubs rounded up to a power of two,
+ * so the array doubles as it grows without a field to say so. */
+static uint32_t subs_room(uint32_t nsubs) {
+    uint32_t room = 1;
+    while (room < nsubs) room *= 2;
+    return room;
 }
 
 /* Appends sf; BKV_FULL past MAX_SUBS. */
 static int push_sub(fstack *s, sub_filter sf) {
     if (s->nsubs == MAX_SUBS) return BKV_FULL;
-    if (s->nsubs == s->subs_cap) {
-        s->subs_cap = s->subs_cap ? 2 * s->subs_cap : 1;
-        s->subs = RedisModule_Realloc(s->subs, s->subs_cap * sizeof *s->subs);
-    }
+    if (!s->subs || s->nsubs == subs_room(s->nsubs)) s->subs = RedisModule_Realloc(s->subs, subs_room(s->nsubs + 1) * sizeof *s->subs);
     s->subs[s->nsubs++] = sf;
     return BKV_OK;
+}
+
+/* Frees the newest sub-filter (the stack keeps at least one). */
+static void pop_sub(fstack *s) {
+    sub_free(s, &s->subs[--s->nsubs]);
+    if (s->nsubs == subs_room(s->nsubs)) s->subs = RedisModule_Realloc(s->subs, s->nsubs * sizeof *s->subs);
 }
 
 /* BKV_FULL: no room for another sub-filter (or its capacity is past
  * MAX_CAPACITY); BKV_NOMEM: it would take the server past maxmemory. */
 static int add_sub(fstack *s, uint64_t capacity, double error) {
     if (s->nsubs == MAX_SUBS || capacity == 0 || capacity > MAX_CAPACITY) return BKV_FULL;
+    if (s->layout == LAYOUT_REDISBLOOM) {
+        sub_filter sf = {.capacity = capacity, .error = error, .bytes = capacity};
+        if (s->kind == KIND_BF && classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes)) return BKV_FULL;
+        if (!memory_allows(sf.bytes)) return BKV_NOMEM;
+        /* calloc: a large filter's zero pages cost nothing until set. */
+        if (!(sf.bits = calloc(1, sf.bytes))) return BKV_NOMEM;
+        filter_bytes += sf.bytes;
+        return push_sub(s, sf);
+    }
     bkv_filter_spec spec = {.type = s->kind == KIND_BF ? BKV_FILTER_BLOCKED_BLOOM : CF_TYPE, .fpr = error};
     bkv_filter *f;
     int rc = bkv_filter_create(&spec, capacity, &f);
@@ -139,7 +186,7 @@ static int add_sub(fstack *s, uint64_t capacity, double error) {
         return BKV_NOMEM;
     }
     filter_bytes += bkv_filter_memory(f);
-    return push_sub(s, (sub_filter){f, capacity, 0});
+    return push_sub(s, (sub_filter){.f = f, .capacity = capacity});
 }
 
 /* The next sub-filter's capacity, or 0 past MAX_CAPACITY (no overflow). */
@@ -154,6 +201,11 @@ uint64_t bkv_redis_filter_bytes(void) { return filter_bytes; }
  * takes what was asked (halved when the stack may grow); the ones a
  * growing stack adds stop at 1e-12, so its newest stay of a finite size. */
 static double bf_sub_rate(const fstack *s, uint32_t i) {
+    if (s->layout == LAYOUT_REDISBLOOM && i > 0) { /* from the one before, as RedisBloom's dumps carry them */
+        double e = s->subs[i - 1].error * BF_TIGHTENING;
+        return e > 1e-12 ? e : 1e-12;
+    }
+    if (s->layout == LAYOUT_REDISBLOOM) return s->subs[0].error;
     double e = s->nonscaling ? s->error : s->error * pow(BF_TIGHTENING, i + 1);
     return i == 0 || e > 1e-12 ? e : 1e-12;
 }
@@ -165,7 +217,9 @@ static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t ex
     s->error = error;
     s->expansion = expansion;
     s->nonscaling = nonscaling;
-    if ((*rc = add_sub(s, capacity, kind == KIND_BF ? bf_sub_rate(s, 0) : error))) {
+    s->layout = kind == KIND_BF ? LAYOUT_REDISBLOOM : LAYOUT_LIBRARY;
+    double first = kind != KIND_BF || nonscaling ? error : error * BF_TIGHTENING;
+    if ((*rc = add_sub(s, capacity, first))) {
         fstack_free(s);
         return NULL;
     }
@@ -180,10 +234,49 @@ static int reply_no_filter(RedisModuleCtx *ctx, int rc) {
     return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
 }
 
+/* An item's hash as its stack's layout takes it. */
+typedef struct item_key {
+    bkv_hash h;     /* LAYOUT_LIBRARY */
+    classic_hash c; /* LAYOUT_REDISBLOOM, BF */
+    cuckoo_item ci; /* LAYOUT_REDISBLOOM, CF */
+} item_key;
+
+static item_key key_of(const fstack *s, const char *p, size_t n) {
+    item_key k = {0};
+    if (s->layout == LAYOUT_LIBRARY) k.h = bkv_hash_bytes(p, n);
+    else if (s->kind == KIND_BF) k.c = classic_bloom_hash(p, n);
+    else k.ci = classic_cuckoo_item(p, n);
+    return k;
+}
+
+/* A RedisBloom-layout CF sub-filter as the cuckoo arithmetic takes it. */
+static cuckoo_table cf_table(const fstack *s, const sub_filter *sf) {
+    return (cuckoo_table){sf->bits, sf->bytes / s->bucket_size, s->bucket_size};
+}
+
+static int cf_sub_delete(const fstack *s, const sub_filter *sf, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_delete(sf->f, k->h) == BKV_OK;
+    cuckoo_table t = cf_table(s, sf);
+    return classic_cuckoo_delete(&t, &k->ci);
+}
+
+static uint64_t cf_sub_count(const fstack *s, const sub_filter *sf, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_count(sf->f, k->h);
+    cuckoo_table t = cf_table(s, sf);
+    return classic_cuckoo_count(&t, &k->ci);
+}
+
+static int sub_contains(const fstack *s, const sub_filter *sf, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_may_contain(sf->f, k->h);
+    if (s->kind == KIND_BF) return classic_bloom_test(sf->bits, sf->bytes * 8, sf->hashes, s->probe, k->c);
+    cuckoo_table t = cf_table(s, sf);
+    return classic_cuckoo_count(&t, &k->ci) > 0;
+}
+
 /* Newest first: it is the largest and holds most of the items. */
-static int stack_contains(const fstack *s, bkv_hash h) {
+static int stack_contains(const fstack *s, const item_key *k) {
     for (uint32_t i = s->nsubs; i-- > 0;)
-        if (bkv_filter_may_contain(s->subs[i].f, h)) return 1;
+        if (sub_contains(s, &s->subs[i], k)) return 1;
     return 0;
 }
 
@@ -207,7 +300,8 @@ static void write_blob_header(const fstack *s, char *p) {
     memset(p, 0, BLOB_HEADER);
     uint32_t magic = BLOB_MAGIC;
     memcpy(p, &magic, 4);
-    p[4] = BLOB_VERSION;
+    p[4] = s->layout == LAYOUT_REDISBLOOM ? BLOB_VERSION_REDISBLOOM : BLOB_VERSION_LIBRARY;
+    p[5] = (char)s->probe;
     p[6] = (char)s->kind;
     p[7] = (char)s->nonscaling;
     uint64_t ebits;
@@ -221,7 +315,35 @@ static void write_blob_header(const fstack *s, char *p) {
     put64(p + 56, s->nsubs);
 }
 
+/* Version 2: per sub-filter its capacity, count, error rate (IEEE bits;
+ * 0 for a CF) and length in bytes, then its bits (BF) or slots (CF); an
+ * XXH3 of everything before it ends the blob. */
+#define CLASSIC_SUB_HEADER 32
+
+static char *encode_classic_blob(const fstack *s, size_t *len) {
+    size_t n = BLOB_HEADER + 8;
+    for (uint32_t i = 0; i < s->nsubs; i++) n += CLASSIC_SUB_HEADER + s->subs[i].bytes;
+    char *b = RedisModule_Alloc(n), *p = b;
+    write_blob_header(s, p);
+    p += BLOB_HEADER;
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        const sub_filter *sf = &s->subs[i];
+        uint64_t ebits;
+        memcpy(&ebits, &sf->error, 8);
+        put64(p, sf->capacity);
+        put64(p + 8, sf->count);
+        put64(p + 16, ebits);
+        put64(p + 24, sf->bytes);
+        memcpy(p + CLASSIC_SUB_HEADER, sf->bits, sf->bytes);
+        p += CLASSIC_SUB_HEADER + sf->bytes;
+    }
+    put64(p, bkv_hash_bytes(b, n - 8));
+    *len = n;
+    return b;
+}
+
 static char *encode_blob(const fstack *s, size_t *len) {
+    if (s->layout == LAYOUT_REDISBLOOM) return encode_classic_blob(s, len);
     size_t n = BLOB_HEADER;
     for (uint32_t i = 0; i < s->nsubs; i++) n += 24 + bkv_filter_encoded_size(s->subs[i].f);
     char *b = RedisModule_Alloc(n), *p = b;
@@ -247,22 +369,90 @@ static char *encode_blob(const fstack *s, size_t *len) {
 static fstack *read_stack_header(const char *b, uint64_t *nsubs) {
     uint32_t magic;
     memcpy(&magic, b, 4);
+    uint64_t expansion = get64(b + 8), ebits = get64(b + 16), bucket_size = get64(b + 40);
+    uint64_t max_iterations = get64(b + 48);
+    double error;
+    memcpy(&error, &ebits, 8);
+    *nsubs = get64(b + 56);
+    int kind = (uint8_t)b[6], layout = b[4] == BLOB_VERSION_REDISBLOOM ? LAYOUT_REDISBLOOM : LAYOUT_LIBRARY;
+    if (magic != BLOB_MAGIC || (b[4] != BLOB_VERSION_LIBRARY && b[4] != BLOB_VERSION_REDISBLOOM) ||
+        (uint8_t)b[5] > (layout == LAYOUT_REDISBLOOM ? CLASSIC_PROBE_REDISBLOOM : 0) ||
+        (layout == LAYOUT_REDISBLOOM && kind == KIND_STATIC) ||
+        (layout == LAYOUT_REDISBLOOM && kind == KIND_CF &&
+         (bucket_size == 0 || max_iterations == 0 || (expansion & (expansion - 1)))) ||
+        kind < KIND_BF || kind > KIND_STATIC || *nsubs == 0 ||
+        *nsubs > MAX_SUBS || !(error > 0 && error < 1) || (kind == KIND_STATIC && *nsubs != 1) ||
+        expansion > MAX_EXPANSION || get64(b + 24) > INT64_MAX || get64(b + 32) > INT64_MAX ||
+        bucket_size > MAX_BUCKET_SIZE || max_iterations > MAX_ITERATIONS)
+        return NULL;
     fstack *s = RedisModule_Calloc(1, sizeof *s);
-    s->kind = (uint8_t)b[6];
+    s->kind = (uint8_t)kind;
+    s->layout = (uint8_t)layout;
+    s->probe = (uint8_t)b[5];
     s->nonscaling = b[7] != 0;
-    s->expansion = get64(b + 8);
-    uint64_t ebits = get64(b + 16);
-    memcpy(&s->error, &ebits, 8);
+    s->expansion = (uint32_t)expansion;
+    s->error = error;
     s->items = get64(b + 24);
     s->deletes = get64(b + 32);
-    s->bucket_size = get64(b + 40);
-    s->max_iterations = get64(b + 48);
-    *nsubs = get64(b + 56);
-    if (magic != BLOB_MAGIC || b[4] != BLOB_VERSION || b[5] != 0 || s->kind < KIND_BF || s->kind > KIND_STATIC ||
-        *nsubs == 0 || *nsubs > MAX_SUBS || !(s->error > 0 && s->error < 1) ||
-        (s->kind == KIND_STATIC && *nsubs != 1) || s->expansion > MAX_EXPANSION || s->items > INT64_MAX ||
-        s->deletes > INT64_MAX || s->bucket_size > MAX_BUCKET_SIZE || s->max_iterations > MAX_ITERATIONS) {
-        RedisModule_Free(s);
+    s->bucket_size = (uint8_t)bucket_size;
+    s->max_iterations = (uint16_t)max_iterations;
+    return s;
+}
+
+/* Takes a RedisBloom-layout sub-filter's description (its bits still to
+ * come) if it is one add_sub could have made: sized by the formula for
+ * its capacity and error rate. 0 when it is not. */
+static int push_classic_sub(fstack *s, uint64_t capacity, uint64_t count, double error, uint64_t bytes) {
+    sub_filter sf = {.capacity = capacity, .count = count, .error = error, .bytes = capacity};
+    if (capacity == 0 || capacity > MAX_CAPACITY || count > capacity)
+        return 0;
+    if (s->kind == KIND_BF) {
+        if (!(error > 0 && error < 1) || classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes)) return 0;
+    } else {
+        /* Slots: a power of two buckets at first, each later sub-filter
+         * expansion times the one before. */
+        uint64_t buckets = capacity / s->bucket_size;
+        if (s->nsubs ? capacity != s->subs[s->nsubs - 1].capacity * s->expansion
+                     : capacity % s->bucket_size || (buckets & (buckets - 1)))
+            return 0;
+    }
+    if (sf.bytes != bytes || !(sf.bits = calloc(1, bytes)))
+        return 0;
+    filter_bytes += sf.bytes;
+    push_sub(s, sf); /* room: the caller checked the count against MAX_SUBS */
+    return 1;
+}
+
+static fstack *decode_classic_blob(fstack *s, uint64_t nsubs, const char *b, size_t len, char *why, size_t wl) {
+    if (len < BLOB_HEADER + 8 || get64(b + len - 8) != bkv_hash_bytes(b, len - 8)) {
+        snprintf(why, wl, "filter blob checksum mismatch");
+        fstack_free(s);
+        return NULL;
+    }
+    size_t off = BLOB_HEADER, end = len - 8;
+    uint64_t counted = 0;
+    for (uint64_t i = 0; i < nsubs; i++) {
+        const char *p = b + off;
+        uint64_t ebits = end - off < CLASSIC_SUB_HEADER ? 0 : get64(p + 16);
+        uint64_t bytes = end - off < CLASSIC_SUB_HEADER ? 0 : get64(p + 24);
+        double error;
+        memcpy(&error, &ebits, 8);
+        if (end - off < CLASSIC_SUB_HEADER || bytes > end - off - CLASSIC_SUB_HEADER ||
+            !push_classic_sub(s, get64(p), get64(p + 8), error, bytes)) {
+            snprintf(why, wl, "sub-filter %llu: truncated, or its size does not follow from its capacity and rate",
+                     (unsigned long long)i);
+            fstack_free(s);
+            return NULL;
+        }
+        memcpy(s->subs[i].bits, p + CLASSIC_SUB_HEADER, bytes);
+        counted += s->subs[i].count;
+        off += CLASSIC_SUB_HEADER + bytes;
+    }
+    /* A CF keeps no count per sub-filter (RedisBloom's dumps carry none). */
+    if ((s->kind == KIND_BF && counted != s->items) || off != end) {
+        snprintf(why, wl, "filter blob counts %llu items, its sub-filters %llu, or has bytes after them",
+                 (unsigned long long)s->items, (unsigned long long)counted);
+        fstack_free(s);
         return NULL;
     }
     return s;
@@ -276,6 +466,7 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
         snprintf(why, wl, "not a bloomkv filter blob, or its header is out of range");
         return NULL;
     }
+    if (s->layout == LAYOUT_REDISBLOOM) return decode_classic_blob(s, nsubs, b, len, why, wl);
     size_t off = BLOB_HEADER;
     uint64_t counted = 0;
     for (uint64_t i = 0; i < nsubs; i++) {
@@ -292,7 +483,7 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
             fstack_free(s);
             return NULL;
         }
-        sub_filter sf = {f, get64(b + off), get64(b + off + 8)};
+        sub_filter sf = {.f = f, .capacity = get64(b + off), .count = get64(b + off + 8)};
         filter_bytes += bkv_filter_memory(f);
         push_sub(s, sf); /* room: nsubs was checked against MAX_SUBS */
         off += 24 + fl;
@@ -408,7 +599,7 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
     uint64_t counted = 0;
     const char *p = b + BLOB_HEADER;
     for (uint64_t i = 0; ok && i < nsubs; i++, p += DUMP_SUB) {
-        sub_filter sf = {NULL, get64(p), get64(p + 8)};
+        sub_filter sf = {.capacity = get64(p), .count = get64(p + 8)};
         if (sf.capacity == 0 || sf.capacity > MAX_CAPACITY || sf.count > 4 * MAX_CAPACITY) {
             ok = 0;
             break;
@@ -436,6 +627,217 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
         return NULL;
     }
     return s;
+}
+
+/* ---- RedisBloom's own SCANDUMP form, for BF stacks in its layout ----
+ *
+ * Byte for byte what RedisBloom's BF.SCANDUMP gives, so a filter dumped
+ * there loads here and back. Iterator 0 gives iterator 1 and the header:
+ * the number of items (u64), of sub-filters (u32), option bits (u32) and
+ * the expansion (u32), then per sub-filter its bytes, bits, items (u64
+ * each), error rate and bits per item (f64 each), probes (u32), capacity
+ * (u64) and a power-of-two exponent (u8, 0 here), little-endian, unpadded.
+ * Every later iterator is 1 + an offset into the sub-filters' bits laid
+ * end to end; a chunk stays within one sub-filter and may start anywhere,
+ * and LOADCHUNK is given the iterator SCANDUMP returned with it, its end. */
+
+#define RB_HEADER 20
+#define RB_LINK 53
+#define RB_OPT_NOROUND 1 /* sized exactly, not to a power of two */
+#define RB_OPT_FORCE64 4 /* 64-bit hashes */
+#define RB_OPT_NO_SCALING 8
+/* Not RedisBloom's: the module's own probe placement (classic_bloom.h).
+ * RedisBloom refuses a header with a bit it does not know, so a filter
+ * it would read wrongly never loads there. */
+#define RB_OPT_SPREAD_PROBES 0x10000
+
+static void put32(char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
+}
+static uint32_t get32(const char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)(uint8_t)p[i] << (8 * i);
+    return v;
+}
+static double getf64(const char *p) {
+    uint64_t v = get64(p);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+static void putf64(char *p, double d) {
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put64(p, v);
+}
+
+static char *encode_rb_header(const fstack *s, size_t *len) {
+    size_t n = RB_HEADER + (size_t)s->nsubs * RB_LINK;
+    char *b = RedisModule_Alloc(n), *p = b + RB_HEADER;
+    put64(b, s->items);
+    put32(b + 8, s->nsubs);
+    put32(b + 12, RB_OPT_NOROUND | RB_OPT_FORCE64 | (s->nonscaling ? RB_OPT_NO_SCALING : 0) |
+                      (s->probe == CLASSIC_PROBE_SPREAD ? RB_OPT_SPREAD_PROBES : 0));
+    put32(b + 16, (uint32_t)s->expansion);
+    for (uint32_t i = 0; i < s->nsubs; i++, p += RB_LINK) {
+        const sub_filter *sf = &s->subs[i];
+        put64(p, sf->bytes);
+        put64(p + 8, sf->bytes * 8);
+        put64(p + 16, sf->count);
+        putf64(p + 24, sf->error);
+        putf64(p + 32, -(log(sf->error) / 0.480453013918201));
+        put32(p + 40, sf->hashes);
+        put64(p + 44, sf->capacity);
+        p[52] = 0;
+    }
+    *len = n;
+    return b;
+}
+
+/* A stack from a RedisBloom header, bits zero; NULL unless every field is
+ * what RedisBloom's current layout (exact sizes, 64-bit hashes) writes and
+ * the counts add up. Filters RedisBloom made in its older layouts (32-bit
+ * hashes, power-of-two sizes) are refused. */
+static fstack *decode_rb_header(const char *b, size_t len) {
+    if (len < RB_HEADER) return NULL;
+    uint64_t items = get64(b), nsubs = get32(b + 8);
+    uint32_t options = get32(b + 12), growth = get32(b + 16);
+    if (nsubs == 0 || nsubs > MAX_SUBS || len != RB_HEADER + nsubs * RB_LINK ||
+        (options & ~(uint32_t)(RB_OPT_NO_SCALING | RB_OPT_SPREAD_PROBES)) != (RB_OPT_NOROUND | RB_OPT_FORCE64) ||
+        growth > MAX_EXPANSION ||
+        (growth == 0 && !(options & RB_OPT_NO_SCALING)) || items > INT64_MAX)
+        return NULL;
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = KIND_BF;
+    s->layout = LAYOUT_REDISBLOOM;
+    s->probe = options & RB_OPT_SPREAD_PROBES ? CLASSIC_PROBE_SPREAD : CLASSIC_PROBE_REDISBLOOM;
+    s->nonscaling = (options & RB_OPT_NO_SCALING) != 0;
+    s->expansion = growth;
+    s->items = items;
+    uint64_t counted = 0;
+    const char *p = b + RB_HEADER;
+    for (uint64_t i = 0; i < nsubs; i++, p += RB_LINK) {
+        uint64_t bytes = get64(p);
+        double error = getf64(p + 24);
+        if (get64(p + 8) != bytes * 8 || p[52] != 0 || !push_classic_sub(s, get64(p + 44), get64(p + 16), error, bytes) ||
+            get32(p + 40) != s->subs[i].hashes) {
+            fstack_free(s);
+            return NULL;
+        }
+        counted += s->subs[i].count;
+    }
+    s->error = s->nonscaling ? s->subs[0].error : s->subs[0].error / BF_TIGHTENING;
+    if (counted != items) {
+        fstack_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* The sub-filter holding byte off of the bits laid end to end, and the
+ * offset in it; NULL past the end. */
+static sub_filter *rb_sub_at(const fstack *s, uint64_t off, uint64_t *in) {
+    for (uint32_t i = 0; i < s->nsubs; i++) {
+        if (off < s->subs[i].bytes) {
+            *in = off;
+            return &s->subs[i];
+        }
+        off -= s->subs[i].bytes;
+    }
+    return NULL;
+}
+
+/* RedisBloom's CF header: items, buckets of the first sub-filter,
+ * deletes, sub-filters (u64 each), bucket size, max iterations and
+ * expansion (u16 each), little-endian, unpadded. */
+#define RB_CF_HEADER 38
+
+static char *encode_rb_cf_header(const fstack *s, size_t *len) {
+    char *b = RedisModule_Alloc(RB_CF_HEADER);
+    put64(b, s->items);
+    put64(b + 8, s->subs[0].bytes / s->bucket_size);
+    put64(b + 16, s->deletes);
+    put64(b + 24, s->nsubs);
+    uint16_t small[3] = {s->bucket_size, s->max_iterations, (uint16_t)s->expansion};
+    for (int i = 0; i < 3; i++) b[32 + 2 * i] = (char)small[i], b[33 + 2 * i] = (char)(small[i] >> 8);
+    *len = RB_CF_HEADER;
+    return b;
+}
+
+/* A CF stack from RedisBloom's header, slots zero; NULL unless every
+ * number is one a CF.RESERVE here could have led to (and the bucket count
+ * a power of two, so every sub-filter's is). */
+static fstack *decode_rb_cf_header(const char *b, size_t len) {
+    if (len != RB_CF_HEADER) return NULL;
+    uint64_t items = get64(b), buckets = get64(b + 8), deletes = get64(b + 16), nsubs = get64(b + 24);
+    unsigned bucket_size = (uint8_t)b[32] | (unsigned)(uint8_t)b[33] << 8;
+    unsigned iterations = (uint8_t)b[34] | (unsigned)(uint8_t)b[35] << 8;
+    unsigned expansion = (uint8_t)b[36] | (unsigned)(uint8_t)b[37] << 8;
+    if (bucket_size < 1 || bucket_size > MAX_BUCKET_SIZE || iterations < 1 || nsubs < 1 || nsubs > MAX_SUBS ||
+        (expansion == 0 && nsubs > 1) || expansion > MAX_EXPANSION || (expansion & (expansion - 1)) || buckets == 0 ||
+        (buckets & (buckets - 1)) || buckets > MAX_CAPACITY / bucket_size || items > INT64_MAX ||
+        deletes > INT64_MAX)
+        return NULL;
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = KIND_CF;
+    s->layout = LAYOUT_REDISBLOOM;
+    s->error = 0.01;
+    s->bucket_size = (uint8_t)bucket_size;
+    s->max_iterations = (uint16_t)iterations;
+    s->expansion = expansion;
+    s->items = items;
+    s->deletes = deletes;
+    uint64_t slots = buckets * bucket_size, total = 0;
+    for (uint64_t i = 0; i < nsubs; i++) {
+        if (i && !(slots = grown(slots, expansion))) break;
+        if (!push_classic_sub(s, slots, 0, 0, slots)) break;
+        total += slots;
+    }
+    if (s->nsubs != nsubs || items > total) {
+        fstack_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int rb_scandump(RedisModuleCtx *ctx, const fstack *s, long long it) {
+    RedisModule_ReplyWithArray(ctx, 2);
+    if (s->kind == KIND_CF && s->items == 0) { /* as RedisBloom: an empty cuckoo filter dumps nothing */
+        RedisModule_ReplyWithLongLong(ctx, 0);
+        return RedisModule_ReplyWithNull(ctx);
+    }
+    if (it == 0) {
+        size_t len;
+        char *h = s->kind == KIND_BF ? encode_rb_header(s, &len) : encode_rb_cf_header(s, &len);
+        RedisModule_ReplyWithLongLong(ctx, 1);
+        RedisModule_ReplyWithStringBuffer(ctx, h, len);
+        RedisModule_Free(h);
+        return REDISMODULE_OK;
+    }
+    uint64_t in;
+    const sub_filter *sf = rb_sub_at(s, (uint64_t)it - 1, &in);
+    if (!sf) {
+        RedisModule_ReplyWithLongLong(ctx, 0);
+        return s->kind == KIND_BF ? RedisModule_ReplyWithStringBuffer(ctx, "", 0) : RedisModule_ReplyWithNull(ctx);
+    }
+    uint64_t len = sf->bytes - in < DUMP_CHUNK ? sf->bytes - in : DUMP_CHUNK;
+    RedisModule_ReplyWithLongLong(ctx, it + (long long)len);
+    return RedisModule_ReplyWithStringBuffer(ctx, (const char *)sf->bits + in, len);
+}
+
+static int rb_loadchunk(RedisModuleCtx *ctx, fstack *s, long long it, const char *data, size_t len) {
+    int bf = s->kind == KIND_BF;
+    if ((uint64_t)it <= len || (!bf && len == 0))
+        return RedisModule_ReplyWithError(ctx, bf ? "ERR received bad data" : "Couldn't load chunk!");
+    uint64_t in;
+    sub_filter *sf = rb_sub_at(s, (uint64_t)it - len - 1, &in);
+    if (!sf) return RedisModule_ReplyWithError(ctx, bf ? "ERR invalid offset - no link found" : "Couldn't load chunk!");
+    if (len > sf->bytes - in)
+        return RedisModule_ReplyWithError(ctx, bf ? "ERR invalid chunk - Too big for current filter"
+                                                  : "Couldn't load chunk!");
+    memcpy(sf->bits + in, data, len);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
 /* ---- type callbacks (shared by the three types) ---- */
@@ -468,8 +870,9 @@ static void f_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *valu
 
 static size_t f_mem_usage(const void *value) {
     const fstack *s = value;
-    size_t n = sizeof *s + s->subs_cap * sizeof *s->subs;
-    for (uint32_t i = 0; i < s->nsubs; i++) n += bkv_filter_encoded_size(s->subs[i].f);
+    size_t n = sizeof *s + subs_room(s->nsubs) * sizeof *s->subs;
+    for (uint32_t i = 0; i < s->nsubs; i++)
+        n += s->layout == LAYOUT_REDISBLOOM ? s->subs[i].bytes : bkv_filter_encoded_size(s->subs[i].f);
     return n;
 }
 
@@ -513,10 +916,10 @@ static int open_filter(RedisModuleCtx *ctx, RedisModuleString *name, int kind, i
     return LOOKUP_OK;
 }
 
-static bkv_hash item_hash(RedisModuleString *item) {
+static item_key item_hash(const fstack *s, RedisModuleString *item) {
     size_t n;
     const char *p = RedisModule_StringPtrLen(item, &n);
-    return bkv_hash_bytes(p, n);
+    return key_of(s, p, n);
 }
 
 static int arg_is(RedisModuleString *arg, const char *word) {
@@ -527,8 +930,8 @@ static int arg_is(RedisModuleString *arg, const char *word) {
 
 /* 1 added, 0 (may have) existed, -1 a full non-scaling filter, -2 no room
  * for another sub-filter, -3 not past maxmemory. */
-static int bf_add(fstack *s, bkv_hash h) {
-    if (stack_contains(s, h)) return 0;
+static int bf_add(fstack *s, const item_key *k) {
+    if (stack_contains(s, k)) return 0;
     sub_filter *last = &s->subs[s->nsubs - 1];
     if (last->count >= last->capacity) {
         if (s->nonscaling) return -1;
@@ -536,7 +939,8 @@ static int bf_add(fstack *s, bkv_hash h) {
         if (rc) return rc == BKV_NOMEM ? -3 : -2;
         last = &s->subs[s->nsubs - 1];
     }
-    bkv_filter_add(last->f, h);
+    if (s->layout == LAYOUT_REDISBLOOM) classic_bloom_set(last->bits, last->bytes * 8, last->hashes, s->probe, k->c);
+    else bkv_filter_add(last->f, k->h);
     last->count++;
     s->items++;
     return 1;
@@ -564,7 +968,8 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
     }
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     for (int i = 0; i < n; i++) {
-        int r = bf_add(s, item_hash(items[i]));
+        item_key k = item_hash(s, items[i]);
+        int r = bf_add(s, &k);
         if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
         else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
         else if (r == -3) reply_no_filter(ctx, BKV_NOMEM);
@@ -672,11 +1077,17 @@ static int exists_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         for (int i = 0; i < n; i++) RedisModule_ReplyWithBool(ctx, 0);
         return REDISMODULE_OK;
     }
-    if (n == 1) return RedisModule_ReplyWithBool(ctx, stack_contains(s, item_hash(argv[2])));
+    if (n == 1 || s->layout == LAYOUT_REDISBLOOM) {
+        for (int i = 0; i < n; i++) {
+            item_key k = item_hash(s, argv[i + 2]);
+            RedisModule_ReplyWithBool(ctx, stack_contains(s, &k));
+        }
+        return REDISMODULE_OK;
+    }
     /* Many items: batched, prefetched probes, sub-filter by sub-filter. */
     bkv_hash *h = RedisModule_Alloc((size_t)n * sizeof *h);
     uint8_t *any = RedisModule_Calloc((size_t)n, 1), *one = RedisModule_Alloc((size_t)n);
-    for (int i = 0; i < n; i++) h[i] = item_hash(argv[i + 2]);
+    for (int i = 0; i < n; i++) h[i] = item_hash(s, argv[i + 2]).h;
     for (uint32_t j = 0; j < s->nsubs; j++) {
         bkv_filter_may_contain_batch(s->subs[j].f, h, (size_t)n, one);
         for (int i = 0; i < n; i++) any[i] |= one[i];
@@ -753,13 +1164,19 @@ static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     snprintf(line, sizeof line, "size:%llu", (unsigned long long)s->items);
     RedisModule_ReplyWithSimpleString(ctx, line);
     for (uint32_t i = 0; i < s->nsubs; i++) {
-        bkv_filter_info fi;
-        bkv_filter_get_info(s->subs[i].f, &fi);
-        size_t bytes;
-        bkv_filter_payload(s->subs[i].f, &bytes);
+        const sub_filter *sf = &s->subs[i];
+        size_t bytes = sf->bytes;
+        uint64_t bits = sf->bytes * 8;
+        unsigned hashes = sf->hashes;
+        if (s->layout == LAYOUT_LIBRARY) {
+            bkv_filter_info fi;
+            bkv_filter_get_info(sf->f, &fi);
+            bkv_filter_payload(sf->f, &bytes);
+            bits = fi.num_bits, hashes = fi.k;
+        }
         snprintf(line, sizeof line, "bytes:%zu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g", bytes,
-                 (unsigned long long)fi.num_bits, fi.k, (unsigned long long)s->subs[i].capacity,
-                 (unsigned long long)s->subs[i].count, bf_sub_rate(s, i));
+                 (unsigned long long)bits, hashes, (unsigned long long)sf->capacity, (unsigned long long)sf->count,
+                 bf_sub_rate(s, i));
         RedisModule_ReplyWithSimpleString(ctx, line);
     }
     return REDISMODULE_OK;
@@ -767,9 +1184,37 @@ static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* ---- CF ---- */
 
-/* 1 added, 0 existed (nx), -1 full, -3 not past maxmemory. */
-static int cf_add(fstack *s, bkv_hash h, int nx) {
-    if (nx && stack_contains(s, h)) return 0;
+/* RedisBloom's insertion: a free slot in the item's buckets of any
+ * sub-filter, newest first; else room made by kicks in the newest; else a
+ * new sub-filter. 1 added, -1 full, -3 not past maxmemory. */
+static int cf_classic_add(fstack *s, const cuckoo_item *it) {
+    for (uint32_t i = s->nsubs; i-- > 0;) {
+        cuckoo_table t = cf_table(s, &s->subs[i]);
+        if (classic_cuckoo_place(&t, it)) {
+            s->items++;
+            return 1;
+        }
+    }
+    sub_filter *last = &s->subs[s->nsubs - 1];
+    cuckoo_table t = cf_table(s, last);
+    if (!classic_cuckoo_kick_in(&t, it, s->max_iterations)) {
+        if (!s->expansion) return -1;
+        int rc = add_sub(s, grown(last->capacity, s->expansion), 0);
+        if (rc) return rc == BKV_NOMEM ? -3 : -1;
+        last = &s->subs[s->nsubs - 1];
+        t = cf_table(s, last);
+        classic_cuckoo_place(&t, it); /* an empty table has room */
+    }
+    s->items++;
+    return 1;
+}
+
+/* 1 added, 0 existed (nx), -1 full, -2 no more sub-filters, -3 not past
+ * maxmemory. */
+static int cf_add(fstack *s, const item_key *k, int nx) {
+    if (nx && stack_contains(s, k)) return 0;
+    if (s->layout == LAYOUT_REDISBLOOM) return cf_classic_add(s, &k->ci);
+    bkv_hash h = k->h;
     sub_filter *last = &s->subs[s->nsubs - 1];
     /* A sub-filter holds its capacity, no more (a cuckoo table sized for
      * it often has room past it): a filter of capacity n answers full, or
@@ -787,11 +1232,24 @@ static int cf_add(fstack *s, bkv_hash h, int nx) {
     return 1;
 }
 
+/* RedisBloom's cuckoo filter: capacity / bucket_size buckets rounded up to
+ * a power of two, and an expansion rounded up to one (0 stays 0). */
 static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iterations, uint64_t expansion, int *rc) {
-    fstack *s = fstack_new(KIND_CF, capacity, 0.01, expansion, 0, rc);
-    if (s) {
-        s->bucket_size = bucket_size;
-        s->max_iterations = max_iterations;
+    uint64_t rounded = 0;
+    if (expansion) {
+        rounded = 1;
+        while (rounded < expansion) rounded *= 2;
+    }
+    fstack *s = RedisModule_Calloc(1, sizeof *s);
+    s->kind = KIND_CF;
+    s->layout = LAYOUT_REDISBLOOM;
+    s->error = 0.01;
+    s->expansion = (uint32_t)rounded;
+    s->bucket_size = (uint8_t)bucket_size;
+    s->max_iterations = (uint16_t)max_iterations;
+    if ((*rc = add_sub(s, classic_cuckoo_buckets(capacity, (unsigned)bucket_size) * bucket_size, 0))) {
+        fstack_free(s);
+        return NULL;
     }
     return s;
 }
@@ -809,9 +1267,15 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
             return reply_no_filter(ctx, rc);
         RedisModule_ModuleTypeSetValue(key, cf_type, s);
     }
+    /* As RedisBloom: a stack at its most sub-filters takes nothing more,
+     * even where one would still fit, so that a flood of items cannot
+     * make it grow without end. */
+    if (s->layout == LAYOUT_REDISBLOOM && s->nsubs >= SETTING(CF_MAX_EXPANSIONS))
+        return RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     for (int i = 0; i < n; i++) {
-        int r = cf_add(s, item_hash(items[i]), nx);
+        item_key k = item_hash(s, items[i]);
+        int r = cf_add(s, &k, nx);
         if (r == -3) {
             if (multi) reply_no_filter(ctx, BKV_NOMEM);
             else return reply_no_filter(ctx, BKV_NOMEM);
@@ -898,7 +1362,18 @@ static int cmd_cf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
  * (a delete's own compaction, whose sub-filters below could not be freed
  * anyway). */
 static void cf_compact(fstack *s, int all) {
-    for (uint32_t i = s->nsubs; i-- > 1;) {
+    for (uint32_t i = s->nsubs; s->layout == LAYOUT_REDISBLOOM && i-- > 1;) {
+        /* RedisBloom's: each fingerprint into the oldest sub-filter with
+         * room in one of its two buckets there. */
+        cuckoo_table *older = RedisModule_Alloc(i * sizeof *older);
+        for (uint32_t j = 0; j < i; j++) older[j] = cf_table(s, &s->subs[j]);
+        cuckoo_table t = cf_table(s, &s->subs[i]);
+        int emptied = classic_cuckoo_move_down(&t, older, i);
+        RedisModule_Free(older);
+        if (emptied && i == s->nsubs - 1) pop_sub(s);
+        if (!emptied && !all) break;
+    }
+    for (uint32_t i = s->nsubs; s->layout == LAYOUT_LIBRARY && i-- > 1;) { /* with per-sub-filter counts */
         sub_filter *from = &s->subs[i];
         for (uint32_t j = 0; j < i && from->count > 0; j++) {
             sub_filter *to = &s->subs[j];
@@ -911,11 +1386,7 @@ static void cf_compact(fstack *s, int all) {
         }
         if (from->count > 0 && !all) break;
     }
-    while (s->nsubs > 1 && s->subs[s->nsubs - 1].count == 0) {
-        sub_filter *last = &s->subs[--s->nsubs];
-        filter_bytes -= bkv_filter_memory(last->f);
-        bkv_filter_destroy(last->f);
-    }
+    while (s->layout == LAYOUT_LIBRARY && s->nsubs > 1 && s->subs[s->nsubs - 1].count == 0) pop_sub(s);
     s->deletes = 0;
 }
 
@@ -939,11 +1410,11 @@ static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
-    bkv_hash h = item_hash(argv[2]);
+    item_key k = item_hash(s, argv[2]);
     /* Newest first: a re-added item most likely sits in the newest. */
     for (uint32_t i = s->nsubs; i-- > 0;)
-        if (bkv_filter_delete(s->subs[i].f, h) == BKV_OK) {
-            s->subs[i].count--;
+        if (cf_sub_delete(s, &s->subs[i], &k)) {
+            if (s->layout == LAYOUT_LIBRARY) s->subs[i].count--;
             s->items--;
             s->deletes++;
             /* As RedisBloom: once deletes pass a tenth of the items, the
@@ -962,22 +1433,28 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     int st = open_filter(ctx, argv[1], KIND_CF, REDISMODULE_READ, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithLongLong(ctx, 0);
-    bkv_hash h = item_hash(argv[2]);
+    item_key k = item_hash(s, argv[2]);
     long long n = 0;
-    for (uint32_t i = 0; i < s->nsubs; i++) n += bkv_filter_count(s->subs[i].f, h);
+    for (uint32_t i = 0; i < s->nsubs; i++) n += (long long)cf_sub_count(s, &s->subs[i], &k);
     return RedisModule_ReplyWithLongLong(ctx, n);
 }
 
 /* The buckets of a cuckoo stack as RedisBloom counts them: the first
- * sub-filter's (its bits count fingerprint bits, k of them a slot). */
+ * sub-filter's (in the library's layout its bits count fingerprint bits,
+ * k of them a slot, four slots a bucket). */
 static uint64_t cf_buckets(const fstack *s) {
+    if (s->layout == LAYOUT_REDISBLOOM) return s->subs[0].capacity / s->bucket_size;
     bkv_filter_info fi;
     bkv_filter_get_info(s->subs[0].f, &fi);
     return fi.num_bits / (CF_BUCKET_SLOTS * fi.k);
 }
 
-/* CF.DEBUG key: RedisBloom's one line, with bloomkv's numbers (buckets
- * of four slots). */
+/* The slots a bucket has: as reserved, or the library's four. */
+static unsigned cf_bucket_slots(const fstack *s) {
+    return s->layout == LAYOUT_REDISBLOOM ? s->bucket_size : CF_BUCKET_SLOTS;
+}
+
+/* CF.DEBUG key: RedisBloom's one line. */
 static int cmd_cf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
@@ -987,8 +1464,8 @@ static int cmd_cf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
     uint64_t buckets = cf_buckets(s);
     char line[200];
-    snprintf(line, sizeof line, "bktsize:%d buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%llu "
-             "expansion:%llu", CF_BUCKET_SLOTS, (unsigned long long)buckets, (unsigned long long)s->items,
+    snprintf(line, sizeof line, "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u max_iterations:%llu "
+             "expansion:%llu", cf_bucket_slots(s), (unsigned long long)buckets, (unsigned long long)s->items,
              (unsigned long long)s->deletes, s->nsubs, (unsigned long long)s->max_iterations,
              (unsigned long long)s->expansion);
     return RedisModule_ReplyWithSimpleString(ctx, line);
@@ -1004,9 +1481,8 @@ static int cmd_cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     uint64_t buckets = cf_buckets(s);
     const char *names[] = {"Size", "Number of buckets", "Number of filters", "Number of items inserted",
                            "Number of items deleted", "Bucket size", "Expansion rate", "Max iterations"};
-    /* The library's buckets hold four fingerprints whatever BUCKETSIZE asked. */
     long long vals[] = {(long long)f_mem_usage(s), (long long)buckets, s->nsubs, (long long)s->items,
-                        (long long)s->deletes, CF_BUCKET_SLOTS, (long long)s->expansion,
+                        (long long)s->deletes, cf_bucket_slots(s), (long long)s->expansion,
                         (long long)s->max_iterations};
     RedisModule_ReplyWithMap(ctx, 8);
     for (int i = 0; i < 8; i++) {
@@ -1026,7 +1502,11 @@ static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (parse_error_rate(ctx, argv[3], &fpr)) return REDISMODULE_OK;
     size_t n = (size_t)argc - 4;
     bkv_hash *h = RedisModule_Alloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++) h[i] = item_hash(argv[i + 4]);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *p = RedisModule_StringPtrLen(argv[i + 4], &len);
+        h[i] = bkv_hash_bytes(p, len);
+    }
     bkv_filter_spec spec = {.type = type, .fpr = fpr};
     bkv_filter *f;
     int rc = bkv_filter_build(&spec, h, n, &f);
@@ -1041,7 +1521,7 @@ static int cmd_filter_build(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     s->kind = KIND_STATIC;
     s->error = fpr;
     s->items = n;
-    push_sub(s, (sub_filter){f, n, n});
+    push_sub(s, (sub_filter){.f = f, .capacity = n, .count = n});
     RedisModuleKey *key;
     fstack *old;
     if (open_filter(ctx, argv[1], KIND_STATIC, REDISMODULE_READ | REDISMODULE_WRITE, &key, &old) == LOOKUP_WRONGTYPE) {
@@ -1096,6 +1576,7 @@ static int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     int st = open_filter(ctx, argv[1], kind, REDISMODULE_READ, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
+    if (s->layout == LAYOUT_REDISBLOOM) return rb_scandump(ctx, s, it);
     RedisModule_ReplyWithArray(ctx, 2);
     if (kind == KIND_CF && s->items == 0) { /* as RedisBloom: an empty cuckoo filter dumps nothing */
         RedisModule_ReplyWithLongLong(ctx, 0);
@@ -1141,8 +1622,20 @@ static int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (it == 1) {
         if (st != LOOKUP_EMPTY && kind == KIND_CF) return RedisModule_ReplyWithError(ctx, "item exists");
-        fstack *loaded = decode_dump_header(ctx, data, len, kind);
-        if (!loaded) return REDISMODULE_OK;
+        /* A BF header is RedisBloom's unless it has the blob's magic: this
+         * module's own form, from before BF took RedisBloom's layout. */
+        uint32_t magic = 0;
+        if (len >= 4) memcpy(&magic, data, 4);
+        fstack *loaded;
+        if (magic != BLOB_MAGIC) {
+            if (!(loaded = kind == KIND_BF ? decode_rb_header(data, len) : decode_rb_cf_header(data, len)))
+                return RedisModule_ReplyWithError(ctx, bad_header(kind));
+            if (!memory_allows(0)) {
+                fstack_free(loaded);
+                return reply_no_filter(ctx, BKV_NOMEM);
+            }
+        } else if (!(loaded = decode_dump_header(ctx, data, len, kind)))
+            return REDISMODULE_OK;
         if (st != LOOKUP_EMPTY) { /* a filter is never replaced piece by piece */
             fstack_free(loaded);
             return RedisModule_ReplyWithError(ctx, "ERR the key already holds a filter");
@@ -1150,6 +1643,7 @@ static int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
         RedisModule_ModuleTypeSetValue(key, type_of(kind), loaded);
     } else {
         if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, bad_position(kind));
+        if (s->layout == LAYOUT_REDISBLOOM) return rb_loadchunk(ctx, s, it, data, len);
         uint32_t sub;
         size_t sub_off, want;
         if (!chunk_at(s, (uint64_t)it - 2, &sub, &sub_off, &want)) /* RedisBloom's CF names no position */

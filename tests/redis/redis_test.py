@@ -7,11 +7,13 @@ Redis Cluster (3 masters, 3 replicas). Run by ctest:
 Every server listens on 127.0.0.1 only, on ports probed free, and is
 stopped by its own pid at the end (or when the test fails). Seeds are fixed.
 """
+import math
 import os
 import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,7 @@ import time
 
 import redis
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = os.path.abspath(sys.argv[1])
 TOOL = next((a for a in sys.argv[2:] if os.path.sep in a), None)  # the bloomkv tool, when built
 PARTS = [a for a in sys.argv[2:] if a in ("single", "cluster")] or ["single", "cluster"]
@@ -137,23 +140,115 @@ def dump_chunks(r, cmd, key):
         chunks.append((it, data))
 
 
+MURMUR_M = 0xC6A4A7935BD1E995
+MASK64 = (1 << 64) - 1
+
+
+def murmur64a(data, seed):
+    """MurmurHash64A, written from its published description: the hash
+    RedisBloom gives an item."""
+    h = (seed ^ (len(data) * MURMUR_M)) & MASK64
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = int.from_bytes(data[i:i + 8], "little")
+        k = (k * MURMUR_M) & MASK64
+        k ^= k >> 47
+        k = (k * MURMUR_M) & MASK64
+        h = ((h ^ k) * MURMUR_M) & MASK64
+    if len(data) & 7:
+        h ^= int.from_bytes(data[whole:], "little")
+        h = (h * MURMUR_M) & MASK64
+    h ^= h >> 47
+    h = (h * MURMUR_M) & MASK64
+    return h ^ (h >> 47)
+
+
+def redisbloom_bf_size(capacity, error):
+    """RedisBloom's sizing: (bytes, probes) of a sub-filter."""
+    bpe = -(math.log(error) / 0.480453013918201)
+    bits = max(int(capacity * bpe), 1)
+    return (bits + 63) // 64 * 8, math.ceil(0.693147180559945 * bpe)
+
+
+def redisbloom_bf_dump(capacity, error, items):
+    """The SCANDUMP chunks RedisBloom gives for a non-scaling filter of
+    capacity that holds items: its header, then the bits, set as RedisBloom
+    sets them. Made here, independently of the module."""
+    nbytes, hashes = redisbloom_bf_size(capacity, error)
+    bits = bytearray(nbytes)
+    for item in items:
+        a = murmur64a(item, MURMUR_M)
+        b = murmur64a(item, a)
+        for i in range(hashes):
+            x = ((a + i * b) & MASK64) % (nbytes * 8)
+            bits[x >> 3] |= 1 << (x & 7)
+    bpe = -(math.log(error) / 0.480453013918201)
+    header = struct.pack("<QIII", len(items), 1, 1 | 4 | 8, 2)  # NOROUND | FORCE64 | NO_SCALING
+    header += struct.pack("<QQQddIQB", nbytes, nbytes * 8, len(items), error, bpe, hashes, capacity, 0)
+    return [(1, header), (1 + nbytes, bytes(bits))]
+
+
 def filter_chunks_and_limits():
     """RedisBloom's SCANDUMP/LOADCHUNK, DEBUG, error-rate tightening and
     capacity rules, as its clients rely on them."""
     s = Server("filters")
     r = s.client()
-    # A scaling filter stays at or under the requested rate as it grows.
-    r.execute_command("BF.RESERVE", "rate", 0.001, 100)
-    for i in range(0, 20000, 1000):
-        r.execute_command("BF.MADD", "rate", *["in%d" % j for j in range(i, i + 1000)])
+    # A scaling filter stays at or under the requested rate as it grows:
+    # the mean over ten filters, each 200 times its first capacity (one
+    # filter's own rate varies by some 20% with the items it happens to get).
     fp = 0
-    for i in range(0, 200000, 5000):
-        fp += sum(r.execute_command("BF.MEXISTS", "rate", *["out%d" % j for j in range(i, i + 5000)]))
-    check(fp / 200000 <= 0.001, "a grown BF keeps the requested rate: %.5f" % (fp / 200000))
-    # Small filters cost little: one sub-filter's bytes, not a fixed table.
+    for f in range(10):
+        key = "rate%d" % f
+        r.execute_command("BF.RESERVE", key, 0.001, 100)
+        for i in range(0, 20000, 1000):
+            r.execute_command("BF.MADD", key, *["%d:in%d" % (f, j) for j in range(i, i + 1000)])
+        for i in range(0, 100000, 5000):
+            fp += sum(r.execute_command("BF.MEXISTS", key, *["%d:out%d" % (f, j) for j in range(i, i + 5000)]))
+    check(fp / 1000000 <= 0.001, "grown BFs keep the requested rate: %.5f" % (fp / 1000000))
+    # Sized as RedisBloom sizes them: the same bytes and probes per
+    # sub-filter, each at half the rate of the one before.
+    r.execute_command("BF.RESERVE", "sized", 0.01, 1000, "EXPANSION", 3)
+    r.execute_command("BF.MADD", "sized", *["z%d" % i for i in range(2500)])
+    lines = [x.decode() for x in r.execute_command("BF.DEBUG", "sized")[1:]]
+    capacity, rate = 1000, 0.005
+    for line in lines:
+        nbytes, hashes = redisbloom_bf_size(capacity, rate)
+        check(line.startswith("bytes:%d bits:%d hashes:%d hashwidth:64 capacity:%d " % (nbytes, nbytes * 8, hashes, capacity)),
+              "BF.DEBUG line %r, RedisBloom's sizing gives %d bytes and %d probes" % (line, nbytes, hashes))
+        capacity, rate = capacity * 3, rate / 2
+    check(len(lines) == 2, "2500 items at capacity 1000, expansion 3: two sub-filters (%d)" % len(lines))
+    # Small filters cost little: their bits and two small structs.
     r.execute_command("BF.RESERVE", "small", 0.01, 100)
     size = r.execute_command("BF.INFO", "small", "SIZE")[0]
-    check(size < 512, "BF.INFO Size of a 100-item filter is %d bytes" % size)
+    check(size == 96 + redisbloom_bf_size(100, 0.005)[0], "BF.INFO Size of a 100-item filter is %d bytes" % size)
+
+    # A filter RedisBloom dumped loads and answers as it did there.
+    made = [b"rb%d" % i for i in range(300)]
+    for it, data in redisbloom_bf_dump(1000, 0.001, made):
+        check(r.execute_command("BF.LOADCHUNK", "moved", it, data) == b"OK", "BF.LOADCHUNK of RedisBloom's chunk %d" % it)
+    check(all(r.execute_command("BF.MEXISTS", "moved", *made)), "every item of RedisBloom's filter is found")
+    absent = sum(r.execute_command("BF.MEXISTS", "moved", *[b"no%d" % i for i in range(20000)]))
+    check(absent < 20000 * 0.001 * 3, "RedisBloom's filter answers absent items as it did there (%d of 20000)" % absent)
+    check(r.execute_command("BF.ADD", "moved", "new") == 1 and r.execute_command("BF.EXISTS", "moved", "new") == 1,
+          "a moved filter takes new items")
+    check(dump_chunks(r, "BF.SCANDUMP", "moved")[0][1][12:16] == struct.pack("<I", 1 | 4 | 8),
+          "it dumps with RedisBloom's option bits, so RedisBloom can load it back")
+    foreign = redisbloom_bf_dump(1000, 0.001, made)[0][1]
+    for at, what in ((12, "32-bit hashes"), (20, "a size not RedisBloom's for its capacity")):
+        bad = bytearray(foreign)
+        bad[at] ^= 4 if at == 12 else 8
+        expect_error(lambda: r.execute_command("BF.LOADCHUNK", "refused", 1, bytes(bad)), "received bad data",
+                     "a RedisBloom header with " + what)
+    # Made by this module before it took RedisBloom's layout: loads and grows.
+    old = bytes.fromhex(open(os.path.join(HERE, "data", "bf-blocked-bloom.dump.hex")).read().strip())
+    r.restore("old", 0, old)
+    check(all(r.execute_command("BF.MEXISTS", "old", *["o%d" % i for i in range(200)])),
+          "a blocked-Bloom BF from an RDB keeps every item")
+    r.execute_command("BF.MADD", "old", *["p%d" % i for i in range(1000)])
+    check(all(r.execute_command("BF.MEXISTS", "old", *["p%d" % i for i in range(1000)])) and
+          r.execute_command("BF.INFO", "old", "FILTERS")[0] > 3, "and grows")
+    s.client().execute_command("DEBUG", "RELOAD")
+    check(all(r.execute_command("BF.MEXISTS", "old", *["p%d" % i for i in range(1000)])), "and survives a reload")
 
     # Dumped and loaded: every item back, under another key, through
     # several sub-filters and (the big one) several chunks.
@@ -182,39 +277,87 @@ def filter_chunks_and_limits():
     check(r.exists("bad") == 0, "a refused header makes no key")
     expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown", 1, chunks[0][1]), "already holds",
                  "a header into a key that holds a filter")
-    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0] + 1, chunks[1][1]),
-                 "invalid offset", "a chunk at a place no chunk starts")
-    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0], chunks[1][1] + b"x"),
-                 "too big", "a chunk longer than its place")
-    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0], chunks[1][1][:-1]),
-                 "received bad data", "a chunk shorter than its place")
+    total = sum(len(d) for _, d in chunks[1:])
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", total + 2 + 5, b"x" * 5), "invalid offset",
+                 "a chunk past the filter's end")
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0] + 1, chunks[1][1]), "too big",
+                 "a chunk running past its sub-filter")
+    # RedisBloom's chunks may start anywhere: a piece of one is loaded where its iterator says.
+    check(r.execute_command("BF.LOADCHUNK", "grown2", chunks[1][0] - 3, chunks[1][1][:-3]) == b"OK",
+          "a shorter chunk at its own place")
     expect_error(lambda: r.execute_command("BF.SCANDUMP", "grown", "x"), "iterator", "a SCANDUMP iterator not a number")
     s.client().execute_command("DEBUG", "RELOAD")
     check(all(r.execute_command("BF.MEXISTS", "big2", *["b%d" % i for i in range(1000)])),
           "a loaded filter survives DEBUG RELOAD")
 
-    # Cuckoo: the same, deletes counted; empty filters dump nothing.
+    # Cuckoo: RedisBloom's layout. BUCKETSIZE is honoured; the buckets are
+    # capacity / bucket size rounded up to a power of two, one byte a slot.
+    r.execute_command("CF.RESERVE", "shaped", 1000, "BUCKETSIZE", 4, "EXPANSION", 3)
+    info = dict(zip(*[iter(r.execute_command("CF.INFO", "shaped"))] * 2))
+    check(info[b"Number of buckets"] == 256 and info[b"Bucket size"] == 4 and info[b"Expansion rate"] == 4 and
+          info[b"Size"] == 96 + 1024, "CF.INFO of capacity 1000 in 4-slot buckets: %r" % info)
+    # A filter RedisBloom dumped loads and answers as there: its header, and
+    # slots holding fingerprints where RedisBloom's hashing puts them.
+    slots = bytearray(64 * 2)
+    placed = []
+    for i in range(60):
+        h = murmur64a(b"m%d" % i, 0)
+        fp = h % 255 + 1
+        for b in (h % 64, (h ^ (fp * 0x5BD1E995)) % 64):
+            free = [j for j in range(2) if slots[b * 2 + j] == 0]
+            if free:
+                slots[b * 2 + free[0]] = fp
+                placed.append(b"m%d" % i)
+                break
+    header = struct.pack("<QQQQHHH", len(placed), 64, 0, 1, 2, 20, 1)
+    check(r.execute_command("CF.LOADCHUNK", "movedcf", 1, header) == b"OK" and
+          r.execute_command("CF.LOADCHUNK", "movedcf", 1 + len(slots), bytes(slots)) == b"OK",
+          "RedisBloom's CF header and slots load")
+    check(all(r.execute_command("CF.MEXISTS", "movedcf", *placed)) and
+          r.execute_command("CF.COUNT", "movedcf", placed[0]) >= 1, "every item of RedisBloom's CF is found")
+    check(r.execute_command("CF.DEL", "movedcf", placed[0]) == 1, "and can be deleted")
+    for bad, what in ((struct.pack("<QQQQHHH", 0, 63, 0, 1, 2, 20, 1), "buckets not a power of two"),
+                      (struct.pack("<QQQQHHH", 0, 64, 0, 2, 2, 20, 0), "two sub-filters that cannot grow"),
+                      (struct.pack("<QQQQHHH", 0, 1 << 40, 0, 1, 2, 20, 1), "a table past any bound"),
+                      (header[:-1], "a short header")):
+        expect_error(lambda: r.execute_command("CF.LOADCHUNK", "refusedcf", 1, bad), "Couldn't create filter",
+                     "a RedisBloom CF header with " + what)
+    # Dumped and loaded here: deletes counted; empty filters dump nothing.
     r.execute_command("CF.RESERVE", "cf", 100, "EXPANSION", 2)
     check(r.execute_command("CF.SCANDUMP", "cf", 0) == [0, None], "an empty CF dumps nothing")
     r.execute_command("CF.INSERT", "cf", "ITEMS", *["c%d" % i for i in range(500)])
     r.execute_command("CF.DEL", "cf", "c0")
-    for it, data in dump_chunks(r, "CF.SCANDUMP", "cf"):
+    chunks = dump_chunks(r, "CF.SCANDUMP", "cf")
+    check(len(chunks) > 2 and len(chunks[0][1]) == 38, "a CF dumps RedisBloom's header, then a chunk per sub-filter")
+    for it, data in chunks:
         r.execute_command("CF.LOADCHUNK", "cf2", it, data)
     check(r.execute_command("CF.DEBUG", "cf") == r.execute_command("CF.DEBUG", "cf2"), "CF.DEBUG of the loaded copy")
     check(all(r.execute_command("CF.MEXISTS", "cf2", *["c%d" % i for i in range(1, 500)])), "CF copy keeps its items")
+    expect_error(lambda: r.execute_command("CF.LOADCHUNK", "cf2", chunks[1][0] + 1, chunks[1][1]), "Couldn't load chunk",
+                 "a CF chunk running past its sub-filter")
     expect_error(lambda: r.execute_command("CF.LOADCHUNK", "cf3", 1, b"junk" * 30), "Couldn't create filter",
                  "a damaged CF header")
-    # A cuckoo filter holds its capacity, no more; it grows at most 32 times.
+    # Made by this module before it took RedisBloom's layout: loads, answers, changes.
+    old = bytes.fromhex(open(os.path.join(HERE, "data", "cf-cuckoo12.dump.hex")).read().strip())
+    r.restore("oldcf", 0, old)
+    check(all(r.execute_command("CF.MEXISTS", "oldcf", *["q%d" % i for i in range(1, 300)])) and
+          r.execute_command("CF.DEL", "oldcf", "q1") == 1 and r.execute_command("CF.ADD", "oldcf", "new") == 1,
+          "a CF of 12-bit fingerprints from an RDB keeps its items and takes changes")
+    # Full: a filter that cannot grow answers "Filter is full" (-1 each from
+    # CF.INSERT); one that grows stops at cf-max-expansions sub-filters.
     r.execute_command("CF.RESERVE", "fixed", 4, "EXPANSION", 0)
-    check([r.execute_command("CF.ADD", "fixed", str(i)) for i in range(4)] == [1] * 4, "CF holds its capacity")
-    check(r.execute_command("CF.INSERT", "fixed", "ITEMS", "5", "6") == [-1, -1], "CF.INSERT past capacity: -1 each")
+    added = [r.execute_command("CF.INSERT", "fixed", "ITEMS", str(i))[0] for i in range(8)]
+    check(added.count(1) <= 4 and added[-1] == -1 and added == sorted(added, reverse=True),
+          "a 4-slot CF takes at most 4, then -1: %r" % added)
     expect_error(lambda: r.execute_command("CF.ADD", "fixed", "7"), "Filter is full", "CF.ADD past capacity")
     r.execute_command("CF.RESERVE", "steps", 4)
-    for i in range(32 * 4):
-        r.execute_command("CF.ADD", "steps", "s%d" % i)
+    for i in range(1000):
+        try:
+            r.execute_command("CF.ADD", "steps", "s%d" % i)
+        except redis.ResponseError as e:
+            check("Maximum expansions reached" in str(e), "a CF past its expansions: %s" % e)
+            break
     check(r.execute_command("CF.INFO", "steps")[5] == 32, "a CF grows to 32 sub-filters")
-    expect_error(lambda: r.execute_command("CF.ADD", "steps", "one more"), "Maximum expansions reached",
-                 "a CF past its expansions")
 
     # RESP3: booleans and maps where RedisBloom gives them; RESP2 unchanged.
     check(r.execute_command("BF.EXISTS", "small", "nothing") == 0, "RESP2: BF.EXISTS answers an integer")
@@ -241,10 +384,15 @@ def filter_chunks_and_limits():
           conf.get("bloomkv.cf-max-expansions") == "3", "module arguments set the filter defaults: %r" % conf)
     r.execute_command("BF.ADD", "d", "x")
     check(r.execute_command("BF.INFO", "d", "CAPACITY") == [200], "BF.ADD's filter takes bf-initial-size")
-    for i in range(8 * 3):
-        r.execute_command("CF.ADD", "c", str(i))
-    expect_error(lambda: r.execute_command("CF.ADD", "c", "past"), "Maximum expansions reached",
-                 "cf-max-expansions bounds the sub-filters")
+    refused = None
+    for i in range(100):
+        try:
+            r.execute_command("CF.ADD", "c", str(i))
+        except redis.ResponseError as e:
+            refused = str(e)
+            break
+    check(refused and "Maximum expansions reached" in refused and r.execute_command("CF.INFO", "c")[5] == 3,
+          "cf-max-expansions bounds the sub-filters: %r" % refused)
     r.config_set("bloomkv.bf-initial-size", 300)
     r.execute_command("BF.ADD", "e", "x")
     check(r.execute_command("BF.INFO", "e", "CAPACITY") == [300], "CONFIG SET changes the next filter's size")
@@ -540,6 +688,8 @@ def aof_node():
         r.execute_command("BKV.SET", "a%d" % i, "v%d" % i)
     r.execute_command("BF.MADD", "abf", *["i%d" % i for i in range(300)])
     r.execute_command("CF.ADD", "acf", "x")
+    # A CF made before the module took RedisBloom's layout: its blob keeps the library's form.
+    r.restore("oldcf", 0, bytes.fromhex(open(os.path.join(HERE, "data", "cf-cuckoo12.dump.hex")).read().strip()))
     r.bgrewriteaof()
     deadline = time.time() + 30
     while r.info("persistence")["aof_rewrite_in_progress"] and time.time() < deadline:
@@ -570,9 +720,18 @@ def aof_node():
     expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f2", bytes(forged)), "filter blob",
                  "a forged expansion")
     forged = bytearray(blob)
-    forged[6] = 2  # a BF's sub-filters as a CF's
-    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f3", bytes(forged)), "type", "a forged kind")
-    check(r.exists("f1", "f2", "f3") == 0, "no forged filter was stored")
+    forged[6] = 2  # a BF (RedisBloom's layout) as a CF
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f3", bytes(forged)), "filter blob", "a forged kind")
+    check(r.execute_command("CF.EXISTS", "oldcf", "q5") == 1, "a CF in the library's layout from the AOF")
+    cf_blob = next(c[2] for c in resp_commands(open(os.path.join(aof_dir, base), "rb").read())
+                   if c[0].upper() == b"BKV.FILTER.LOADBLOB" and c[1] == b"oldcf")
+    forged = bytearray(cf_blob)
+    forged[6] = 1  # a CF's cuckoo sub-filters as a BF's
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f4", bytes(forged)), "type", "a forged kind")
+    forged = bytearray(blob)
+    forged[-40] ^= 1  # a bit of the last sub-filter
+    expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f5", bytes(forged)), "checksum", "a damaged bit")
+    check(r.exists("f1", "f2", "f3", "f4", "f5") == 0, "no forged filter was stored")
     s.kill(signal.SIGTERM)
 
 

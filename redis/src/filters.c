@@ -53,12 +53,12 @@ enum { KIND_BF = 1, KIND_CF = 2, KIND_STATIC = 3 };
 enum { LAYOUT_LIBRARY = 0, LAYOUT_REDISBLOOM = 1 };
 
 /* Both kept small: a filter of a few items costs its structs more than
- * its bits, and RedisBloom's cost no more. */
+ * its bits, and RedisBloom's cost no more. A CF in RedisBloom's layout
+ * keeps only a pointer per sub-filter: the rest follows from the stack. */
 typedef struct sub_filter {
     union {
         bkv_filter *f; /* LAYOUT_LIBRARY */
-        uint8_t *bits; /* LAYOUT_REDISBLOOM: BF: bytes of bits, hashes probes, sized for error;
-                          CF: bytes = capacity one-byte slots, bucket_size a bucket */
+        uint8_t *bits; /* LAYOUT_REDISBLOOM (BF): bytes of bits, hashes probes, sized for error */
     };
     uint64_t bytes;
     double error;
@@ -73,10 +73,35 @@ typedef struct fstack {
     uint8_t bucket_size;      /* CF: as reserved */
     uint32_t expansion;
     uint32_t nsubs;           /* in subs, which has room for the next power of two */
-    double error;             /* the requested rate */
+    union {
+        double error;         /* the requested rate */
+        uint64_t cf_buckets;  /* CF in RedisBloom's layout: the first sub-filter's buckets */
+    };
     uint64_t items, deletes;
-    sub_filter *subs;
+    union {
+        sub_filter *subs;
+        uint8_t **slots;      /* CF in RedisBloom's layout: sub-filter i has cf_buckets x
+                                 expansion^i buckets of bucket_size one-byte slots */
+    };
 } fstack;
+
+static int has_slots(const fstack *s) { return s->kind == KIND_CF && s->layout == LAYOUT_REDISBLOOM; }
+
+/* The slots of a RedisBloom-layout CF's sub-filter i (UINT64_MAX past
+ * MAX_CAPACITY: no sub-filter has that many). */
+static uint64_t cf_sub_slots(const fstack *s, uint32_t i) {
+    uint64_t n = s->cf_buckets * s->bucket_size;
+    if (i > 0 && s->expansion == 0) return UINT64_MAX;
+    /* expansion is a power of two: sub-filter i has n << (i x its log) */
+    uint64_t shift = i == 0 ? 0 : (uint64_t)__builtin_ctz(s->expansion) * i;
+    return shift < 31 && n <= MAX_CAPACITY >> shift ? n << shift : UINT64_MAX;
+}
+
+/* Sub-filter i of a RedisBloom-layout stack: its bytes and their length. */
+static uint8_t *classic_bytes(const fstack *s, uint32_t i, uint64_t *len) {
+    *len = has_slots(s) ? cf_sub_slots(s, i) : s->subs[i].bytes;
+    return has_slots(s) ? s->slots[i] : s->subs[i].bits;
+}
 
 static RedisModuleType *bf_type, *cf_type, *static_type;
 
@@ -123,23 +148,29 @@ static RedisModuleType *type_of(int kind) {
     return kind == KIND_BF ? bf_type : kind == KIND_CF ? cf_type : static_type;
 }
 
-/* The bytes a sub-filter's own memory takes (counted in filter_bytes). */
-static uint64_t sub_memory(const fstack *s, const sub_filter *sf) {
-    return s->layout == LAYOUT_REDISBLOOM ? sf->bytes : bkv_filter_memory(sf->f);
+/* The bytes sub-filter i's own memory takes (counted in filter_bytes). */
+static uint64_t sub_memory(const fstack *s, uint32_t i) {
+    uint64_t len;
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_memory(s->subs[i].f);
+    classic_bytes(s, i, &len);
+    return len;
 }
 
-static void sub_free(const fstack *s, sub_filter *sf) {
-    filter_bytes -= sub_memory(s, sf);
-    if (s->layout == LAYOUT_REDISBLOOM) free(sf->bits);
-    else bkv_filter_destroy(sf->f);
+static void sub_free(const fstack *s, uint32_t i) {
+    filter_bytes -= sub_memory(s, i);
+    uint64_t len;
+    if (s->layout == LAYOUT_LIBRARY) bkv_filter_destroy(s->subs[i].f);
+    else free(classic_bytes(s, i, &len));
 }
 
 static void fstack_free(fstack *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nsubs; i++) sub_free(s, &s->subs[i]);
+    for (uint32_t i = 0; i < s->nsubs; i++) sub_free(s, i);
     RedisModule_Free(s->subs);
     RedisModule_Free(s);
 }
+
+static size_t sub_entry_size(const fstack *s) { return has_slots(s) ? sizeof *s->slots : sizeof *s->subs; }
 
 /* The sub-filters subs has room for: nsubs rounded up to a power of two,
  * so the array doubles as it grows without a field to say so. */
@@ -149,27 +180,49 @@ static uint32_t subs_room(uint32_t nsubs) {
     return room;
 }
 
+/* Makes room for one more sub-filter; BKV_FULL past MAX_SUBS. */
+static int room_for_sub(fstack *s) {
+    if (s->nsubs == MAX_SUBS) return BKV_FULL;
+    if (!s->subs || s->nsubs == subs_room(s->nsubs))
+        s->subs = RedisModule_Realloc(s->subs, subs_room(s->nsubs + 1) * sub_entry_size(s));
+    return BKV_OK;
+}
+
 /* Appends sf; BKV_FULL past MAX_SUBS. */
 static int push_sub(fstack *s, sub_filter sf) {
-    if (s->nsubs == MAX_SUBS) return BKV_FULL;
-    if (!s->subs || s->nsubs == subs_room(s->nsubs)) s->subs = RedisModule_Realloc(s->subs, subs_room(s->nsubs + 1) * sizeof *s->subs);
+    if (room_for_sub(s)) return BKV_FULL;
     s->subs[s->nsubs++] = sf;
+    return BKV_OK;
+}
+
+/* Appends a RedisBloom-layout CF's sub-filter; BKV_FULL past MAX_SUBS. */
+static int push_slots(fstack *s, uint8_t *slots) {
+    if (room_for_sub(s)) return BKV_FULL;
+    s->slots[s->nsubs++] = slots;
     return BKV_OK;
 }
 
 /* Frees the newest sub-filter (the stack keeps at least one). */
 static void pop_sub(fstack *s) {
-    sub_free(s, &s->subs[--s->nsubs]);
-    if (s->nsubs == subs_room(s->nsubs)) s->subs = RedisModule_Realloc(s->subs, s->nsubs * sizeof *s->subs);
+    sub_free(s, --s->nsubs);
+    if (s->nsubs == subs_room(s->nsubs)) s->subs = RedisModule_Realloc(s->subs, s->nsubs * sub_entry_size(s));
 }
 
 /* BKV_FULL: no room for another sub-filter (or its capacity is past
  * MAX_CAPACITY); BKV_NOMEM: it would take the server past maxmemory. */
 static int add_sub(fstack *s, uint64_t capacity, double error) {
     if (s->nsubs == MAX_SUBS || capacity == 0 || capacity > MAX_CAPACITY) return BKV_FULL;
+    if (has_slots(s)) { /* capacity: the slots, which the stack's numbers fix */
+        uint8_t *slots;
+        if (s->nsubs == MAX_SUBS) return BKV_FULL;
+        if (!memory_allows(capacity) || !(slots = calloc(1, capacity))) return BKV_NOMEM;
+        if (s->nsubs == 0) s->cf_buckets = capacity / s->bucket_size;
+        filter_bytes += capacity;
+        return push_slots(s, slots);
+    }
     if (s->layout == LAYOUT_REDISBLOOM) {
-        sub_filter sf = {.capacity = capacity, .error = error, .bytes = capacity};
-        if (s->kind == KIND_BF && classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes)) return BKV_FULL;
+        sub_filter sf = {.capacity = capacity, .error = error};
+        if (classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes)) return BKV_FULL;
         if (!memory_allows(sf.bytes)) return BKV_NOMEM;
         /* calloc: a large filter's zero pages cost nothing until set. */
         if (!(sf.bits = calloc(1, sf.bytes))) return BKV_NOMEM;
@@ -249,34 +302,34 @@ static item_key key_of(const fstack *s, const char *p, size_t n) {
     return k;
 }
 
-/* A RedisBloom-layout CF sub-filter as the cuckoo arithmetic takes it. */
-static cuckoo_table cf_table(const fstack *s, const sub_filter *sf) {
-    return (cuckoo_table){sf->bits, sf->bytes / s->bucket_size, s->bucket_size};
+/* A RedisBloom-layout CF's sub-filter i as the cuckoo arithmetic takes it. */
+static cuckoo_table cf_table(const fstack *s, uint32_t i) {
+    return (cuckoo_table){s->slots[i], cf_sub_slots(s, i) / s->bucket_size, s->bucket_size};
 }
 
-static int cf_sub_delete(const fstack *s, const sub_filter *sf, const item_key *k) {
-    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_delete(sf->f, k->h) == BKV_OK;
-    cuckoo_table t = cf_table(s, sf);
+static int cf_sub_delete(const fstack *s, uint32_t i, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_delete(s->subs[i].f, k->h) == BKV_OK;
+    cuckoo_table t = cf_table(s, i);
     return classic_cuckoo_delete(&t, &k->ci);
 }
 
-static uint64_t cf_sub_count(const fstack *s, const sub_filter *sf, const item_key *k) {
-    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_count(sf->f, k->h);
-    cuckoo_table t = cf_table(s, sf);
+static uint64_t cf_sub_count(const fstack *s, uint32_t i, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_count(s->subs[i].f, k->h);
+    cuckoo_table t = cf_table(s, i);
     return classic_cuckoo_count(&t, &k->ci);
 }
 
-static int sub_contains(const fstack *s, const sub_filter *sf, const item_key *k) {
-    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_may_contain(sf->f, k->h);
-    if (s->kind == KIND_BF) return classic_bloom_test(sf->bits, sf->bytes * 8, sf->hashes, s->probe, k->c);
-    cuckoo_table t = cf_table(s, sf);
-    return classic_cuckoo_count(&t, &k->ci) > 0;
+static int sub_contains(const fstack *s, uint32_t i, const item_key *k) {
+    if (s->layout == LAYOUT_LIBRARY) return bkv_filter_may_contain(s->subs[i].f, k->h);
+    if (s->kind == KIND_CF) return cf_sub_count(s, i, k) > 0;
+    const sub_filter *sf = &s->subs[i];
+    return classic_bloom_test(sf->bits, sf->bytes * 8, sf->hashes, s->probe, k->c);
 }
 
 /* Newest first: it is the largest and holds most of the items. */
 static int stack_contains(const fstack *s, const item_key *k) {
     for (uint32_t i = s->nsubs; i-- > 0;)
-        if (sub_contains(s, &s->subs[i], k)) return 1;
+        if (sub_contains(s, i, k)) return 1;
     return 0;
 }
 
@@ -322,20 +375,22 @@ static void write_blob_header(const fstack *s, char *p) {
 
 static char *encode_classic_blob(const fstack *s, size_t *len) {
     size_t n = BLOB_HEADER + 8;
-    for (uint32_t i = 0; i < s->nsubs; i++) n += CLASSIC_SUB_HEADER + s->subs[i].bytes;
+    uint64_t l;
+    for (uint32_t i = 0; i < s->nsubs; i++, n += CLASSIC_SUB_HEADER + l) classic_bytes(s, i, &l);
     char *b = RedisModule_Alloc(n), *p = b;
     write_blob_header(s, p);
     p += BLOB_HEADER;
     for (uint32_t i = 0; i < s->nsubs; i++) {
-        const sub_filter *sf = &s->subs[i];
-        uint64_t ebits;
-        memcpy(&ebits, &sf->error, 8);
-        put64(p, sf->capacity);
-        put64(p + 8, sf->count);
+        const uint8_t *bytes = classic_bytes(s, i, &l);
+        const sub_filter *sf = has_slots(s) ? NULL : &s->subs[i];
+        uint64_t ebits = 0;
+        if (sf) memcpy(&ebits, &sf->error, 8);
+        put64(p, sf ? sf->capacity : l);
+        put64(p + 8, sf ? sf->count : 0);
         put64(p + 16, ebits);
-        put64(p + 24, sf->bytes);
-        memcpy(p + CLASSIC_SUB_HEADER, sf->bits, sf->bytes);
-        p += CLASSIC_SUB_HEADER + sf->bytes;
+        put64(p + 24, l);
+        memcpy(p + CLASSIC_SUB_HEADER, bytes, l);
+        p += CLASSIC_SUB_HEADER + l;
     }
     put64(p, bkv_hash_bytes(b, n - 8));
     *len = n;
@@ -381,7 +436,10 @@ static fstack *read_stack_header(const char *b, uint64_t *nsubs) {
         (layout == LAYOUT_REDISBLOOM && kind == KIND_CF &&
          (bucket_size == 0 || max_iterations == 0 || (expansion & (expansion - 1)))) ||
         kind < KIND_BF || kind > KIND_STATIC || *nsubs == 0 ||
-        *nsubs > MAX_SUBS || !(error > 0 && error < 1) || (kind == KIND_STATIC && *nsubs != 1) ||
+        *nsubs > MAX_SUBS || (kind == KIND_STATIC && *nsubs != 1) ||
+        /* a RedisBloom-layout CF keeps its first sub-filter's buckets where the others keep a rate */
+        (kind == KIND_CF && layout == LAYOUT_REDISBLOOM ? ebits == 0 || (ebits & (ebits - 1)) || ebits > MAX_CAPACITY
+                                                        : !(error > 0 && error < 1)) ||
         expansion > MAX_EXPANSION || get64(b + 24) > INT64_MAX || get64(b + 32) > INT64_MAX ||
         bucket_size > MAX_BUCKET_SIZE || max_iterations > MAX_ITERATIONS)
         return NULL;
@@ -403,20 +461,19 @@ static fstack *read_stack_header(const char *b, uint64_t *nsubs) {
  * come) if it is one add_sub could have made: sized by the formula for
  * its capacity and error rate. 0 when it is not. */
 static int push_classic_sub(fstack *s, uint64_t capacity, uint64_t count, double error, uint64_t bytes) {
-    sub_filter sf = {.capacity = capacity, .count = count, .error = error, .bytes = capacity};
     if (capacity == 0 || capacity > MAX_CAPACITY || count > capacity)
         return 0;
-    if (s->kind == KIND_BF) {
-        if (!(error > 0 && error < 1) || classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes)) return 0;
-    } else {
-        /* Slots: a power of two buckets at first, each later sub-filter
-         * expansion times the one before. */
-        uint64_t buckets = capacity / s->bucket_size;
-        if (s->nsubs ? capacity != s->subs[s->nsubs - 1].capacity * s->expansion
-                     : capacity % s->bucket_size || (buckets & (buckets - 1)))
+    if (has_slots(s)) { /* its slots follow from the stack's numbers (cf_buckets set) */
+        uint8_t *slots;
+        if (capacity != cf_sub_slots(s, s->nsubs) || bytes != capacity || count || !(slots = calloc(1, bytes)))
             return 0;
+        filter_bytes += bytes;
+        push_slots(s, slots); /* room: the caller checked the count against MAX_SUBS */
+        return 1;
     }
-    if (sf.bytes != bytes || !(sf.bits = calloc(1, bytes)))
+    sub_filter sf = {.capacity = capacity, .count = count, .error = error};
+    if (!(error > 0 && error < 1) || classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes) ||
+        sf.bytes != bytes || !(sf.bits = calloc(1, bytes)))
         return 0;
     filter_bytes += sf.bytes;
     push_sub(s, sf); /* room: the caller checked the count against MAX_SUBS */
@@ -444,8 +501,9 @@ static fstack *decode_classic_blob(fstack *s, uint64_t nsubs, const char *b, siz
             fstack_free(s);
             return NULL;
         }
-        memcpy(s->subs[i].bits, p + CLASSIC_SUB_HEADER, bytes);
-        counted += s->subs[i].count;
+        uint64_t l;
+        memcpy(classic_bytes(s, (uint32_t)i, &l), p + CLASSIC_SUB_HEADER, bytes);
+        counted += has_slots(s) ? 0 : s->subs[i].count;
         off += CLASSIC_SUB_HEADER + bytes;
     }
     /* A CF keeps no count per sub-filter (RedisBloom's dumps carry none). */
@@ -736,13 +794,17 @@ static fstack *decode_rb_header(const char *b, size_t len) {
 
 /* The sub-filter holding byte off of the bits laid end to end, and the
  * offset in it; NULL past the end. */
-static sub_filter *rb_sub_at(const fstack *s, uint64_t off, uint64_t *in) {
+/* The bytes of the sub-filter holding byte off of all of them laid end to
+ * end, from off on, and how many are left in it; NULL past the end. */
+static uint8_t *rb_bytes_at(const fstack *s, uint64_t off, uint64_t *left) {
     for (uint32_t i = 0; i < s->nsubs; i++) {
-        if (off < s->subs[i].bytes) {
-            *in = off;
-            return &s->subs[i];
+        uint64_t len;
+        uint8_t *bytes = classic_bytes(s, i, &len);
+        if (off < len) {
+            *left = len - off;
+            return bytes + off;
         }
-        off -= s->subs[i].bytes;
+        off -= len;
     }
     return NULL;
 }
@@ -755,7 +817,7 @@ static sub_filter *rb_sub_at(const fstack *s, uint64_t off, uint64_t *in) {
 static char *encode_rb_cf_header(const fstack *s, size_t *len) {
     char *b = RedisModule_Alloc(RB_CF_HEADER);
     put64(b, s->items);
-    put64(b + 8, s->subs[0].bytes / s->bucket_size);
+    put64(b + 8, s->cf_buckets);
     put64(b + 16, s->deletes);
     put64(b + 24, s->nsubs);
     uint16_t small[3] = {s->bucket_size, s->max_iterations, (uint16_t)s->expansion};
@@ -781,15 +843,15 @@ static fstack *decode_rb_cf_header(const char *b, size_t len) {
     fstack *s = RedisModule_Calloc(1, sizeof *s);
     s->kind = KIND_CF;
     s->layout = LAYOUT_REDISBLOOM;
-    s->error = 0.01;
+    s->cf_buckets = buckets;
     s->bucket_size = (uint8_t)bucket_size;
     s->max_iterations = (uint16_t)iterations;
     s->expansion = expansion;
     s->items = items;
     s->deletes = deletes;
-    uint64_t slots = buckets * bucket_size, total = 0;
-    for (uint64_t i = 0; i < nsubs; i++) {
-        if (i && !(slots = grown(slots, expansion))) break;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nsubs; i++) {
+        uint64_t slots = cf_sub_slots(s, i);
         if (!push_classic_sub(s, slots, 0, 0, slots)) break;
         total += slots;
     }
@@ -814,28 +876,28 @@ static int rb_scandump(RedisModuleCtx *ctx, const fstack *s, long long it) {
         RedisModule_Free(h);
         return REDISMODULE_OK;
     }
-    uint64_t in;
-    const sub_filter *sf = rb_sub_at(s, (uint64_t)it - 1, &in);
-    if (!sf) {
+    uint64_t left;
+    const uint8_t *bytes = rb_bytes_at(s, (uint64_t)it - 1, &left);
+    if (!bytes) {
         RedisModule_ReplyWithLongLong(ctx, 0);
         return s->kind == KIND_BF ? RedisModule_ReplyWithStringBuffer(ctx, "", 0) : RedisModule_ReplyWithNull(ctx);
     }
-    uint64_t len = sf->bytes - in < DUMP_CHUNK ? sf->bytes - in : DUMP_CHUNK;
+    uint64_t len = left < DUMP_CHUNK ? left : DUMP_CHUNK;
     RedisModule_ReplyWithLongLong(ctx, it + (long long)len);
-    return RedisModule_ReplyWithStringBuffer(ctx, (const char *)sf->bits + in, len);
+    return RedisModule_ReplyWithStringBuffer(ctx, (const char *)bytes, len);
 }
 
 static int rb_loadchunk(RedisModuleCtx *ctx, fstack *s, long long it, const char *data, size_t len) {
     int bf = s->kind == KIND_BF;
     if ((uint64_t)it <= len || (!bf && len == 0))
         return RedisModule_ReplyWithError(ctx, bf ? "ERR received bad data" : "Couldn't load chunk!");
-    uint64_t in;
-    sub_filter *sf = rb_sub_at(s, (uint64_t)it - len - 1, &in);
-    if (!sf) return RedisModule_ReplyWithError(ctx, bf ? "ERR invalid offset - no link found" : "Couldn't load chunk!");
-    if (len > sf->bytes - in)
+    uint64_t left;
+    uint8_t *bytes = rb_bytes_at(s, (uint64_t)it - len - 1, &left);
+    if (!bytes) return RedisModule_ReplyWithError(ctx, bf ? "ERR invalid offset - no link found" : "Couldn't load chunk!");
+    if (len > left)
         return RedisModule_ReplyWithError(ctx, bf ? "ERR invalid chunk - Too big for current filter"
                                                   : "Couldn't load chunk!");
-    memcpy(sf->bits + in, data, len);
+    memcpy(bytes, data, len);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -870,9 +932,9 @@ static void f_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *valu
 
 static size_t f_mem_usage(const void *value) {
     const fstack *s = value;
-    size_t n = sizeof *s + subs_room(s->nsubs) * sizeof *s->subs;
+    size_t n = sizeof *s + subs_room(s->nsubs) * sub_entry_size(s);
     for (uint32_t i = 0; i < s->nsubs; i++)
-        n += s->layout == LAYOUT_REDISBLOOM ? s->subs[i].bytes : bkv_filter_encoded_size(s->subs[i].f);
+        n += s->layout == LAYOUT_REDISBLOOM ? sub_memory(s, i) : bkv_filter_encoded_size(s->subs[i].f);
     return n;
 }
 
@@ -1189,20 +1251,19 @@ static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
  * new sub-filter. 1 added, -1 full, -3 not past maxmemory. */
 static int cf_classic_add(fstack *s, const cuckoo_item *it) {
     for (uint32_t i = s->nsubs; i-- > 0;) {
-        cuckoo_table t = cf_table(s, &s->subs[i]);
+        cuckoo_table t = cf_table(s, i);
         if (classic_cuckoo_place(&t, it)) {
             s->items++;
             return 1;
         }
     }
-    sub_filter *last = &s->subs[s->nsubs - 1];
-    cuckoo_table t = cf_table(s, last);
+    cuckoo_table t = cf_table(s, s->nsubs - 1);
     if (!classic_cuckoo_kick_in(&t, it, s->max_iterations)) {
         if (!s->expansion) return -1;
-        int rc = add_sub(s, grown(last->capacity, s->expansion), 0);
+        uint64_t next = cf_sub_slots(s, s->nsubs);
+        int rc = next > MAX_CAPACITY ? BKV_FULL : add_sub(s, next, 0);
         if (rc) return rc == BKV_NOMEM ? -3 : -1;
-        last = &s->subs[s->nsubs - 1];
-        t = cf_table(s, last);
+        t = cf_table(s, s->nsubs - 1);
         classic_cuckoo_place(&t, it); /* an empty table has room */
     }
     s->items++;
@@ -1243,7 +1304,6 @@ static fstack *cf_new(uint64_t capacity, uint64_t bucket_size, uint64_t max_iter
     fstack *s = RedisModule_Calloc(1, sizeof *s);
     s->kind = KIND_CF;
     s->layout = LAYOUT_REDISBLOOM;
-    s->error = 0.01;
     s->expansion = (uint32_t)rounded;
     s->bucket_size = (uint8_t)bucket_size;
     s->max_iterations = (uint16_t)max_iterations;
@@ -1366,8 +1426,8 @@ static void cf_compact(fstack *s, int all) {
         /* RedisBloom's: each fingerprint into the oldest sub-filter with
          * room in one of its two buckets there. */
         cuckoo_table *older = RedisModule_Alloc(i * sizeof *older);
-        for (uint32_t j = 0; j < i; j++) older[j] = cf_table(s, &s->subs[j]);
-        cuckoo_table t = cf_table(s, &s->subs[i]);
+        for (uint32_t j = 0; j < i; j++) older[j] = cf_table(s, j);
+        cuckoo_table t = cf_table(s, i);
         int emptied = classic_cuckoo_move_down(&t, older, i);
         RedisModule_Free(older);
         if (emptied && i == s->nsubs - 1) pop_sub(s);
@@ -1413,7 +1473,7 @@ static int cmd_cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     item_key k = item_hash(s, argv[2]);
     /* Newest first: a re-added item most likely sits in the newest. */
     for (uint32_t i = s->nsubs; i-- > 0;)
-        if (cf_sub_delete(s, &s->subs[i], &k)) {
+        if (cf_sub_delete(s, i, &k)) {
             if (s->layout == LAYOUT_LIBRARY) s->subs[i].count--;
             s->items--;
             s->deletes++;
@@ -1435,7 +1495,7 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithLongLong(ctx, 0);
     item_key k = item_hash(s, argv[2]);
     long long n = 0;
-    for (uint32_t i = 0; i < s->nsubs; i++) n += (long long)cf_sub_count(s, &s->subs[i], &k);
+    for (uint32_t i = 0; i < s->nsubs; i++) n += (long long)cf_sub_count(s, i, &k);
     return RedisModule_ReplyWithLongLong(ctx, n);
 }
 
@@ -1443,7 +1503,7 @@ static int cmd_cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
  * sub-filter's (in the library's layout its bits count fingerprint bits,
  * k of them a slot, four slots a bucket). */
 static uint64_t cf_buckets(const fstack *s) {
-    if (s->layout == LAYOUT_REDISBLOOM) return s->subs[0].capacity / s->bucket_size;
+    if (s->layout == LAYOUT_REDISBLOOM) return s->cf_buckets;
     bkv_filter_info fi;
     bkv_filter_get_info(s->subs[0].f, &fi);
     return fi.num_bits / (CF_BUCKET_SLOTS * fi.k);

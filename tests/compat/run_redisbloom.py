@@ -83,7 +83,7 @@ def main():
             for k in total:
                 total[k] += counts[k]
     finally:
-        RLTest.SERVER.stop()
+        RLTest.stop_servers()
         shutil.rmtree(work, ignore_errors=True)
     print("== all: %d passed, %d failed, %d skipped" % (total["pass"], total["fail"], total["skip"]))
 

@@ -295,7 +295,7 @@ def filter_chunks_and_limits():
     r.execute_command("CF.RESERVE", "shaped", 1000, "BUCKETSIZE", 4, "EXPANSION", 3)
     info = dict(zip(*[iter(r.execute_command("CF.INFO", "shaped"))] * 2))
     check(info[b"Number of buckets"] == 256 and info[b"Bucket size"] == 4 and info[b"Expansion rate"] == 4 and
-          info[b"Size"] == 96 + 1024, "CF.INFO of capacity 1000 in 4-slot buckets: %r" % info)
+          info[b"Size"] == 56 + 1024, "CF.INFO of capacity 1000 in 4-slot buckets: %r" % info)
     # A filter RedisBloom dumped loads and answers as there: its header, and
     # slots holding fingerprints where RedisBloom's hashing puts them.
     slots = bytearray(64 * 2)

@@ -3,6 +3,7 @@ RedisBloom's flow tests use, so those tests run unmodified against a
 redis-server with bloomkv's module loaded (tests/compat/run_redisbloom.py).
 Assertions record a failure and let the test go on, as RLTest's do."""
 import os
+import socket
 import subprocess
 import time
 
@@ -45,6 +46,13 @@ class Server:
 
 
 SERVER = None  # set by the runner
+REPLICA = None  # started for the first Env(useSlaves=True), a replica of SERVER
+
+
+def stop_servers():
+    for server in (REPLICA, SERVER):
+        if server:
+            server.stop()
 
 
 class _Expect:
@@ -102,13 +110,21 @@ class _RaisesError:
 
 
 class Env:
-    def __init__(self, decodeResponses=False, **kwargs):
+    def __init__(self, decodeResponses=False, useSlaves=False, **kwargs):
+        global REPLICA
         self.decode = decodeResponses
         self.failures = []
-        self.conn = self._connect()
+        self.conn = self._connect(SERVER.port)
+        if useSlaves and not REPLICA:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            REPLICA = Server(SERVER.module, os.path.join(SERVER.workdir, "replica"), port,
+                             ["--replicaof", "127.0.0.1", str(SERVER.port)])
+        self.replica = REPLICA if useSlaves else None
 
-    def _connect(self):
-        conn = redis.Redis(port=SERVER.port, decode_responses=self.decode)
+    def _connect(self, port):
+        conn = redis.Redis(port=port, decode_responses=self.decode)
         # redis-py parses COMMAND's reply as COMMAND INFO's, which breaks
         # COMMAND DOCS: RLTest hands that reply over as it comes.
         conn.response_callbacks.pop("COMMAND", None)
@@ -134,7 +150,9 @@ class Env:
         return False
 
     def getSlaveConnection(self):
-        raise SkipTest("no replica in the stand-in")
+        if not self.replica:
+            raise SkipTest("the test asked for no replica")
+        return self._connect(self.replica.port)
 
     def skipOnSlave(self):
         pass

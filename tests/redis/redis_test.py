@@ -359,6 +359,48 @@ def filter_chunks_and_limits():
             break
     check(r.execute_command("CF.INFO", "steps")[5] == 32, "a CF grows to 32 sub-filters")
 
+    # Damaged dumps and blobs, byte by byte (seeded): each is refused or
+    # loads as a filter every command then works on; the server stays up.
+    rnd = random.Random(47)
+    bf_header = dump_chunks(r, "BF.SCANDUMP", "grown")[0][1]
+    cf_header = dump_chunks(r, "CF.SCANDUMP", "cf")[0][1]
+    r.execute_command("BF.RESERVE", "blobbed", 0.01, 30)
+    r.execute_command("BF.MADD", "blobbed", *["x%d" % i for i in range(100)])
+    r.execute_command("CF.RESERVE", "cblobbed", 64, "EXPANSION", 2)
+    r.execute_command("CF.INSERT", "cblobbed", "ITEMS", *["y%d" % i for i in range(200)])
+    loaded = 0
+    for i in range(600):
+        kind = i % 3
+        if kind == 2:
+            key = rnd.choice(["blobbed", "cblobbed"])
+            data = bytearray(r.dump(key))
+        else:
+            data = bytearray(bf_header if kind == 0 else cf_header)
+        for _ in range(rnd.randint(1, 3)):
+            data[rnd.randrange(len(data))] = rnd.randrange(256)
+        target = "mut%d" % i
+        try:
+            if kind == 2:
+                r.restore(target, 0, bytes(data))
+            else:
+                r.execute_command("BF.LOADCHUNK" if kind == 0 else "CF.LOADCHUNK", target, 1, bytes(data))
+        except redis.ResponseError:
+            continue
+        loaded += 1
+        for cmd in (("BF.ADD", "CF.ADD"), ("BF.EXISTS", "CF.EXISTS"), ("BF.INFO", "CF.INFO"), ("BF.DEBUG", "CF.DEBUG"),
+                    ("BF.SCANDUMP", "CF.SCANDUMP"), ("BF.CARD", "CF.DEL"), ("BF.MADD", "CF.COUNT")):
+            typ = r.type(target)
+            name = cmd[0] if typ == b"MBbloom--" or typ.startswith(b"bkv-bloom") else cmd[1]
+            args = [target, "probe"] if not name.endswith(("INFO", "DEBUG", "CARD", "SCANDUMP")) else [target]
+            if name.endswith("SCANDUMP"):
+                args.append(0)
+            try:
+                r.execute_command(name, *args)
+            except redis.ResponseError:
+                pass
+        r.delete(target)
+    check(r.ping() and loaded > 0, "damaged dumps and blobs: refused or usable (%d loaded), the server up" % loaded)
+
     # RESP3: booleans and maps where RedisBloom gives them; RESP2 unchanged.
     check(r.execute_command("BF.EXISTS", "small", "nothing") == 0, "RESP2: BF.EXISTS answers an integer")
     sock = socket.create_connection(("127.0.0.1", s.port))

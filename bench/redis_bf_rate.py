@@ -12,18 +12,12 @@ asked about `probes` absent items (default 100000); prints the mean rate
 as a multiple of the requested one, and the lowest and highest filter's.
 One redis-server on a free localhost port, stopped by its PID."""
 import math
-import os
-import shutil
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
-import time
 
-import redis
+import redis_local
 
-MODULE = os.path.abspath(sys.argv[1])
+MODULE = sys.argv[1]
 FILTERS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 PROBES = int(sys.argv[3]) if len(sys.argv) > 3 else 100000
 # (requested rate, first capacity, items added, scaling)
@@ -43,21 +37,7 @@ def redisbloom_header(rate, capacity, scaling):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="bkv-bf-rate-")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--dir", work, "--loadmodule", MODULE, "dir", os.path.join(work, "bkv")],
-                              stdout=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with redis_local.server(MODULE) as r:
         print("rate capacity items scaling placement: mean (min-max) x requested, over %d filters x %d probes"
               % (FILTERS, PROBES))
         for rate, capacity, items, scaling in CASES:
@@ -81,10 +61,6 @@ def main():
                                                              placement, sum(ratios) / len(ratios), min(ratios),
                                                              max(ratios)))
                 sys.stdout.flush()
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,11 @@ for CF.RESERVE 1000).
 
 One redis-server on a free localhost port, stopped by its PID."""
 import math
-import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 
-import redis
+import redis_local
 
-MODULE = os.path.abspath(sys.argv[1])
+MODULE = sys.argv[1]
 
 
 def redisbloom_bf(capacity, rate):
@@ -37,21 +31,7 @@ def redisbloom_cf(capacity, bucket_size=2):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="bkv-filter-mem-")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--dir", work, "--loadmodule", MODULE, "dir", os.path.join(work, "bkv")],
-                              stdout=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with redis_local.server(MODULE) as r:
         print("type capacity bloomkv_bytes redisbloom_bytes ratio")
         for capacity in [1, 4, 10, 100, 1000, 10 ** 4, 10 ** 5, 10 ** 6, 10 ** 7, 10 ** 8]:
             r.execute_command("BF.RESERVE", "bf", 0.01, capacity)
@@ -64,10 +44,6 @@ def main():
                 ours, theirs = info[b"Size"], redisbloom_cf(capacity)
                 print("CF %d %d %d %.3f" % (capacity, ours, theirs, ours / theirs))
                 r.delete("cf")
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -335,15 +335,19 @@ static int stack_contains(const fstack *s, const item_key *k) {
 
 /* ---- the blob ---- */
 
-static void put64(char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (char)(v >> (8 * i));
+/* Little-endian numbers of n bytes, as every form here stores them. */
+static void put_le(char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (char)(v >> (8 * i));
 }
 
-static uint64_t get64(const char *p) {
+static uint64_t get_le(const char *p, int n) {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)(uint8_t)p[i] << (8 * i);
+    for (int i = 0; i < n; i++) v |= (uint64_t)(uint8_t)p[i] << (8 * i);
     return v;
 }
+
+static void put64(char *p, uint64_t v) { put_le(p, v, 8); }
+static uint64_t get64(const char *p) { return get_le(p, 8); }
 
 /* Header: magic u32, version u16, kind u8, nonscaling u8, expansion,
  * error (IEEE bits), items, deletes, bucket size, max iterations, number
@@ -709,14 +713,8 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
  * it would read wrongly never loads there. */
 #define RB_OPT_SPREAD_PROBES 0x10000
 
-static void put32(char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
-}
-static uint32_t get32(const char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)(uint8_t)p[i] << (8 * i);
-    return v;
-}
+static void put32(char *p, uint32_t v) { put_le(p, v, 4); }
+static uint32_t get32(const char *p) { return (uint32_t)get_le(p, 4); }
 static double getf64(const char *p) {
     uint64_t v = get64(p);
     double d;
@@ -820,8 +818,9 @@ static char *encode_rb_cf_header(const fstack *s, size_t *len) {
     put64(b + 8, s->cf_buckets);
     put64(b + 16, s->deletes);
     put64(b + 24, s->nsubs);
-    uint16_t small[3] = {s->bucket_size, s->max_iterations, (uint16_t)s->expansion};
-    for (int i = 0; i < 3; i++) b[32 + 2 * i] = (char)small[i], b[33 + 2 * i] = (char)(small[i] >> 8);
+    put_le(b + 32, s->bucket_size, 2);
+    put_le(b + 34, s->max_iterations, 2);
+    put_le(b + 36, s->expansion, 2);
     *len = RB_CF_HEADER;
     return b;
 }
@@ -832,9 +831,8 @@ static char *encode_rb_cf_header(const fstack *s, size_t *len) {
 static fstack *decode_rb_cf_header(const char *b, size_t len) {
     if (len != RB_CF_HEADER) return NULL;
     uint64_t items = get64(b), buckets = get64(b + 8), deletes = get64(b + 16), nsubs = get64(b + 24);
-    unsigned bucket_size = (uint8_t)b[32] | (unsigned)(uint8_t)b[33] << 8;
-    unsigned iterations = (uint8_t)b[34] | (unsigned)(uint8_t)b[35] << 8;
-    unsigned expansion = (uint8_t)b[36] | (unsigned)(uint8_t)b[37] << 8;
+    unsigned bucket_size = (unsigned)get_le(b + 32, 2), iterations = (unsigned)get_le(b + 34, 2);
+    unsigned expansion = (unsigned)get_le(b + 36, 2);
     if (bucket_size < 1 || bucket_size > MAX_BUCKET_SIZE || iterations < 1 || nsubs < 1 || nsubs > MAX_SUBS ||
         (expansion == 0 && nsubs > 1) || expansion > MAX_EXPANSION || (expansion & (expansion - 1)) || buckets == 0 ||
         (buckets & (buckets - 1)) || buckets > MAX_CAPACITY / bucket_size || items > INT64_MAX ||

@@ -335,6 +335,11 @@ def filter_chunks_and_limits():
     check(all(r.execute_command("CF.MEXISTS", "cf2", *["c%d" % i for i in range(1, 500)])), "CF copy keeps its items")
     expect_error(lambda: r.execute_command("CF.LOADCHUNK", "cf2", chunks[1][0] + 1, chunks[1][1]), "Couldn't load chunk",
                  "a CF chunk running past its sub-filter")
+    for src, dst, cmd in (("cf", "cfcopy", "CF.DEBUG"), ("grown", "growncopy", "BF.DEBUG")):
+        check(r.execute_command("COPY", src, dst) == 1 and
+              r.execute_command(cmd, src) == r.execute_command(cmd, dst) and
+              r.execute_command("DEBUG", "DIGEST-VALUE", src) == r.execute_command("DEBUG", "DIGEST-VALUE", dst),
+              "COPY of %s: the same filter under another key" % src)
     expect_error(lambda: r.execute_command("CF.LOADCHUNK", "cf3", 1, b"junk" * 30), "Couldn't create filter",
                  "a damaged CF header")
     # Made by this module before it took RedisBloom's layout: loads, answers, changes.

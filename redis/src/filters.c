@@ -1330,6 +1330,9 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
      * make it grow without end. */
     if (s->layout == LAYOUT_REDISBLOOM && s->nsubs >= SETTING(CF_MAX_EXPANSIONS))
         return RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
+    /* RedisBloom's replies: CF.INSERT answers booleans to a RESP3 client
+     * (false where an item found no room), integers 1, 0, -1 otherwise. */
+    int insert_bools = multi && !nx && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3);
     if (multi) RedisModule_ReplyWithArray(ctx, n);
     for (int i = 0; i < n; i++) {
         item_key k = item_hash(s, items[i]);
@@ -1341,7 +1344,8 @@ static int cf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
         }
         if (r < 0 && !multi)
             return RedisModule_ReplyWithError(ctx, r == -2 ? "ERR Maximum expansions reached" : "ERR Filter is full");
-        if (multi) RedisModule_ReplyWithLongLong(ctx, r < 0 ? -1 : r); /* CF.INSERT: 1, 0 or -1 */
+        if (insert_bools) RedisModule_ReplyWithBool(ctx, r > 0);
+        else if (multi) RedisModule_ReplyWithLongLong(ctx, r < 0 ? -1 : r);
         else RedisModule_ReplyWithBool(ctx, r);
     }
     RedisModule_ReplicateVerbatim(ctx);

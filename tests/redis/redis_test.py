@@ -414,12 +414,14 @@ def filter_chunks_and_limits():
     while b"modules" not in hello:
         hello += sock.recv(65536)
     replies = b""
-    sock.sendall(b"BF.ADD r3 a\r\nBF.EXISTS r3 a\r\nCF.ADD r3c a\r\nCF.DEL r3c a\r\nBF.INFO r3\r\n")
+    sock.sendall(b"BF.ADD r3 a\r\nBF.EXISTS r3 a\r\nCF.ADD r3c a\r\nCF.DEL r3c a\r\n"
+                 b"CF.INSERT r3c ITEMS b c\r\nCF.INSERTNX r3c ITEMS b d\r\nBF.INFO r3\r\n")
     deadline = time.time() + 5
     while replies.count(b"Expansion rate") == 0 and time.time() < deadline:
         replies += sock.recv(65536)
     sock.close()
-    check(replies.startswith(b"#t\r\n#t\r\n#t\r\n#t\r\n%5\r\n"), "RESP3: booleans, then BF.INFO a map: %r" % replies[:40])
+    check(replies.startswith(b"#t\r\n#t\r\n#t\r\n#t\r\n*2\r\n#t\r\n#t\r\n*2\r\n:0\r\n:1\r\n%5\r\n"),
+          "RESP3: booleans (CF.INSERTNX: integers, as RedisBloom's), then BF.INFO a map: %r" % replies[:60])
     s.kill()
 
     # RedisBloom's settings: its module arguments, and CONFIG at run time.

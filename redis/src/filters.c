@@ -1026,15 +1026,24 @@ static int bf_insert_items(RedisModuleCtx *ctx, RedisModuleString *keyname, Redi
             return reply_no_filter(ctx, rc);
         RedisModule_ModuleTypeSetValue(key, bf_type, s);
     }
-    if (multi) RedisModule_ReplyWithArray(ctx, n);
-    for (int i = 0; i < n; i++) {
+    /* RedisBloom's replies: a full NONSCALING filter ends the array at its
+     * error (the items after it are not tried), and a sub-filter that
+     * cannot be added is "problem inserting into filter". */
+    if (multi) RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
+    long replied = 0;
+    for (int i = 0; i < n; i++, replied++) {
         item_key k = item_hash(s, items[i]);
         int r = bf_add(s, &k);
-        if (r == -1) RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
-        else if (r == -2) RedisModule_ReplyWithError(ctx, "ERR Maximum expansions reached");
+        if (r == -1) {
+            RedisModule_ReplyWithError(ctx, "ERR non scaling filter is full");
+            replied++;
+            break;
+        }
+        if (r == -2) RedisModule_ReplyWithError(ctx, "ERR problem inserting into filter");
         else if (r == -3) reply_no_filter(ctx, BKV_NOMEM);
         else RedisModule_ReplyWithBool(ctx, r);
     }
+    if (multi) RedisModule_ReplySetArrayLength(ctx, replied);
     RedisModule_ReplicateVerbatim(ctx);
     return REDISMODULE_OK;
 }

@@ -594,6 +594,9 @@ def single_node():
     replies = r.execute_command("BF.INSERT", "fixed", "ITEMS", *["f%d" % i for i in range(11)])
     check(isinstance(replies[-1], redis.exceptions.ResponseError) or replies[-1] == b"ERR non scaling filter is full"
           or "full" in str(replies[-1]), "NONSCALING full: %r" % replies[-1:])
+    replies = r.execute_command("BF.INSERT", "fixed", "ITEMS", "x", "y", "z")
+    check(len(replies) == 1 and "non scaling filter is full" in str(replies[0]),
+          "a full NONSCALING filter ends BF.INSERT's reply at its error, as RedisBloom's: %r" % replies)
     check(r.execute_command("BF.INFO", "fixed", "EXPANSION") == [None], "NONSCALING has no expansion")
     expect_error(lambda: r.execute_command("BF.RESERVE", "bf", 0.01, 10), "item exists", "BF.RESERVE existing")
     expect_error(lambda: r.execute_command("BF.INSERT", "none", "NOCREATE", "ITEMS", "a"), "not found", "NOCREATE")

@@ -214,7 +214,6 @@ static int add_sub(fstack *s, uint64_t capacity, double error) {
     if (s->nsubs == MAX_SUBS || capacity == 0 || capacity > MAX_CAPACITY) return BKV_FULL;
     if (has_slots(s)) { /* capacity: the slots, which the stack's numbers fix */
         uint8_t *slots;
-        if (s->nsubs == MAX_SUBS) return BKV_FULL;
         if (!memory_allows(capacity) || !(slots = calloc(1, capacity))) return BKV_NOMEM;
         if (s->nsubs == 0) s->cf_buckets = capacity / s->bucket_size;
         filter_bytes += capacity;
@@ -349,10 +348,12 @@ static uint64_t get_le(const char *p, int n) {
 static void put64(char *p, uint64_t v) { put_le(p, v, 8); }
 static uint64_t get64(const char *p) { return get_le(p, 8); }
 
-/* Header: magic u32, version u16, kind u8, nonscaling u8, expansion,
- * error (IEEE bits), items, deletes, bucket size, max iterations, number
- * of sub-filters (u64 each, little-endian); then per sub-filter its
- * capacity, count, length and the encoded filter. */
+/* Header: magic u32, version u8, probe placement u8 (version 2; 0 in
+ * version 1), kind u8, nonscaling u8, then expansion, error (IEEE bits;
+ * a version 2 CF: its first sub-filter's buckets), items, deletes, bucket
+ * size, max iterations, number of sub-filters (u64 each, little-endian).
+ * Version 1 then has per sub-filter its capacity, count, length and the
+ * library's encoded filter. */
 static void write_blob_header(const fstack *s, char *p) {
     memset(p, 0, BLOB_HEADER);
     uint32_t magic = BLOB_MAGIC;
@@ -462,26 +463,28 @@ static fstack *read_stack_header(const char *b, uint64_t *nsubs) {
 }
 
 /* Takes a RedisBloom-layout sub-filter's description (its bits still to
- * come) if it is one add_sub could have made: sized by the formula for
- * its capacity and error rate. 0 when it is not. */
-static int push_classic_sub(fstack *s, uint64_t capacity, uint64_t count, double error, uint64_t bytes) {
-    if (capacity == 0 || capacity > MAX_CAPACITY || count > capacity)
-        return 0;
+ * come, zero) if it is one add_sub could have made: sized by the formula
+ * for its capacity and error rate (a CF's slots by the stack's numbers).
+ * BKV_INVALID when it is not; BKV_NOMEM when it cannot be allocated or,
+ * if weigh (a client's LOADCHUNK, not a load Redis must finish), would take
+ * the server past maxmemory: weighed before anything is allocated. */
+static int push_classic_sub(fstack *s, uint64_t capacity, uint64_t count, double error, uint64_t bytes, int weigh) {
+    if (capacity == 0 || capacity > MAX_CAPACITY || count > capacity) return BKV_INVALID;
     if (has_slots(s)) { /* its slots follow from the stack's numbers (cf_buckets set) */
         uint8_t *slots;
-        if (capacity != cf_sub_slots(s, s->nsubs) || bytes != capacity || count || !(slots = calloc(1, bytes)))
-            return 0;
+        if (capacity != cf_sub_slots(s, s->nsubs) || bytes != capacity || count) return BKV_INVALID;
+        if ((weigh && !memory_allows(bytes)) || !(slots = calloc(1, bytes))) return BKV_NOMEM;
         filter_bytes += bytes;
         push_slots(s, slots); /* room: the caller checked the count against MAX_SUBS */
-        return 1;
+        return BKV_OK;
     }
     sub_filter sf = {.capacity = capacity, .count = count, .error = error};
-    if (!(error > 0 && error < 1) || classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes) ||
-        sf.bytes != bytes || !(sf.bits = calloc(1, bytes)))
-        return 0;
+    if (!(error > 0 && error < 1) || classic_bloom_size(capacity, error, &sf.bytes, &sf.hashes) || sf.bytes != bytes)
+        return BKV_INVALID;
+    if ((weigh && !memory_allows(bytes)) || !(sf.bits = calloc(1, bytes))) return BKV_NOMEM;
     filter_bytes += sf.bytes;
     push_sub(s, sf); /* room: the caller checked the count against MAX_SUBS */
-    return 1;
+    return BKV_OK;
 }
 
 static fstack *decode_classic_blob(fstack *s, uint64_t nsubs, const char *b, size_t len, char *why, size_t wl) {
@@ -499,7 +502,7 @@ static fstack *decode_classic_blob(fstack *s, uint64_t nsubs, const char *b, siz
         double error;
         memcpy(&error, &ebits, 8);
         if (end - off < CLASSIC_SUB_HEADER || bytes > end - off - CLASSIC_SUB_HEADER ||
-            !push_classic_sub(s, get64(p), get64(p + 8), error, bytes)) {
+            push_classic_sub(s, get64(p), get64(p + 8), error, bytes, 0) != BKV_OK) {
             snprintf(why, wl, "sub-filter %llu: truncated, or its size does not follow from its capacity and rate",
                      (unsigned long long)i);
             fstack_free(s);
@@ -691,7 +694,7 @@ static fstack *decode_dump_header(RedisModuleCtx *ctx, const char *b, size_t len
     return s;
 }
 
-/* ---- RedisBloom's own SCANDUMP form, for BF stacks in its layout ----
+/* ---- RedisBloom's own SCANDUMP form, for stacks in its layouts ----
  *
  * Byte for byte what RedisBloom's BF.SCANDUMP gives, so a filter dumped
  * there loads here and back. Iterator 0 gives iterator 1 and the header:
@@ -750,11 +753,13 @@ static char *encode_rb_header(const fstack *s, size_t *len) {
     return b;
 }
 
-/* A stack from a RedisBloom header, bits zero; NULL unless every field is
- * what RedisBloom's current layout (exact sizes, 64-bit hashes) writes and
- * the counts add up. Filters RedisBloom made in its older layouts (32-bit
- * hashes, power-of-two sizes) are refused. */
-static fstack *decode_rb_header(const char *b, size_t len) {
+/* A stack from a RedisBloom header, bits zero; NULL (*rc BKV_INVALID)
+ * unless every field is what RedisBloom's current layout (exact sizes,
+ * 64-bit hashes) writes and the counts add up, or (BKV_NOMEM) past
+ * maxmemory. Filters RedisBloom made in its older layouts (32-bit hashes,
+ * power-of-two sizes) are refused. */
+static fstack *decode_rb_header(const char *b, size_t len, int *rc) {
+    *rc = BKV_INVALID;
     if (len < RB_HEADER) return NULL;
     uint64_t items = get64(b), nsubs = get32(b + 8);
     uint32_t options = get32(b + 12), growth = get32(b + 16);
@@ -775,8 +780,10 @@ static fstack *decode_rb_header(const char *b, size_t len) {
     for (uint64_t i = 0; i < nsubs; i++, p += RB_LINK) {
         uint64_t bytes = get64(p);
         double error = getf64(p + 24);
-        if (get64(p + 8) != bytes * 8 || p[52] != 0 || !push_classic_sub(s, get64(p + 44), get64(p + 16), error, bytes) ||
+        if (get64(p + 8) != bytes * 8 || p[52] != 0 ||
+            (*rc = push_classic_sub(s, get64(p + 44), get64(p + 16), error, bytes, 1)) != BKV_OK ||
             get32(p + 40) != s->subs[i].hashes) {
+            if (*rc == BKV_OK) *rc = BKV_INVALID;
             fstack_free(s);
             return NULL;
         }
@@ -784,14 +791,14 @@ static fstack *decode_rb_header(const char *b, size_t len) {
     }
     s->error = s->nonscaling ? s->subs[0].error : s->subs[0].error / BF_TIGHTENING;
     if (counted != items) {
+        *rc = BKV_INVALID;
         fstack_free(s);
         return NULL;
     }
+    *rc = BKV_OK;
     return s;
 }
 
-/* The sub-filter holding byte off of the bits laid end to end, and the
- * offset in it; NULL past the end. */
 /* The bytes of the sub-filter holding byte off of all of them laid end to
  * end, from off on, and how many are left in it; NULL past the end. */
 static uint8_t *rb_bytes_at(const fstack *s, uint64_t off, uint64_t *left) {
@@ -825,10 +832,12 @@ static char *encode_rb_cf_header(const fstack *s, size_t *len) {
     return b;
 }
 
-/* A CF stack from RedisBloom's header, slots zero; NULL unless every
- * number is one a CF.RESERVE here could have led to (and the bucket count
- * a power of two, so every sub-filter's is). */
-static fstack *decode_rb_cf_header(const char *b, size_t len) {
+/* A CF stack from RedisBloom's header, slots zero; NULL (*rc
+ * BKV_INVALID) unless every number is one a CF.RESERVE here could have
+ * led to (and the bucket count a power of two, so every sub-filter's is),
+ * or (BKV_NOMEM) past maxmemory. */
+static fstack *decode_rb_cf_header(const char *b, size_t len, int *rc) {
+    *rc = BKV_INVALID;
     if (len != RB_CF_HEADER) return NULL;
     uint64_t items = get64(b), buckets = get64(b + 8), deletes = get64(b + 16), nsubs = get64(b + 24);
     unsigned bucket_size = (unsigned)get_le(b + 32, 2), iterations = (unsigned)get_le(b + 34, 2);
@@ -848,12 +857,14 @@ static fstack *decode_rb_cf_header(const char *b, size_t len) {
     s->items = items;
     s->deletes = deletes;
     uint64_t total = 0;
-    for (uint32_t i = 0; i < nsubs; i++) {
+    *rc = BKV_OK;
+    for (uint32_t i = 0; i < nsubs && *rc == BKV_OK; i++) {
         uint64_t slots = cf_sub_slots(s, i);
-        if (!push_classic_sub(s, slots, 0, 0, slots)) break;
+        *rc = push_classic_sub(s, slots, 0, 0, slots, 1);
         total += slots;
     }
-    if (s->nsubs != nsubs || items > total) {
+    if (*rc != BKV_OK || items > total) {
+        if (*rc == BKV_OK) *rc = BKV_INVALID;
         fstack_free(s);
         return NULL;
     }
@@ -1698,13 +1709,10 @@ static int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
         uint32_t magic = 0;
         if (len >= 4) memcpy(&magic, data, 4);
         fstack *loaded;
+        int rc;
         if (magic != BLOB_MAGIC) {
-            if (!(loaded = kind == KIND_BF ? decode_rb_header(data, len) : decode_rb_cf_header(data, len)))
-                return RedisModule_ReplyWithError(ctx, bad_header(kind));
-            if (!memory_allows(0)) {
-                fstack_free(loaded);
-                return reply_no_filter(ctx, BKV_NOMEM);
-            }
+            if (!(loaded = kind == KIND_BF ? decode_rb_header(data, len, &rc) : decode_rb_cf_header(data, len, &rc)))
+                return rc == BKV_NOMEM ? reply_no_filter(ctx, BKV_NOMEM) : RedisModule_ReplyWithError(ctx, bad_header(kind));
         } else if (!(loaded = decode_dump_header(ctx, data, len, kind)))
             return REDISMODULE_OK;
         if (st != LOOKUP_EMPTY) { /* a filter is never replaced piece by piece */

@@ -1176,6 +1176,13 @@ def hostile_clients():
     # maxmemory counts the filters' own bytes.
     r.config_set("maxmemory", "20mb")
     expect_error(lambda: r.execute_command("BF.RESERVE", "huge", 0.01, 150000000), "OOM", "a filter past maxmemory")
+    nbytes, hashes = redisbloom_bf_size(150000000, 0.01)
+    huge = struct.pack("<QIII", 0, 1, 1 | 4 | 8, 2) + struct.pack(
+        "<QQQddIQB", nbytes, nbytes * 8, 0, 0.01, -(math.log(0.01) / 0.480453013918201), hashes, 150000000, 0)
+    expect_error(lambda: r.execute_command("BF.LOADCHUNK", "huge", 1, huge), "OOM", "a loaded header past maxmemory")
+    huge = struct.pack("<QQQQHHH", 0, 1 << 26, 0, 1, 2, 20, 1)
+    expect_error(lambda: r.execute_command("CF.LOADCHUNK", "huge", 1, huge), "OOM", "a loaded CF header past maxmemory")
+    check(r.exists("huge") == 0, "no key for a refused header")
     r.execute_command("BF.RESERVE", "small", 0.01, 1000000)  # about 1.2 MB
     made = 1
     try:

@@ -251,14 +251,13 @@ uint64_t bkv_redis_filter_bytes(void) { return filter_bytes; }
 
 /* The error rate a Bloom stack's sub-filter i is built for: the first
  * takes what was asked (halved when the stack may grow); the ones a
- * growing stack adds stop at 1e-12, so its newest stay of a finite size. */
+ * growing stack adds stop at 1e-12, so its newest stay of a finite size.
+ * In RedisBloom's layout each sub-filter keeps its rate, and a new one
+ * (i > 0) takes half the one before's, as RedisBloom's dumps carry them. */
 static double bf_sub_rate(const fstack *s, uint32_t i) {
-    if (s->layout == LAYOUT_REDISBLOOM && i > 0) { /* from the one before, as RedisBloom's dumps carry them */
-        double e = s->subs[i - 1].error * BF_TIGHTENING;
-        return e > 1e-12 ? e : 1e-12;
-    }
-    if (s->layout == LAYOUT_REDISBLOOM) return s->subs[0].error;
-    double e = s->nonscaling ? s->error : s->error * pow(BF_TIGHTENING, i + 1);
+    double e = s->layout == LAYOUT_REDISBLOOM ? s->subs[i - 1].error * BF_TIGHTENING
+               : s->nonscaling                 ? s->error
+                                               : s->error * pow(BF_TIGHTENING, i + 1);
     return i == 0 || e > 1e-12 ? e : 1e-12;
 }
 
@@ -1248,15 +1247,16 @@ static int cmd_bf_debug(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         size_t bytes = sf->bytes;
         uint64_t bits = sf->bytes * 8;
         unsigned hashes = sf->hashes;
+        double rate = sf->error;
         if (s->layout == LAYOUT_LIBRARY) {
             bkv_filter_info fi;
             bkv_filter_get_info(sf->f, &fi);
             bkv_filter_payload(sf->f, &bytes);
-            bits = fi.num_bits, hashes = fi.k;
+            bits = fi.num_bits, hashes = fi.k, rate = bf_sub_rate(s, i);
         }
         snprintf(line, sizeof line, "bytes:%zu bits:%llu hashes:%u hashwidth:64 capacity:%llu size:%llu ratio:%g", bytes,
                  (unsigned long long)bits, hashes, (unsigned long long)sf->capacity, (unsigned long long)sf->count,
-                 bf_sub_rate(s, i));
+                 rate);
         RedisModule_ReplyWithSimpleString(ctx, line);
     }
     return REDISMODULE_OK;

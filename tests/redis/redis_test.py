@@ -170,6 +170,15 @@ def redisbloom_bf_size(capacity, error):
     return (bits + 63) // 64 * 8, math.ceil(0.693147180559945 * bpe)
 
 
+def redisbloom_bf_header(capacity, error, items):
+    """RedisBloom's SCANDUMP header of a non-scaling filter of capacity
+    that holds items (a count)."""
+    nbytes, hashes = redisbloom_bf_size(capacity, error)
+    bpe = -(math.log(error) / 0.480453013918201)
+    header = struct.pack("<QIII", items, 1, 1 | 4 | 8, 2)  # NOROUND | FORCE64 | NO_SCALING
+    return header + struct.pack("<QQQddIQB", nbytes, nbytes * 8, items, error, bpe, hashes, capacity, 0)
+
+
 def redisbloom_bf_dump(capacity, error, items):
     """The SCANDUMP chunks RedisBloom gives for a non-scaling filter of
     capacity that holds items: its header, then the bits, set as RedisBloom
@@ -182,10 +191,7 @@ def redisbloom_bf_dump(capacity, error, items):
         for i in range(hashes):
             x = ((a + i * b) & MASK64) % (nbytes * 8)
             bits[x >> 3] |= 1 << (x & 7)
-    bpe = -(math.log(error) / 0.480453013918201)
-    header = struct.pack("<QIII", len(items), 1, 1 | 4 | 8, 2)  # NOROUND | FORCE64 | NO_SCALING
-    header += struct.pack("<QQQddIQB", nbytes, nbytes * 8, len(items), error, bpe, hashes, capacity, 0)
-    return [(1, header), (1 + nbytes, bytes(bits))]
+    return [(1, redisbloom_bf_header(capacity, error, len(items))), (1 + nbytes, bytes(bits))]
 
 
 def filter_chunks_and_limits():
@@ -1176,9 +1182,7 @@ def hostile_clients():
     # maxmemory counts the filters' own bytes.
     r.config_set("maxmemory", "20mb")
     expect_error(lambda: r.execute_command("BF.RESERVE", "huge", 0.01, 150000000), "OOM", "a filter past maxmemory")
-    nbytes, hashes = redisbloom_bf_size(150000000, 0.01)
-    huge = struct.pack("<QIII", 0, 1, 1 | 4 | 8, 2) + struct.pack(
-        "<QQQddIQB", nbytes, nbytes * 8, 0, 0.01, -(math.log(0.01) / 0.480453013918201), hashes, 150000000, 0)
+    huge = redisbloom_bf_header(150000000, 0.01, 0)
     expect_error(lambda: r.execute_command("BF.LOADCHUNK", "huge", 1, huge), "OOM", "a loaded header past maxmemory")
     huge = struct.pack("<QQQQHHH", 0, 1 << 26, 0, 1, 2, 20, 1)
     expect_error(lambda: r.execute_command("CF.LOADCHUNK", "huge", 1, huge), "OOM", "a loaded CF header past maxmemory")

@@ -32,11 +32,14 @@ enum {
     BKV_LOAD_REBUILD  /* the local rows were emptied: the file's rows are taken */
 };
 
-/* A write command kept until its batch commits, then replicated. */
-typedef struct bkv_pending_cmd {
-    RedisModuleString **argv;
-    int argc;
-} bkv_pending_cmd;
+/* Write commands kept until their batch commits, then replicated: a run
+ * of consecutive sets goes to replicas and the AOF as one BKV.MSET of
+ * their pairs, any other write as itself. Its strings are repl_args[first,
+ * first + count): the pairs of a run of sets, or a command's whole argv. */
+typedef struct bkv_repl_run {
+    int sets;
+    size_t first, count;
+} bkv_repl_run;
 
 typedef struct bkv_redis {
     bkv_db *db;
@@ -61,8 +64,10 @@ typedef struct bkv_redis {
      * disconnect them unanswered should the commit fail. */
     bkv_batch *pending;
     size_t pending_bytes;           /* of keys and values in pending */
-    bkv_pending_cmd *repl;          /* the commands of the writes in order: [0, ncommitted) committed */
-    size_t nrepl, ncommitted, cap_repl;
+    bkv_repl_run *runs;             /* the writes to replicate, in order: [0, ncommitted) committed */
+    size_t nruns, ncommitted, cap_runs;
+    RedisModuleString **repl_args;  /* retained strings of the runs */
+    size_t nrepl_args, cap_repl_args;
     unsigned long long *pending_clients;
     size_t npending_clients, cap_pending_clients;
     char slot_tags[BKV_REDIS_SLOTS][8]; /* a hash tag per slot: "{tag}" hashes to the slot */

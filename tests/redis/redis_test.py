@@ -1221,6 +1221,58 @@ def resp_commands(data):
     return out
 
 
+def pipelined_writes_replicated():
+    """A pipeline of sets, multi-sets and deletes of the same keys reaches a
+    replica and the AOF in order: each run of sets as one BKV.MSET, each
+    delete between them as itself. The replica, a DEBUG LOADAOF and a
+    restart from the AOF alone all end with the master's rows."""
+    m = Server("runs-master", extra=["--appendonly", "yes", "--aof-use-rdb-preamble", "no"])
+    rep = Server("runs-replica", extra=["--replicaof", "127.0.0.1", str(m.port)])
+    rr = rep.client()
+    deadline = time.time() + 20
+    while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
+        time.sleep(0.1)
+    r = m.client()
+    rnd = random.Random(44)
+    model = {}
+    for n in range(20):
+        # Keys of this pipeline alone, a few of them: a set, its delete and
+        # a set again share a pipeline, and the last of them decides the row.
+        p = r.pipeline(transaction=False)
+        for _ in range(200):
+            k = "run%02d-%02d" % (n, rnd.randrange(15))
+            x = rnd.random()
+            if x < 0.25:
+                p.execute_command("BKV.DEL", k)
+                model.pop(k, None)
+            elif x < 0.35:
+                k2 = "run%02d-%02d" % (n, rnd.randrange(15))
+                v, v2 = "m%d" % rnd.randrange(10 ** 6), "n%d" % rnd.randrange(10 ** 6)
+                p.execute_command("BKV.MSET", k, v, k2, v2)
+                model[k], model[k2] = v, v2
+            else:
+                v = "s%d" % rnd.randrange(10 ** 6)
+                p.execute_command("BKV.SET", k, v)
+                model[k] = v
+        p.execute()
+    check(r.execute_command("WAIT", 1, 10000) == 1, "the replica acknowledged the pipelines")
+    same_rows(r, model, "the master after pipelines")
+    same_rows(rr, model, "the replica after pipelines of sets and deletes")
+    aof_dir = os.path.join(m.dir, "appendonlydir")
+    incr = [f for f in os.listdir(aof_dir) if ".incr." in f][0]
+    names = [c[0].upper() for c in resp_commands(open(os.path.join(aof_dir, incr), "rb").read())]
+    check(b"BKV.SET" not in names and names.count(b"BKV.MSET") < 20 * 200 * 0.75,
+          "the AOF holds runs of sets as BKV.MSET (%d of them)" % names.count(b"BKV.MSET"))
+    r.execute_command("DEBUG", "LOADAOF")
+    same_rows(r, model, "DEBUG LOADAOF after pipelines")
+    m.kill(signal.SIGTERM)
+    shutil.rmtree(os.path.join(m.dir, "bkv"))  # the AOF alone must bring every row back
+    m.start()
+    same_rows(m.client(), model, "the AOF of pipelines with an empty bloomkv directory")
+    m.kill(signal.SIGTERM)
+    rep.kill(signal.SIGTERM)
+
+
 def failed_commit_with_a_replica():
     """A commit that fails (the master's bloomkv directory on a full
     file system) is never replicated: the replica holds no row the master
@@ -1463,6 +1515,7 @@ def main():
             persistence()
             eviction()
             hostile_clients()
+            pipelined_writes_replicated()
             failed_commit_with_a_replica()
             failed_save()
         if "cluster" in PARTS:

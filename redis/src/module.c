@@ -160,9 +160,9 @@ void bkv_redis_commit(RedisModuleCtx *ctx) {
  * AOF being replayed: what it replays is already in the AOF). sets: the
  * command is BKV.SET or BKV.MSET, whose pairs join the run of sets before
  * it when that run is not committed yet. */
-static void pending_replicate(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int sets) {
+static void pending_replicate(RedisModuleString **argv, int argc, int sets) {
     bkv_redis *g = bkv_redis_state;
-    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) return;
+    if (g->loading) return;
     size_t skip = sets ? 1 : 0, n = (size_t)argc - skip;
     if (g->nrepl_args + n > g->cap_repl_args) {
         g->cap_repl_args = g->cap_repl_args ? 2 * g->cap_repl_args : 256;
@@ -218,7 +218,7 @@ static void pending_done(RedisModuleCtx *ctx) {
  * older replayed write never undoes a newer local one), 0 to apply it, -1
  * after replying with an error. */
 static int replayed_write_skipped(RedisModuleCtx *ctx) {
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING)) return 0;
+    if (!bkv_redis_state->loading) return 0;
     int take = bkv_redis_loading_rows(ctx);
     if (take < 0) return reply_bkv_error(ctx, BKV_IOERROR), -1;
     if (take) return 0;
@@ -238,7 +238,7 @@ static int cmd_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     int rc = pending_add(rk.p, rk.len, v, vl, 0);
     free_row_key(&rk);
     if (rc) return reply_bkv_error(ctx, rc);
-    pending_replicate(ctx, argv, argc, 1);
+    pending_replicate(argv, argc, 1);
     pending_done(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -292,7 +292,7 @@ static int cmd_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     free_row_key(&rk);
     if (r < 0) return reply_bkv_error(ctx, r);
     if (r) {
-        pending_replicate(ctx, argv, argc, 0);
+        pending_replicate(argv, argc, 0);
         pending_done(ctx);
     }
     return RedisModule_ReplyWithLongLong(ctx, r);
@@ -315,7 +315,7 @@ static int cmd_mset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         free_row_key(&rk);
         if (rc) return pending_discard(), reply_bkv_error(ctx, rc);
     }
-    pending_replicate(ctx, argv, argc, 1);
+    pending_replicate(argv, argc, 1);
     pending_done(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -707,7 +707,9 @@ static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, vo
         sub == REDISMODULE_SUBEVENT_LOADING_REPL_START) {
         g->load_state = BKV_LOAD_PENDING;
         g->load_from_master = sub == REDISMODULE_SUBEVENT_LOADING_REPL_START;
+        g->loading = 1;
     } else if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED || sub == REDISMODULE_SUBEVENT_LOADING_FAILED) {
+        g->loading = 0;
         bkv_redis_commit(ctx); /* an AOF's writes: no event loop ran while it loaded */
         if (bkv_redis_load_ended())
             RedisModule_Log(ctx, "warning", "bloomkv: cannot record the file the rows came from: %s", bkv_errmsg(NULL));

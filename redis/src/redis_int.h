@@ -53,6 +53,9 @@ typedef struct bkv_redis {
     uint64_t file_sequence;
     int load_state;                 /* BKV_LOAD_* */
     int load_from_master;           /* the load in progress is a replica's full sync */
+    int loading;                    /* between a load's start and end events: the writes are replayed
+                                     * (RedisModule_GetContextFlags, which says the same, also weighs
+                                     * memory on every call: too slow for every write) */
     int keys_restored;              /* slot keys made for the local rows since the module loaded */
     int in_fork_child;              /* this process is a child Redis forked (to save, to sync a replica) */
     uint64_t incarnation[BKV_REDIS_SLOTS]; /* of each slot's key now in the keyspace (0: none) */

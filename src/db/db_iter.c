@@ -213,10 +213,13 @@ static int before_hi(const uint8_t *k, size_t n, const void *hi, size_t hilen) {
     return !hi || bkv_user_key_compare(k, n, hi, hilen) < 0;
 }
 
-/* Tables whose range filters surely_empty asks together. */
+/* Tables whose range filters surely_empty asks together, each with its
+ * filter's question, worked out once (bkv_table_range_question). */
 #define RANGE_BATCH 16
 typedef struct range_batch {
     bkv_cache_entry *entry[RANGE_BATCH];
+    uint64_t a[RANGE_BATCH], z[RANGE_BATCH];
+    int open[RANGE_BATCH];
     int n;
 } range_batch;
 
@@ -226,13 +229,16 @@ typedef struct range_batch {
  * misses (three dependent ones a table) overlap: asked one table after
  * the other, at 10 M keys they were most of an empty range's time. */
 static int batch_may_hold(bkv_db *db, range_batch *b, const bkv_read_options *bounds, int maybe) {
-    const uint8_t *lo = bounds->lower_bound, *hi = bounds->upper_bound;
-    size_t lolen = bounds->lower_bound_len, hilen = bounds->upper_bound_len;
+    for (int i = 0; !maybe && i < b->n; i++)
+        b->open[i] = bkv_table_range_question(bkv_cache_value(b->entry[i]), bounds->lower_bound,
+                                              bounds->lower_bound_len, bounds->upper_bound, bounds->upper_bound_len,
+                                              &b->a[i], &b->z[i]);
     for (int stage = 0; !maybe && stage < BKV_FILTER_RANGE_STAGES; stage++)
         for (int i = 0; i < b->n; i++)
-            bkv_table_range_prefetch(bkv_cache_value(b->entry[i]), lo, lolen, hi, hilen, stage);
+            if (b->open[i])
+                bkv_filter_range_prefetch(bkv_table_range_filter(bkv_cache_value(b->entry[i])), b->a[i], b->z[i], stage);
     for (int i = 0; i < b->n; i++) {
-        if (!maybe) maybe = bkv_db_range_may_intersect(db, bkv_cache_value(b->entry[i]), bounds);
+        if (!maybe) maybe = bkv_db_range_answer(db, bkv_cache_value(b->entry[i]), b->open[i], b->a[i], b->z[i]);
         bkv_cache_release(db->table_cache, b->entry[i]);
     }
     b->n = 0;
@@ -264,16 +270,13 @@ static int surely_empty(bkv_db *db, const bkv_read_state *rs, const bkv_read_opt
     }
     bkv_buf_free(&seek);
     const bkv_tree_version *v = rs->version;
-    range_batch batch = {.n = 0};
+    range_batch batch;
+    batch.n = 0;
     for (int l = 0; !maybe && l < BKV_MAX_LEVELS; l++) {
-        /* Level 0 whole; deeper, from the first table whose largest key is >= lo. */
-        size_t i = 0, n = v->nfiles[l];
-        for (size_t z = n; l > 0 && i < z;) {
-            size_t mid = i + (z - i) / 2;
-            const bkv_file_meta *f = v->files[l][mid];
-            if (bkv_user_key_compare(f->largest, f->largest_len - BKV_IKEY_TRAILER, lo, lolen) < 0) i = mid + 1;
-            else z = mid;
-        }
+        /* Level 0 whole; deeper, from the first table whose largest key is
+         * >= lo, found by the level's fences (a binary search over the
+         * tables' own keys took a cache miss or two a step). */
+        size_t i = l > 0 ? bkv_tree_version_level_lower_bound(v, l, lo, lolen) : 0, n = v->nfiles[l];
         for (; !maybe && i < n; i++) {
             const bkv_file_meta *f = v->files[l][i];
             int past_hi = !before_hi(f->smallest, f->smallest_len - BKV_IKEY_TRAILER, hi, hilen);

@@ -197,14 +197,17 @@ static inline uint64_t bkv_key_fence(const uint8_t *k, size_t klen, size_t skip)
     return klen > skip ? bkv_key_prefix64(k + skip, klen - skip) : 0;
 }
 
-/* The table of level >= 1 (disjoint tables in key order) that may hold
- * user key k, or NULL. */
-static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version *v, int level, const void *k,
-                                                         size_t klen) {
+/* The first table of level >= 1 (disjoint tables in key order) whose
+ * largest key is >= user key k: nfiles[level] when none is. */
+static inline size_t bkv_tree_version_level_lower_bound(const bkv_tree_version *v, int level, const void *k,
+                                                        size_t klen) {
     size_t lo = 0, hi = v->nfiles[level], skip = v->fence_skip[level];
-    if (!hi) return NULL;
-    /* A key without the level's common prefix lies outside every table. */
-    if (klen < skip || (skip && memcmp(k, v->files[level][0]->smallest, skip))) return NULL;
+    if (!hi) return 0;
+    if (skip) { /* a key without the level's common prefix is before or after every table */
+        int c = memcmp(k, v->files[level][0]->smallest, klen < skip ? klen : skip);
+        if (c < 0 || (c == 0 && klen < skip)) return 0;
+        if (c > 0) return hi;
+    }
     const uint64_t *fence = v->fences[level];
     uint64_t kf = bkv_key_fence(k, klen, skip);
     /* Fences order as the keys do, except that equal fences say nothing. */
@@ -219,7 +222,14 @@ static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version 
         if (below) lo = mid + 1;
         else hi = mid;
     }
-    return lo < v->nfiles[level] && bkv_file_meta_holds(v->files[level][lo], k, klen) ? v->files[level][lo] : NULL;
+    return lo;
+}
+
+/* The table of level >= 1 that may hold user key k, or NULL. */
+static inline bkv_file_meta *bkv_tree_version_level_file(const bkv_tree_version *v, int level, const void *k,
+                                                         size_t klen) {
+    size_t i = bkv_tree_version_level_lower_bound(v, level, k, klen);
+    return i < v->nfiles[level] && bkv_file_meta_holds(v->files[level][i], k, klen) ? v->files[level][i] : NULL;
 }
 
 /* Charges seeks to the newest table holding user key k when another,

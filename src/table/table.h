@@ -251,10 +251,15 @@ uint64_t bkv_table_approximate_offset(bkv_table *t, const uint8_t *ikey, size_t 
 int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                                   size_t hilen);
 int bkv_table_has_range_filter(const bkv_table *t);
-/* bkv_filter_range_prefetch's stages for that question: a caller asking
- * several tables runs each stage over all of them first. */
-void bkv_table_range_prefetch(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
-                              int stage);
+/* The range filter, NULL when absent or damaged. */
+const bkv_filter *bkv_table_range_filter(const bkv_table *t);
+/* The question bkv_table_range_may_intersect puts to the range filter,
+ * worked out once for a caller that asks in stages
+ * (bkv_filter_range_prefetch over several tables, then
+ * bkv_filter_may_intersect): 0 when the keys' shared prefix alone rules
+ * [lo, hi] out, else 1 with the filter's [*a, *z]. */
+int bkv_table_range_question(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                             uint64_t *a, uint64_t *z);
 /* The key filter, NULL when absent, damaged or partitioned. */
 const bkv_filter *bkv_table_filter(const bkv_table *t);
 /* Whether the table has a usable key filter (whole or partitioned). */

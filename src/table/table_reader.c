@@ -215,10 +215,10 @@ static int against_shared(const bkv_table *t, const uint8_t *k, size_t n) {
     return n < t->range_shared ? -1 : 0;
 }
 
-/* The filter's question for user keys [lo, hi]: 1 with [*a, *z], or 0
- * when the shared prefix alone rules the range out. */
-static int range_question(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
-                          uint64_t *a, uint64_t *z) {
+const bkv_filter *bkv_table_range_filter(const bkv_table *t) { return t->range_filter; }
+
+int bkv_table_range_question(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                             uint64_t *a, uint64_t *z) {
     *a = 0;
     *z = UINT64_MAX;
     if (lo) {
@@ -238,14 +238,7 @@ int bkv_table_range_may_intersect(const bkv_table *t, const uint8_t *lo, size_t 
                                   size_t hilen) {
     if (!t->range_filter) return 1;
     uint64_t a, z;
-    return range_question(t, lo, lolen, hi, hilen, &a, &z) && bkv_filter_may_intersect(t->range_filter, a, z);
-}
-
-void bkv_table_range_prefetch(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
-                              int stage) {
-    uint64_t a, z;
-    if (t->range_filter && range_question(t, lo, lolen, hi, hilen, &a, &z))
-        bkv_filter_range_prefetch(t->range_filter, a, z, stage);
+    return bkv_table_range_question(t, lo, lolen, hi, hilen, &a, &z) && bkv_filter_may_intersect(t->range_filter, a, z);
 }
 
 /* Reads the filter block: one filter (version 1) or a partition index

@@ -1221,17 +1221,23 @@ def resp_commands(data):
     return out
 
 
+def start_replica(name, master):
+    """A replica of master, and a client of it, once its link is up."""
+    rep = Server(name, extra=["--replicaof", "127.0.0.1", str(master.port)])
+    rr = rep.client()
+    deadline = time.time() + 20
+    while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
+        time.sleep(0.1)
+    return rep, rr
+
+
 def pipelined_writes_replicated():
     """A pipeline of sets, multi-sets and deletes of the same keys reaches a
     replica and the AOF in order: each run of sets as one BKV.MSET, each
     delete between them as itself. The replica, a DEBUG LOADAOF and a
     restart from the AOF alone all end with the master's rows."""
     m = Server("runs-master", extra=["--appendonly", "yes", "--aof-use-rdb-preamble", "no"])
-    rep = Server("runs-replica", extra=["--replicaof", "127.0.0.1", str(m.port)])
-    rr = rep.client()
-    deadline = time.time() + 20
-    while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
-        time.sleep(0.1)
+    rep, rr = start_replica("runs-replica", m)
     r = m.client()
     rnd = random.Random(44)
     model = {}
@@ -1284,11 +1290,7 @@ def failed_commit_with_a_replica():
         return
     try:
         m = Server("full-master", bkv_dir=os.path.join(tfs, "bkv"))
-        rep = Server("full-replica", extra=["--replicaof", "127.0.0.1", str(m.port)])
-        rr = rep.client()
-        deadline = time.time() + 20
-        while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
-            time.sleep(0.1)
+        rep, rr = start_replica("full-replica", m)
         r = m.client()
         acked, failed = set(), None
         for i in range(20000):

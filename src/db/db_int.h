@@ -359,7 +359,7 @@ int bkv_db_read_flags(const bkv_read_options *ro);
  * out of memory. */
 bkv_db *bkv_db_scratch(const bkv_env *env, const char *path);
 /* bkv_table_range_may_intersect of ro's bounds, counted in the
- * range-filter counters. REQUIRES: t has a range filter, or it answers 1. */
+ * range-filter counters (1, uncounted, when t has no range filter). */
 int bkv_db_range_may_intersect(bkv_db *db, const struct bkv_table *t, const bkv_read_options *ro);
 /* The range filter's answer to a question bkv_table_range_question worked
  * out (open 0: the question itself ruled the range out), counted the

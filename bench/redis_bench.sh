@@ -8,38 +8,17 @@
 #
 # Servers listen on 127.0.0.1 on free ports and are stopped by their pid.
 set -eu
+if [ $# -lt 1 ] || [ ! -f "$1" ]; then
+    echo "usage: bench/redis_bench.sh MODULE [N]   (MODULE: a built bloomkv_redis.so)" >&2
+    exit 2
+fi
 MODULE=$(readlink -f "$1")
 N=${2:-1000000}
 OPS=${OPS:-300000}
 PIPE=${PIPE:-16}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-rbench-XXXXXX")
-# Each server's pid is in WORK/NAME/pid: start() runs in a command
-# substitution, so a list kept in a variable would never reach this shell.
-cleanup() {
-    for f in "$WORK"/*/pid; do
-        [ -f "$f" ] || continue
-        pid=$(cat "$f")
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# start NAME [module args...]: prints the port
-start() {
-    local name=$1 port
-    shift
-    port=$(free_port)
-    mkdir -p "$WORK/$name"
-    redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --save "" --appendonly no \
-        --logfile server.log "$@" >/dev/null 2>&1 &
-    echo "$!" >"$WORK/$name/pid"
-    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
-    echo "$port"
-}
+. "$(dirname "$0")/redis_servers.sh"
+trap 'stop_all_servers; rm -rf "$WORK"' EXIT
 
 VALUE=$(head -c 100 /dev/zero | tr '\0' 'v')
 # rps PORT COMMAND...: requests per second of one command
@@ -50,8 +29,8 @@ rps() {
         awk -F'"' 'NR==2 {print int($4)}'
 }
 
-NATIVE=$(start native)
-BKV=$(start bkv --loadmodule "$MODULE" dir "$WORK/bkv/data" ${MODULE_ARGS:-})
+NATIVE=$(start_server native)
+BKV=$(start_server bkv --loadmodule "$MODULE" dir "$WORK/bkv/data" ${MODULE_ARGS:-})
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 row() { printf "%-34s %12s %12s %8s\n" "$1" "$2" "$3" "$(ratio "$2" "$3")"; }
@@ -91,8 +70,8 @@ rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$(cat "$WORK/$1/pid")/status"; }
 rss_file() { awk '/RssFile/ {print $2}' "/proc/$(cat "$WORK/$1/pid")/status"; }
 # Fresh servers: memory a FLUSHALL frees stays with the allocator and
 # would hide what the load takes.
-NATIVE=$(start native-memory)
-BKV=$(start bkv-memory --loadmodule "$MODULE" dir "$WORK/bkv-memory/data" ${MODULE_ARGS:-})
+NATIVE=$(start_server native-memory)
+BKV=$(start_server bkv-memory --loadmodule "$MODULE" dir "$WORK/bkv-memory/data" ${MODULE_ARGS:-})
 base_native=$(rss_anon native-memory)
 base_bkv=$(rss_anon bkv-memory)
 base_bkv_file=$(rss_file bkv-memory)

@@ -31,6 +31,8 @@ def server(module):
                 break
             except redis.ConnectionError:
                 time.sleep(0.05)
+        else:
+            raise RuntimeError("redis-server with %s did not start (a module that fails to load?)" % module)
         yield client
     finally:
         proc.terminate()

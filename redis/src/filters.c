@@ -253,12 +253,13 @@ uint64_t bkv_redis_filter_bytes(void) { return filter_bytes; }
  * takes what was asked (halved when the stack may grow); the ones a
  * growing stack adds stop at 1e-12, so its newest stay of a finite size.
  * In RedisBloom's layout each sub-filter keeps its rate, and a new one
- * (i > 0) takes half the one before's, as RedisBloom's dumps carry them. */
+ * takes half the one before's, as RedisBloom's dumps carry them. */
 static double bf_sub_rate(const fstack *s, uint32_t i) {
+    if (i == 0) return s->nonscaling ? s->error : s->error * BF_TIGHTENING;
     double e = s->layout == LAYOUT_REDISBLOOM ? s->subs[i - 1].error * BF_TIGHTENING
                : s->nonscaling                 ? s->error
                                                : s->error * pow(BF_TIGHTENING, i + 1);
-    return i == 0 || e > 1e-12 ? e : 1e-12;
+    return e > 1e-12 ? e : 1e-12;
 }
 
 /* NULL with *rc (add_sub's) when the first sub-filter cannot be made. */
@@ -269,8 +270,7 @@ static fstack *fstack_new(int kind, uint64_t capacity, double error, uint64_t ex
     s->expansion = expansion;
     s->nonscaling = nonscaling;
     s->layout = kind == KIND_BF ? LAYOUT_REDISBLOOM : LAYOUT_LIBRARY;
-    double first = kind != KIND_BF || nonscaling ? error : error * BF_TIGHTENING;
-    if ((*rc = add_sub(s, capacity, first))) {
+    if ((*rc = add_sub(s, capacity, kind == KIND_BF ? bf_sub_rate(s, 0) : error))) {
         fstack_free(s);
         return NULL;
     }
@@ -870,20 +870,9 @@ static fstack *decode_rb_cf_header(const char *b, size_t len, int *rc) {
     return s;
 }
 
-static int rb_scandump(RedisModuleCtx *ctx, const fstack *s, long long it) {
-    RedisModule_ReplyWithArray(ctx, 2);
-    if (s->kind == KIND_CF && s->items == 0) { /* as RedisBloom: an empty cuckoo filter dumps nothing */
-        RedisModule_ReplyWithLongLong(ctx, 0);
-        return RedisModule_ReplyWithNull(ctx);
-    }
-    if (it == 0) {
-        size_t len;
-        char *h = s->kind == KIND_BF ? encode_rb_header(s, &len) : encode_rb_cf_header(s, &len);
-        RedisModule_ReplyWithLongLong(ctx, 1);
-        RedisModule_ReplyWithStringBuffer(ctx, h, len);
-        RedisModule_Free(h);
-        return REDISMODULE_OK;
-    }
+/* The rest of SCANDUMP's reply for iterator it >= 1: the next iterator
+ * and the chunk. */
+static int rb_dump_chunk(RedisModuleCtx *ctx, const fstack *s, long long it) {
     uint64_t left;
     const uint8_t *bytes = rb_bytes_at(s, (uint64_t)it - 1, &left);
     if (!bytes) {
@@ -1278,8 +1267,7 @@ static int cf_classic_add(fstack *s, const cuckoo_item *it) {
     cuckoo_table t = cf_table(s, s->nsubs - 1);
     if (!classic_cuckoo_kick_in(&t, it, s->max_iterations)) {
         if (!s->expansion) return -1;
-        uint64_t next = cf_sub_slots(s, s->nsubs);
-        int rc = next > MAX_CAPACITY ? BKV_FULL : add_sub(s, next, 0);
+        int rc = add_sub(s, cf_sub_slots(s, s->nsubs), 0); /* BKV_FULL past MAX_CAPACITY */
         if (rc) return rc == BKV_NOMEM ? -3 : -1;
         t = cf_table(s, s->nsubs - 1);
         classic_cuckoo_place(&t, it); /* an empty table has room */
@@ -1658,7 +1646,6 @@ static int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     int st = open_filter(ctx, argv[1], kind, REDISMODULE_READ, &key, &s);
     if (st == LOOKUP_WRONGTYPE) return REDISMODULE_OK;
     if (st == LOOKUP_EMPTY) return RedisModule_ReplyWithError(ctx, "ERR not found");
-    if (s->layout == LAYOUT_REDISBLOOM) return rb_scandump(ctx, s, it);
     RedisModule_ReplyWithArray(ctx, 2);
     if (kind == KIND_CF && s->items == 0) { /* as RedisBloom: an empty cuckoo filter dumps nothing */
         RedisModule_ReplyWithLongLong(ctx, 0);
@@ -1666,12 +1653,15 @@ static int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     }
     if (it == 0) {
         size_t len;
-        char *h = encode_dump_header(s, &len);
+        char *h = s->layout == LAYOUT_LIBRARY ? encode_dump_header(s, &len)
+                  : kind == KIND_BF           ? encode_rb_header(s, &len)
+                                              : encode_rb_cf_header(s, &len);
         RedisModule_ReplyWithLongLong(ctx, 1);
         RedisModule_ReplyWithStringBuffer(ctx, h, len);
         RedisModule_Free(h);
         return REDISMODULE_OK;
     }
+    if (s->layout == LAYOUT_REDISBLOOM) return rb_dump_chunk(ctx, s, it);
     /* The chunk after the one iterator names (any other number: the end). */
     uint64_t next = 0;
     uint32_t sub;

@@ -23,15 +23,10 @@ shift 2
 case "$ROUNDS" in '' | *[!0-9]* | 0) usage ;; esac
 case "$WHAT" in SET | GET) ;; *) usage ;; esac
 for m in "$@"; do [ -f "$m" ] || { echo "redis_ab.sh: no module at $m" >&2; exit 2; }; done
-N=${N:-300000}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-rab-XXXXXX")
+OPS=${N:-300000}
+PIPE=16
 . "$(dirname "$0")/redis_servers.sh"
-trap 'stop_all_servers; rm -rf "$WORK"' EXIT
-
-VALUE=$(head -c 100 /dev/zero | tr '\0' 'v')
-rps() {
-    redis-benchmark -p "$1" -n "$N" -P 16 -r 1000000 -c 4 --csv "${@:2}" 2>/dev/null | awk -F'"' 'NR==2 {print int($4)}'
-}
+bench_work bkv-rab
 
 for r in $(seq "$ROUNDS"); do
     for m in "$@"; do

@@ -16,18 +16,8 @@ MODULE=$(readlink -f "$1")
 N=${2:-1000000}
 OPS=${OPS:-300000}
 PIPE=${PIPE:-16}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bkv-rbench-XXXXXX")
 . "$(dirname "$0")/redis_servers.sh"
-trap 'stop_all_servers; rm -rf "$WORK"' EXIT
-
-VALUE=$(head -c 100 /dev/zero | tr '\0' 'v')
-# rps PORT COMMAND...: requests per second of one command
-rps() {
-    local port=$1
-    shift
-    redis-benchmark -p "$port" -n "$OPS" -P "$PIPE" -r 1000000 -c 4 --csv "$@" 2>/dev/null |
-        awk -F'"' 'NR==2 {print int($4)}'
-}
+bench_work bkv-rbench
 
 NATIVE=$(start_server native)
 BKV=$(start_server bkv --loadmodule "$MODULE" dir "$WORK/bkv/data" ${MODULE_ARGS:-})

@@ -1,8 +1,27 @@
 # Local redis-servers for the Redis benchmarks (sourced by redis_bench.sh
 # and redis_ab.sh). Each server lives in a directory of its own under
-# $WORK, which the caller makes: its pid in WORK/NAME/pid, so the EXIT
-# trap finds it even when start_server ran in a command substitution.
+# $WORK (bench_work makes it): its pid in WORK/NAME/pid, so the EXIT trap
+# finds it even when start_server ran in a command substitution.
 # Servers listen on 127.0.0.1 on free ports and are stopped by their pid.
+
+# bench_work NAME: WORK, a fresh directory that the script's exit
+# removes, with every server still running in it stopped first.
+bench_work() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1-XXXXXX")
+    trap 'stop_all_servers; rm -rf "$WORK"' EXIT
+}
+
+# The 100-byte value every benchmark writes.
+VALUE=$(head -c 100 /dev/zero | tr '\0' 'v')
+
+# rps PORT COMMAND...: requests per second of one command (OPS requests,
+# PIPE a pipeline, 4 clients, keys from 1 M).
+rps() {
+    local port=$1
+    shift
+    redis-benchmark -p "$port" -n "$OPS" -P "$PIPE" -r 1000000 -c 4 --csv "$@" 2>/dev/null |
+        awk -F'"' 'NR==2 {print int($4)}'
+}
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

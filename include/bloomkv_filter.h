@@ -210,15 +210,26 @@ BKV_EXPORT int bkv_filter_build_range(const uint64_t *keys, size_t n, double bit
 /* 1 when f may hold a key in [lo, hi] (always for a filter of another
  * type, or NULL), 0 when it certainly holds none (or lo > hi). */
 BKV_EXPORT int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi);
-/* A hint before bkv_filter_may_intersect(f, lo, hi), in stages 0 to
- * BKV_FILTER_RANGE_STAGES - 1: each asks the CPU for what the lookup reads
- * next (a sample of the filter's index, then its upper bits, then its low
- * bits) and reads only what the stage before asked for. A caller about to
- * ask several range filters runs each stage over all of them before the
- * next, so their cache misses overlap instead of following one another.
- * No effect on answers; another type, or NULL, does nothing. */
-#define BKV_FILTER_RANGE_STAGES 3
-BKV_EXPORT void bkv_filter_range_prefetch(const bkv_filter *f, uint64_t lo, uint64_t hi, int stage);
+/* bkv_filter_may_intersect(f, lo, hi) taken in steps, for a caller about
+ * to ask several range filters: start a lookup on each, then run
+ * bkv_filter_range_lookup_step BKV_FILTER_RANGE_STEPS times over all of
+ * them, then take each one's answer. Each call asks the CPU for what the
+ * lookup reads next (a sample of the filter's index, its upper bits, its
+ * low bits) and reads only what the call before asked for, so the cache
+ * misses of the filters overlap instead of following one another; the
+ * answer goes on from where the steps stopped. The struct is the
+ * caller's storage, nothing to free; its fields are private to the
+ * library. f must live until the answer; another type, or NULL, answers
+ * 1. The answer equals bkv_filter_may_intersect's, whatever steps ran. */
+typedef struct bkv_range_lookup {
+    const bkv_filter *filter;
+    uint64_t lo, hi, first, pos;
+    int answer, step;
+} bkv_range_lookup;
+#define BKV_FILTER_RANGE_STEPS 2
+BKV_EXPORT void bkv_filter_range_lookup_start(bkv_range_lookup *q, const bkv_filter *f, uint64_t lo, uint64_t hi);
+BKV_EXPORT void bkv_filter_range_lookup_step(bkv_range_lookup *q);
+BKV_EXPORT int bkv_filter_range_lookup_answer(const bkv_range_lookup *q);
 /* The bound on the false-positive rate for ranges of range_len + 1 keys
  * (at most 1; 0 when f keeps keys exactly; 1 for another type). */
 BKV_EXPORT double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len);

@@ -361,10 +361,9 @@ bkv_db *bkv_db_scratch(const bkv_env *env, const char *path);
 /* bkv_table_range_may_intersect of ro's bounds, counted in the
  * range-filter counters (1, uncounted, when t has no range filter). */
 int bkv_db_range_may_intersect(bkv_db *db, const struct bkv_table *t, const bkv_read_options *ro);
-/* The range filter's answer to a question bkv_table_range_question worked
- * out (open 0: the question itself ruled the range out), counted the
- * same way. REQUIRES: t has a range filter. */
-int bkv_db_range_answer(bkv_db *db, const struct bkv_table *t, int open, uint64_t a, uint64_t z);
+/* Counts one range filter's answer (maybe 0: it ruled the range out) the
+ * same way; returns maybe. */
+int bkv_db_range_counted(bkv_db *db, int maybe);
 
 /* Copies a caller's options struct (whose first field is its size) over
  * dst, which holds defaults and is dst_size bytes (options.c says how

@@ -214,31 +214,33 @@ static int before_hi(const uint8_t *k, size_t n, const void *hi, size_t hilen) {
 }
 
 /* Tables whose range filters surely_empty asks together, each with its
- * filter's question, worked out once (bkv_table_range_question). */
+ * filter's lookup of the question bkv_table_range_question works out. */
 #define RANGE_BATCH 16
 typedef struct range_batch {
     bkv_cache_entry *entry[RANGE_BATCH];
-    uint64_t a[RANGE_BATCH], z[RANGE_BATCH];
+    bkv_range_lookup lookup[RANGE_BATCH];
     int open[RANGE_BATCH];
     int n;
 } range_batch;
 
 /* Asks the batch's tables, unless maybe already says a key may be there,
- * and empties it: 1 when one may hold a key in the bounds. Each prefetch
- * stage runs over every table before the next, so the filters' cache
- * misses (three dependent ones a table) overlap: asked one table after
- * the other, at 10 M keys they were most of an empty range's time. */
+ * and empties it: 1 when one may hold a key in the bounds. Each step of
+ * the lookups runs over every table before the next, so the filters'
+ * cache misses (three dependent ones a table) overlap: asked one table
+ * after the other, at 10 M keys they were most of an empty range's time. */
 static int batch_may_hold(bkv_db *db, range_batch *b, const bkv_read_options *bounds, int maybe) {
-    for (int i = 0; !maybe && i < b->n; i++)
-        b->open[i] = bkv_table_range_question(bkv_cache_value(b->entry[i]), bounds->lower_bound,
-                                              bounds->lower_bound_len, bounds->upper_bound, bounds->upper_bound_len,
-                                              &b->a[i], &b->z[i]);
-    for (int stage = 0; !maybe && stage < BKV_FILTER_RANGE_STAGES; stage++)
+    for (int i = 0; !maybe && i < b->n; i++) {
+        const bkv_table *t = bkv_cache_value(b->entry[i]);
+        uint64_t a, z;
+        b->open[i] = bkv_table_range_question(t, bounds->lower_bound, bounds->lower_bound_len, bounds->upper_bound,
+                                              bounds->upper_bound_len, &a, &z);
+        if (b->open[i]) bkv_filter_range_lookup_start(&b->lookup[i], bkv_table_range_filter(t), a, z);
+    }
+    for (int step = 0; !maybe && step < BKV_FILTER_RANGE_STEPS; step++)
         for (int i = 0; i < b->n; i++)
-            if (b->open[i])
-                bkv_filter_range_prefetch(bkv_table_range_filter(bkv_cache_value(b->entry[i])), b->a[i], b->z[i], stage);
+            if (b->open[i]) bkv_filter_range_lookup_step(&b->lookup[i]);
     for (int i = 0; i < b->n; i++) {
-        if (!maybe) maybe = bkv_db_range_answer(db, bkv_cache_value(b->entry[i]), b->open[i], b->a[i], b->z[i]);
+        if (!maybe) maybe = bkv_db_range_counted(db, b->open[i] && bkv_filter_range_lookup_answer(&b->lookup[i]));
         bkv_cache_release(db->table_cache, b->entry[i]);
     }
     b->n = 0;

@@ -185,8 +185,7 @@ void bkv_level_iter_set_bounds(bkv_ikey_iter *it, const bkv_read_options *bounds
     ((level_iter *)it)->bounds = bounds;
 }
 
-int bkv_db_range_answer(bkv_db *db, const bkv_table *t, int open, uint64_t a, uint64_t z) {
-    int maybe = open && bkv_filter_may_intersect(bkv_table_range_filter(t), a, z);
+int bkv_db_range_counted(bkv_db *db, int maybe) {
     BKV_COUNT(db, range_filter_probes, 1);
     BKV_COUNT(db, range_filter_negatives, !maybe);
     return maybe;
@@ -197,5 +196,5 @@ int bkv_db_range_may_intersect(bkv_db *db, const bkv_table *t, const bkv_read_op
     uint64_t a, z;
     int open = bkv_table_range_question(t, ro->lower_bound, ro->lower_bound_len, ro->upper_bound,
                                         ro->upper_bound_len, &a, &z);
-    return bkv_db_range_answer(db, t, open, a, z);
+    return bkv_db_range_counted(db, open && bkv_filter_may_intersect(bkv_table_range_filter(t), a, z));
 }

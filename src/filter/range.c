@@ -129,30 +129,45 @@ static uint64_t select_zero(const bkv_filter *f, const geometry *g, uint64_t k) 
     return g->U;
 }
 
+/* Where the scan for values >= a starts in the upper bitvector: just
+ * after zero high - 1 (a's high part is high), at 0 for high 0; U when no
+ * value can be that large. */
+static uint64_t scan_start(const bkv_filter *f, const geometry *g, uint64_t high) {
+    return high == 0 ? 0 : select_zero(f, g, high - 1) + 1;
+}
+
 /* Whether a stored value lies in [a, b] (a <= b < r, or any a <= b when r
- * is the whole universe). */
-static int any_in(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b) {
-    if (g->m == 0) return 0;
-    uint64_t high = a >> g->l;
-    /* The first element whose high part is >= high: after zero high - 1. */
-    uint64_t pos = high == 0 ? 0 : select_zero(f, g, high - 1) + 1;
-    if (pos >= g->U) return 0;
-    uint64_t i = pos - high; /* ones before pos */
-    for (uint64_t q = pos; q < g->U && i < g->m; q++) {
-        if (!((word(f, (size_t)(q / 64)) >> (q % 64)) & 1)) continue;
-        uint64_t h = q - i; /* this element's high part */
-        uint64_t v = h << g->l | low_bits(f, g, i);
+ * is the whole universe), scanning from pos = scan_start(a's high part). */
+static int any_in_from(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b, uint64_t pos) {
+    uint64_t i = pos - (a >> g->l); /* ones before pos */
+    while (pos < g->U && i < g->m) {
+        /* The next one at or after pos: whole words of zeros skipped. */
+        uint64_t ones = word(f, (size_t)(pos / 64)) >> (pos % 64);
+        if (!ones) {
+            pos = (pos / 64 + 1) * 64;
+            continue;
+        }
+        pos += (uint64_t)__builtin_ctzll(ones);
+        if (pos >= g->U) break;
+        uint64_t v = (pos - i) << g->l | low_bits(f, g, i); /* pos - i: its high part */
         if (v >= a) return v <= b;
-        i++;
+        i++, pos++;
     }
     return 0;
 }
 
-/* The interval [s, s + len] of [0, r), wrapping past r - 1. */
-static int any_in_cyclic(const bkv_filter *f, const geometry *g, uint64_t s, uint64_t len) {
+static int any_in(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b) {
+    return g->m && any_in_from(f, g, a, b, scan_start(f, g, a >> g->l));
+}
+
+/* The interval [s, s + len] of [0, r), wrapping past r - 1. pos: where
+ * the scan for s starts when already known, else NO_POS. */
+#define NO_POS UINT64_MAX
+static int any_in_cyclic(const bkv_filter *f, const geometry *g, uint64_t s, uint64_t len, uint64_t pos) {
+    if (pos == NO_POS) pos = scan_start(f, g, s >> g->l);
     uint64_t room = g->r - 1 - s;
-    if (len <= room) return any_in(f, g, s, s + len);
-    return any_in(f, g, s, g->r - 1) || any_in(f, g, 0, len - room - 1);
+    if (len <= room) return any_in_from(f, g, s, s + len, pos);
+    return any_in_from(f, g, s, g->r - 1, pos) || any_in(f, g, 0, len - room - 1);
 }
 
 double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
@@ -162,67 +177,83 @@ double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
     return p < 1.0 ? p : 1.0;
 }
 
-/* Where the lookup of [lo, hi] starts: the first value it looks for (in
- * [0, r), or the whole universe); 0 when the answer needs no lookup. */
-static int first_lookup(const bkv_filter *f, const geometry *g, uint64_t lo, uint64_t hi, uint64_t *a) {
-    if (lo > hi || g->m == 0) return 0;
-    if (g->r == 0) {
-        *a = lo;
-        return 1;
-    }
-    if (hi - lo >= g->r) return 0;
-    *a = hash_into(lo, g->r, f->filter_seed);
-    return 1;
+/* The answer for [lo, hi] (lo <= hi, m > 0). Every lookup first asks for
+ * values from first = lo's place in [0, r) (lo itself when r is the
+ * whole universe); pos is where that scan starts, or NO_POS. */
+static int intersect(const bkv_filter *f, const geometry *g, uint64_t lo, uint64_t hi, uint64_t first, uint64_t pos) {
+    if (g->r == 0) return any_in_from(f, g, lo, hi, pos == NO_POS ? scan_start(f, g, lo >> g->l) : pos);
+    uint64_t len = hi - lo;
+    if (lo / g->r == hi / g->r) return any_in_cyclic(f, g, first, len, pos);
+    /* Two runs (len < r): the end of lo's, then the start of hi's. */
+    uint64_t to_end = g->r - 1 - lo % g->r, from_start = hi % g->r;
+    if (any_in_cyclic(f, g, first, to_end, pos)) return 1;
+    uint64_t hhi = hash_into(hi, g->r, f->filter_seed);
+    return any_in_cyclic(f, g, (hhi + g->r - from_start) % g->r, from_start, NO_POS);
 }
 
-/* The stages follow any_in's loads for the first window the lookup asks
- * (lo's): the sample of the zero before its high part, the upper word the
- * sample leads to, and the low bits of the element found there. */
-void bkv_filter_range_prefetch(const bkv_filter *f, uint64_t lo, uint64_t hi, int stage) {
-    if (!f || f->ops->type != BKV_FILTER_RANGE) return;
-    geometry g;
-    geometry_of(f, &g);
-    uint64_t a;
-    if (!first_lookup(f, &g, lo, hi, &a)) return;
-    uint64_t high = a >> g.l;
-    if (high == 0 || high - 1 >= g.zeros) {
-        if (stage == 1) __builtin_prefetch(f->payload);
-        return;
-    }
-    uint64_t k = high - 1;
-    const uint8_t *sample = f->payload + 8 * (g.upper_words + (size_t)(k / SAMPLE_EVERY));
-    if (stage == 0) {
-        __builtin_prefetch(sample);
-        return;
-    }
-    uint64_t at = bkv_get_u64(sample);
-    if (at >= g.U) return;
-    if (stage == 1) {
-        __builtin_prefetch(f->payload + 8 * (size_t)(at / 64));
-        return;
-    }
-    uint64_t pos = select_zero(f, &g, k) + 1;
-    if (pos >= g.U) return;
-    uint64_t bit = (pos - high) * g.l; /* the low bits of the element at pos */
-    __builtin_prefetch(f->payload + 8 * (g.upper_words + (size_t)g.samples + (size_t)(bit / 64)));
+/* Whether [lo, hi] needs the filter's bits: not when lo > hi or the
+ * filter is empty (*answer 0), nor when the range is too long for the
+ * bound (*answer 1). */
+static int needs_lookup(const geometry *g, uint64_t lo, uint64_t hi, int *answer) {
+    *answer = lo <= hi && g->m;
+    return *answer && !(g->r && hi - lo >= g->r);
 }
 
 int bkv_filter_may_intersect(const bkv_filter *f, uint64_t lo, uint64_t hi) {
-    if (!f) return 1;
-    if (f->ops->type != BKV_FILTER_RANGE) return 1;
-    if (lo > hi) return 0;
+    if (!f || f->ops->type != BKV_FILTER_RANGE) return 1;
     geometry g;
     geometry_of(f, &g);
-    if (g.m == 0) return 0; /* no key: no range meets it */
-    if (g.r == 0) return any_in(f, &g, lo, hi);
-    uint64_t len = hi - lo;
-    if (len >= g.r) return 1;
-    uint64_t blo = lo / g.r, bhi = hi / g.r;
-    uint64_t hlo = hash_into(lo, g.r, f->filter_seed), hhi = hash_into(hi, g.r, f->filter_seed);
-    if (blo == bhi) return any_in_cyclic(f, &g, hlo, len);
-    /* Two runs (len < r): the end of lo's, then the start of hi's. */
-    uint64_t to_end = g.r - 1 - lo % g.r, from_start = hi % g.r;
-    return any_in_cyclic(f, &g, hlo, to_end) || any_in_cyclic(f, &g, (hhi + g.r - from_start) % g.r, from_start);
+    int answer;
+    if (!needs_lookup(&g, lo, hi, &answer)) return answer;
+    return intersect(f, &g, lo, hi, g.r ? hash_into(lo, g.r, f->filter_seed) : lo, NO_POS);
+}
+
+/* A lookup's steps follow intersect's first loads: start asks for the
+ * sample of the zero before the first value's high part, the first step
+ * reads it and asks for the upper word it leads to, the second finds the
+ * scan's start there and asks for the low bits of the value it meets;
+ * answer goes on from that start. */
+void bkv_filter_range_lookup_start(bkv_range_lookup *q, const bkv_filter *f, uint64_t lo, uint64_t hi) {
+    *q = (bkv_range_lookup){.filter = f, .lo = lo, .hi = hi, .first = lo, .pos = NO_POS, .answer = 1, .step = 0};
+    if (!f || f->ops->type != BKV_FILTER_RANGE) return; /* maybe, as bkv_filter_may_intersect says */
+    geometry g;
+    geometry_of(f, &g);
+    if (!needs_lookup(&g, lo, hi, &q->answer)) return;
+    q->step = 1;
+    if (g.r) q->first = hash_into(lo, g.r, f->filter_seed);
+    uint64_t high = q->first >> g.l;
+    if (high == 0) {
+        q->pos = 0;
+        __builtin_prefetch(f->payload);
+    } else if (high - 1 < g.zeros) {
+        __builtin_prefetch(f->payload + 8 * (g.upper_words + (size_t)((high - 1) / SAMPLE_EVERY)));
+    }
+}
+
+void bkv_filter_range_lookup_step(bkv_range_lookup *q) {
+    if (q->step == 0 || q->step > BKV_FILTER_RANGE_STEPS || q->pos != NO_POS) return;
+    const bkv_filter *f = q->filter;
+    geometry g;
+    geometry_of(f, &g);
+    uint64_t high = q->first >> g.l;
+    if (high - 1 >= g.zeros) return; /* no such zero: answer finds U at once */
+    if (q->step++ == 1) {
+        uint64_t at = word(f, g.upper_words + (size_t)((high - 1) / SAMPLE_EVERY));
+        if (at < g.U) __builtin_prefetch(f->payload + 8 * (size_t)(at / 64));
+        return;
+    }
+    q->pos = select_zero(f, &g, high - 1) + 1;
+    if (q->pos < g.U) {
+        uint64_t bit = (q->pos - high) * g.l; /* the low bits of the value at pos */
+        __builtin_prefetch(f->payload + 8 * (g.upper_words + (size_t)g.samples + (size_t)(bit / 64)));
+    }
+}
+
+int bkv_filter_range_lookup_answer(const bkv_range_lookup *q) {
+    if (q->step == 0) return q->answer;
+    geometry g;
+    geometry_of(q->filter, &g);
+    return intersect(q->filter, &g, q->lo, q->hi, q->first, q->pos);
 }
 
 int bkv_filter_build_range(const uint64_t *keys, size_t n, double bits_per_key, uint32_t seed, bkv_filter **out) {

@@ -254,10 +254,10 @@ int bkv_table_has_range_filter(const bkv_table *t);
 /* The range filter, NULL when absent or damaged. */
 const bkv_filter *bkv_table_range_filter(const bkv_table *t);
 /* The question bkv_table_range_may_intersect puts to the range filter,
- * worked out once for a caller that asks in stages
- * (bkv_filter_range_prefetch over several tables, then
- * bkv_filter_may_intersect): 0 when the keys' shared prefix alone rules
- * [lo, hi] out, else 1 with the filter's [*a, *z]. */
+ * worked out once for a caller that asks in steps
+ * (bkv_filter_range_lookup_start over several tables): 0 when the keys'
+ * shared prefix alone rules [lo, hi] out, else 1 with the filter's
+ * [*a, *z]. */
 int bkv_table_range_question(const bkv_table *t, const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
                              uint64_t *a, uint64_t *z);
 /* The key filter, NULL when absent, damaged or partitioned. */

@@ -506,7 +506,7 @@ static void usage(FILE *out) {
             "                     [--filter_stats] [--key_space decimal|spread] [--range_len N] [--seek_nexts N]\n"
             "                     [--range_filter B] [--range_filter_from_level N]\n"
             "benchmarks: fillseq fillrandom overwrite readrandom readmissing readhot readseq seekrandom\n"
-            "            multireadrandom deleterandom compact (flush and finish due compactions)\n"
+            "            multireadrandom deleterandom compact (flush, then compact everything into the last level)\n"
             "            findvalue (--searches searches by value: the value index, or a full scan on engines\n"
             "            without one, run --scan_searches times) findvalue_first (the same searches, each\n"
             "            stopped at its first result) findvalue_and (each the AND of the value with itself)\n"

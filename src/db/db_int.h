@@ -270,6 +270,12 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
 /* The open table for f through the table cache (release the entry with
  * bkv_cache_release(db->table_cache, ...)). */
 int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry, bkv_err *e);
+/* Opens a table just written, as LevelDB does after a flush or
+ * compaction: a table that cannot be read back never replaces what it was
+ * written from, and the thread that wrote it reads its index and filters,
+ * not the first get or range read that needs it. BKV_OK without a table
+ * cache (a scratch database). */
+int bkv_db_open_new_table(bkv_db *db, const bkv_file_meta *f, bkv_err *e);
 
 /* A point read at rs (its memtables, version and snapshot): BKV_OK with a
  * malloc'd *val, BKV_NOTFOUND, or an error described in e. */

@@ -48,3 +48,11 @@ int bkv_db_get_table(bkv_db *db, const bkv_file_meta *f, bkv_cache_entry **entry
     }
     return BKV_OK;
 }
+
+int bkv_db_open_new_table(bkv_db *db, const bkv_file_meta *f, bkv_err *e) {
+    if (!db->table_cache) return BKV_OK;
+    bkv_cache_entry *entry;
+    int rc = bkv_db_get_table(db, f, &entry, e);
+    if (!rc) bkv_cache_release(db->table_cache, entry);
+    return rc;
+}

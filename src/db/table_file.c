@@ -97,13 +97,18 @@ int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e) {
         bkv_table_builder_seq_range(tf->builder, &(*out)->smallest_seq, &(*out)->largest_seq);
         (*out)->vf = vf;
         vf = NULL;
+        rc = bkv_db_open_new_table(db, *out, e);
     }
     bkv_vf_set_destroy(vf);
     bkv_table_builder_free(tf->builder);
     tf->builder = NULL;
     bkv_vs_collector_free(tf->values);
     tf->values = NULL;
-    if (rc) db->env->remove_file(db->env, tf->path, NULL);
+    if (rc) {
+        bkv_file_meta_unref(*out);
+        *out = NULL;
+        db->env->remove_file(db->env, tf->path, NULL);
+    }
     return rc;
 }
 

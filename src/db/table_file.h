@@ -38,10 +38,11 @@ double bkv_table_file_budget_bits(const bkv_db *db, const bkv_tree_version *v, i
 int bkv_table_file_add(bkv_table_file *tf, const uint8_t *ikey, size_t ilen, const uint8_t *val, size_t vlen,
                        bkv_err *e);
 uint64_t bkv_table_file_size_estimate(const bkv_table_file *tf);
-/* Finishes the table, syncs and closes it, and describes it in *out (with
- * its value filters, for the value index). The directory entry is not yet
- * durable: the caller syncs the directory before a manifest names it. On
- * failure the file is removed. */
+/* Finishes the table, syncs and closes it, describes it in *out (with its
+ * value filters, for the value index) and opens it for reading
+ * (bkv_db_open_new_table). The directory entry is not yet durable: the
+ * caller syncs the directory before a manifest names it. On failure the
+ * file is removed and *out is NULL. */
 int bkv_table_file_finish(bkv_table_file *tf, bkv_file_meta **out, bkv_err *e);
 /* Gives up on an open table file and removes it; nothing if none is open. */
 void bkv_table_file_abandon(bkv_table_file *tf);

@@ -425,6 +425,43 @@ static void junk_wal_tail_never_yields_a_damaged_value(void **state) {
     }
 }
 
+/* A table that cannot be read back once written (every read fails from
+ * the flush on) never replaces its memtable: the flush fails, and after a
+ * reopen every write is there, from the WAL. */
+static void unreadable_new_table_replaces_nothing(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/unreadable", dir);
+    bkv_options o = small_options();
+    o.write_buffer_size = 1 << 20; /* only the explicit flush writes a table */
+    bkv_fault_env *fe = bkv_fault_env_new();
+    bkv_db *db;
+    assert_int_equal(bkv_open_env(path, &o, bkv_fault_env_get(fe), &db), BKV_OK);
+    char key[32], want[64];
+    for (int k = 0; k < 200; k++) {
+        key_of(key, k);
+        val_of(want, k);
+        assert_int_equal(bkv_put(db, NULL, key, strlen(key), want, strlen(want)), BKV_OK);
+    }
+    bkv_fault_env_fail_at(fe, BKV_FAULT_READ, bkv_fault_env_count(fe, BKV_FAULT_READ) + 1, BKV_FAULT_EIO, 1);
+    assert_int_not_equal(bkv_flush(db), BKV_OK);
+    assert_true(bkv_fault_env_faults_injected(fe) > 0);
+    bkv_close(db);
+    bkv_fault_env_free(fe);
+    o.create_if_missing = 0;
+    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
+    for (int k = 0; k < 200; k++) {
+        key_of(key, k);
+        val_of(want, k);
+        void *v;
+        size_t n;
+        assert_int_equal(bkv_get(db, NULL, key, strlen(key), &v, &n), BKV_OK);
+        assert_memory_equal(v, want, strlen(want));
+        bkv_free(v);
+    }
+    assert_int_equal(bkv_close(db), BKV_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_durability_point_survives_power_loss),
@@ -434,6 +471,7 @@ int main(void) {
         cmocka_unit_test(failed_opens_and_renames_lose_nothing),
         cmocka_unit_test(wal_read_error_at_open_is_not_ignored),
         cmocka_unit_test(junk_wal_tail_never_yields_a_damaged_value),
+        cmocka_unit_test(unreadable_new_table_replaces_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -800,9 +800,6 @@ BKV_EXPORT void bkv_fork_child(bkv_db *db);
  *                                    two levels counts twice, a deletion still in a memtable counts
  *                                    as a row); opens every table
  *   "bloomkv.filter-memory"          bytes of key filters of open tables
- *   "bloomkv.filter-pool-held"       bytes of the 2 MiB huge pages the process holds for the filters
- *                                    of open tables up to 512 KiB (of every database it has open)
- *   "bloomkv.filter-pool-used"       of them, bytes handed to filters (in 256-byte slots)
  *   "bloomkv.value-index-memory"     bytes the value index keeps in memory (paged: the summaries and
  *                                    partition starts of open tables; NULL without an index) */
 BKV_EXPORT char *bkv_property(bkv_db *db, const char *name);

@@ -8,7 +8,6 @@
 #include "db/filename.h"
 #include "db/memtables.h"
 #include "db/version_set.h"
-#include "util/alloc.h"
 #include "valuesearch/table_values.h"
 
 typedef struct counter_name {
@@ -450,12 +449,6 @@ char *bkv_property(bkv_db *db, const char *name) {
         bkv_vindex_info in;
         if (!bkv_db_value_index_info(db, &in)) return NULL;
         return format("%llu", (unsigned long long)value_index_memory(db, &in));
-    }
-    int pool_held = strcmp(name, "bloomkv.filter-pool-held") == 0;
-    if (pool_held || strcmp(name, "bloomkv.filter-pool-used") == 0) {
-        size_t held, used;
-        bkv_filter_memory_usage(&held, &used);
-        return format("%llu", (unsigned long long)(pool_held ? held : used));
     }
     if (strcmp(name, "bloomkv.filter-memory") == 0) {
         bkv_tree_version *v = ref_current(db);

@@ -83,9 +83,9 @@ int bkv_block_verify(const uint8_t *stored, bkv_handle h, const char *name, bkv_
 
 static void *plain_alloc(size_t n) { return malloc(n ? n : 1); }
 
-/* alloc: where the block's bytes go, given back with release. */
+/* alloc: where the block's bytes go (freed with free()). */
 static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e,
-                      void *(*alloc)(size_t), void (*release)(void *)) {
+                      void *(*alloc)(size_t)) {
     *data = NULL;
     *len = 0;
     size_t total = (size_t)h.size + BKV_BLOCK_TRAILER;
@@ -94,17 +94,17 @@ static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t *
     size_t got;
     int rc = bkv_file_read_at(file, h.offset, total, buf, &got, e);
     if (rc) {
-        release(buf);
+        free(buf);
         return rc;
     }
     if (got != total) {
-        release(buf);
+        free(buf);
         return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu truncated (%zu of %zu bytes)", name,
                         (unsigned long long)h.offset, got, total);
     }
     uint8_t type = buf[h.size];
     if ((rc = bkv_block_verify(buf, h, name, e))) {
-        release(buf);
+        free(buf);
         return rc;
     }
     if (type == BKV_COMPRESS_NONE) {
@@ -126,9 +126,9 @@ static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t *
             ok = !ZSTD_isError(r) && r == raw_len;
         }
     }
-    release(buf);
+    free(buf);
     if (!ok) {
-        release(raw);
+        free(raw);
         return bkv_fail(e, BKV_CORRUPTION, "%s: cannot decompress block at offset %llu (type %u)", name,
                         (unsigned long long)h.offset, type);
     }
@@ -138,9 +138,9 @@ static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t *
 }
 
 int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e) {
-    return read_block(file, name, h, data, len, e, plain_alloc, free);
+    return read_block(file, name, h, data, len, e, plain_alloc);
 }
 
 int bkv_read_filter_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e) {
-    return read_block(file, name, h, data, len, e, bkv_alloc_filter_memory, bkv_free_filter_memory);
+    return read_block(file, name, h, data, len, e, bkv_alloc_random_access);
 }

@@ -60,9 +60,8 @@ int bkv_block_compress(int type, const uint8_t *raw, size_t len, bkv_buf *out);
  * to the read) and decompresses it. *data is malloc'd. */
 int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e);
 
-/* The same for a block a filter is opened over in place: *data is filter
- * memory (bkv_alloc_filter_memory, freed with bkv_free_filter_memory)
- * and starts on a cache line, and with it the payload after the
+/* The same for a block a filter is opened over in place: *data starts on
+ * a cache line (freed with free()), and with it the payload after the
  * filter's 64-byte header, so a blocked Bloom probe touches one line, not
  * two. From malloc a table's filter started 16 bytes past a line;
  * cachegrind counted 1.45 first-level misses a probe there against 1.03

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "table/block.h"
-#include "util/alloc.h"
 #include "table/format.h"
 #include "util/iterator.h"
 #include "table/table.h"
@@ -200,7 +199,7 @@ static int open_range_filter(bkv_table *t) {
     }
     bkv_filter_destroy(t->range_filter);
     t->range_filter = NULL;
-    bkv_free_filter_memory(t->range_data);
+    free(t->range_data);
     t->range_data = NULL;
     return BKV_CORRUPTION;
 }
@@ -269,7 +268,7 @@ static int open_filter(bkv_table *t, const bkv_footer *f) {
         }
         if (ok) {
             t->nparts = n;
-            bkv_free_filter_memory(t->filter_data);
+            free(t->filter_data);
             t->filter_data = NULL;
             t->filter_len = (size_t)n * (sizeof *t->parts + sizeof *t->views + 1);
             return BKV_OK;
@@ -278,7 +277,7 @@ static int open_filter(bkv_table *t, const bkv_footer *f) {
     free(t->parts);
     free(t->part_state);
     free(t->views);
-    bkv_free_filter_memory(t->filter_data);
+    free(t->filter_data);
     t->parts = NULL;
     t->part_state = NULL;
     t->views = NULL;
@@ -342,10 +341,10 @@ void bkv_table_close(bkv_table *t) {
     if (t->file) bkv_file_close_readable(t->file);
     bkv_filter_destroy(t->filter);
     bkv_filter_destroy(t->range_filter);
-    bkv_free_filter_memory(t->range_data);
+    free(t->range_data);
     free(t->props.smallest);
     free(t->props.largest);
-    bkv_free_filter_memory(t->filter_data);
+    free(t->filter_data);
     for (uint32_t i = 0; i < t->nparts; i++) bkv_filter_destroy(atomic_load(&t->views[i]));
     free(t->views);
     free(t->parts);
@@ -374,7 +373,7 @@ static void delete_partition(uint64_t k1, uint64_t k2, void *v) {
     cached_partition *cp = v;
     if (cp->resident) atomic_fetch_sub_explicit(cp->resident, cp->charge, memory_order_relaxed);
     bkv_filter_destroy(cp->filter);
-    bkv_free_filter_memory(cp->data);
+    free(cp->data);
     free(cp);
 }
 

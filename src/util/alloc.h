@@ -14,19 +14,6 @@ void *bkv_alloc_probe_region(size_t len);
  * build reads and writes at random, such as a fuse filter's cell counts. */
 void *bkv_alloc_random_access(size_t len);
 
-/* Memory for a filter that stays open with its table and is probed at
- * random: small ones share 2 MiB chunks offered to the kernel as
- * transparent huge pages, so a few hundred tables' filters cover as few
- * TLB entries as one large filter (at 10 M keys, 4 KiB pages cost empty
- * range lookups about 8% more, each probe waiting for a page walk too).
- * Contents undefined; NULL when out of memory. Any thread. Freed with
- * bkv_free_filter_memory(p), which also takes NULL. */
-void *bkv_alloc_filter_memory(size_t len);
-void bkv_free_filter_memory(void *p);
-/* Bytes of chunks held, and bytes of them handed out (rounded to the
- * pool's 256-byte slots): what the sharing costs in memory. */
-void bkv_filter_memory_usage(size_t *held, size_t *used);
-
 /* Zeroed pages straight from the system (a private anonymous map), given
  * back as soon as they are freed with bkv_free_pages(p, len): for the
  * memtable's arena blocks, which malloc kept in its heaps after their

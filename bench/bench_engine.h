@@ -76,7 +76,7 @@ typedef struct bench_engine {
     int (*get)(void *h, const char *k, size_t kl);
     /* found count for n keys, < 0 on error */
     long (*multi_get)(void *h, const char *const *keys, const size_t *klens, size_t n);
-    int (*compact)(void *h); /* settle: flush and finish due compactions */
+    int (*compact)(void *h); /* flush, then compact everything into the last level */
     /* Iterators: visit n entries from the first (readseq), or seek to key
      * and read up to n entries (seekrandom); entries visited, < 0 error. */
     long (*scan)(void *h, const char *from, size_t fl, long n);

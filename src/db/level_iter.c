@@ -193,8 +193,6 @@ int bkv_db_range_counted(bkv_db *db, int maybe) {
 
 int bkv_db_range_may_intersect(bkv_db *db, const bkv_table *t, const bkv_read_options *ro) {
     if (!bkv_table_has_range_filter(t)) return 1;
-    uint64_t a, z;
-    int open = bkv_table_range_question(t, ro->lower_bound, ro->lower_bound_len, ro->upper_bound,
-                                        ro->upper_bound_len, &a, &z);
-    return bkv_db_range_counted(db, open && bkv_filter_may_intersect(bkv_table_range_filter(t), a, z));
+    return bkv_db_range_counted(db, bkv_table_range_may_intersect(t, ro->lower_bound, ro->lower_bound_len,
+                                                                 ro->upper_bound, ro->upper_bound_len));
 }

@@ -136,9 +136,15 @@ static uint64_t scan_start(const bkv_filter *f, const geometry *g, uint64_t high
     return high == 0 ? 0 : select_zero(f, g, high - 1) + 1;
 }
 
+/* pos: where the scan for a value starts when a lookup's steps found it
+ * already, else NO_POS. */
+#define NO_POS UINT64_MAX
+
 /* Whether a stored value lies in [a, b] (a <= b < r, or any a <= b when r
- * is the whole universe), scanning from pos = scan_start(a's high part). */
-static int any_in_from(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b, uint64_t pos) {
+ * is the whole universe; m > 0), scanning from pos, scan_start of a's
+ * high part (worked out here when NO_POS). */
+static int any_in(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b, uint64_t pos) {
+    if (pos == NO_POS) pos = scan_start(f, g, a >> g->l);
     uint64_t i = pos - (a >> g->l); /* ones before pos */
     while (pos < g->U && i < g->m) {
         /* The next one at or after pos: whole words of zeros skipped. */
@@ -156,18 +162,12 @@ static int any_in_from(const bkv_filter *f, const geometry *g, uint64_t a, uint6
     return 0;
 }
 
-static int any_in(const bkv_filter *f, const geometry *g, uint64_t a, uint64_t b) {
-    return g->m && any_in_from(f, g, a, b, scan_start(f, g, a >> g->l));
-}
-
-/* The interval [s, s + len] of [0, r), wrapping past r - 1. pos: where
- * the scan for s starts when already known, else NO_POS. */
-#define NO_POS UINT64_MAX
+/* The interval [s, s + len] of [0, r), wrapping past r - 1; pos as any_in's
+ * for s. */
 static int any_in_cyclic(const bkv_filter *f, const geometry *g, uint64_t s, uint64_t len, uint64_t pos) {
-    if (pos == NO_POS) pos = scan_start(f, g, s >> g->l);
     uint64_t room = g->r - 1 - s;
-    if (len <= room) return any_in_from(f, g, s, s + len, pos);
-    return any_in_from(f, g, s, g->r - 1, pos) || any_in(f, g, 0, len - room - 1);
+    if (len <= room) return any_in(f, g, s, s + len, pos);
+    return any_in(f, g, s, g->r - 1, pos) || any_in(f, g, 0, len - room - 1, NO_POS);
 }
 
 double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
@@ -181,7 +181,7 @@ double bkv_filter_range_fpr_bound(const bkv_filter *f, uint64_t range_len) {
  * values from first = lo's place in [0, r) (lo itself when r is the
  * whole universe); pos is where that scan starts, or NO_POS. */
 static int intersect(const bkv_filter *f, const geometry *g, uint64_t lo, uint64_t hi, uint64_t first, uint64_t pos) {
-    if (g->r == 0) return any_in_from(f, g, lo, hi, pos == NO_POS ? scan_start(f, g, lo >> g->l) : pos);
+    if (g->r == 0) return any_in(f, g, lo, hi, pos);
     uint64_t len = hi - lo;
     if (lo / g->r == hi / g->r) return any_in_cyclic(f, g, first, len, pos);
     /* Two runs (len < r): the end of lo's, then the start of hi's. */

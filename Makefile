@@ -47,7 +47,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-fsanitize=thread -O1" \
 		-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
-	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -R 'concurrency_test|memtable_test|db_test|iter_test|hardening_test|boundaries_test|ingest_test|value_search_test|read_only_test|range_delete_test'
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -R 'concurrency_test|memtable_test|db_test|iter_test|hardening_test|boundaries_test|ingest_test|value_search_test|read_only_test|range_delete_test|power_loss_test'
 
 # libFuzzer (clang) over each target for FUZZ_SECONDS, growing fuzz/corpus.
 FUZZ_BUILD   ?= build-fuzz

@@ -10,12 +10,15 @@
  * open cleanly and hold exactly the first j operations for some j between
  * the last acknowledged synced write and the last operation started: every
  * synced write survives, and what survives is a prefix. This is the test
- * that catches a missing fsync.
+ * that catches a missing fsync. With several writers at once, each
+ * writer's keys must show a prefix of its own operations, and a copy that
+ * holds an operation must hold every write acknowledged before it began.
  *
  * Failed I/O: the n-th write or sync fails (persistently) for every n the
  * workload reaches. The database must refuse every later write, keep
  * serving reads, and after a clean reopen hold every acknowledged write.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,27 +45,53 @@ typedef struct op {
     int sync;
 } op;
 
+#define MAX_WRITERS 4
+
+/* The operations, shared out among writers: writer t applies, in order,
+ * those on the keys it owns (key % writers == t). One writer owns all. */
 typedef struct workload {
     op ops[MAX_OPS];
-    int nops;
-    /* Progress, read by the durability hook. */
-    int started;          /* operations begun */
-    int synced_acked;     /* operations up to and including the last synced one acknowledged */
+    int nops, writers;
+    int own[MAX_WRITERS][MAX_OPS]; /* writer t's n-th operation */
+    int nown[MAX_WRITERS];
+    /* Progress, under mu (read by the durability hook, which may run on
+     * any of the database's threads). Counts are of a writer's own
+     * operations. */
+    pthread_mutex_t mu;
+    int started[MAX_WRITERS]; /* begun */
+    int acked[MAX_WRITERS];   /* returned */
+    int durable[MAX_WRITERS]; /* a synced write acknowledged since makes them durable */
+    /* floor[i][u]: writer u's acknowledged count when operation i began.
+     * Those writes are in the WAL before i, so a copy holding i holds them. */
+    int floor[MAX_OPS][MAX_WRITERS];
     int snapshots;
     char path[300];
     bkv_fault_env *fe;
     int checked;
+    char failure[600]; /* the first copy that failed, said by whichever thread found it */
 } workload;
 
-static void make_ops(workload *w, uint64_t seed, int nops, int sync_every) {
+static workload *new_workload(uint64_t seed, int nops, int sync_every, int writers) {
+    workload *w = calloc(1, sizeof *w);
+    assert_non_null(w);
     uint64_t s = seed;
     w->nops = nops;
+    w->writers = writers;
     for (int i = 0; i < nops; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         w->ops[i].key = (int)((s >> 33) % NKEYS);
         w->ops[i].del = (s >> 20) % 6 == 0;
         w->ops[i].sync = sync_every ? i % sync_every == 0 : 0;
+        int t = w->ops[i].key % writers;
+        w->own[t][w->nown[t]++] = i;
     }
+    pthread_mutex_init(&w->mu, NULL);
+    return w;
+}
+
+static void free_workload(workload *w) {
+    pthread_mutex_destroy(&w->mu);
+    free(w);
 }
 
 static void key_of(char *b, int k) { snprintf(b, 32, "key%03d", k); }
@@ -80,10 +109,27 @@ static bkv_options small_options(void) {
     return o;
 }
 
-/* The value index of every key after the first j operations (-1: absent). */
-static void model_at(const workload *w, int j, int *state) {
-    for (int k = 0; k < NKEYS; k++) state[k] = -1;
-    for (int i = 0; i < j; i++) state[w->ops[i].key] = w->ops[i].del ? -1 : i;
+/* The operation each key writer t owns shows after the writer's first j
+ * (-1: absent); other keys are left as they are. */
+static void model_at(const workload *w, int t, int j, int *state) {
+    for (int k = t; k < NKEYS; k += w->writers) state[k] = -1;
+    for (int n = 0; n < j; n++) {
+        const op *o = &w->ops[w->own[t][n]];
+        state[o->key] = o->del ? -1 : w->own[t][n];
+    }
+}
+
+/* Whether got[] (values read, NULL: absent) holds what model_at(t, j)
+ * says for every key writer t owns. */
+static int holds(const workload *w, char *const *got, int t, int j) {
+    int state[NKEYS];
+    model_at(w, t, j, state);
+    for (int k = t; k < NKEYS; k += w->writers) {
+        char want[64];
+        if (state[k] >= 0) val_of(want, state[k]);
+        if (state[k] < 0 ? got[k] != NULL : !got[k] || strcmp(got[k], want) != 0) return 0;
+    }
+    return 1;
 }
 
 /* With BKV_DEBUG set, a failing copy is kept as /tmp/failcopy. */
@@ -94,82 +140,112 @@ static void keep_for_debugging(const char *copy) {
     if (system(cmd)) {}
 }
 
-/* Opens a copy and finds which prefix it holds; fails the test if none in
- * [lo, hi] matches. */
-static void verify_copy(const workload *w, const char *copy, int lo, int hi) {
+/* Reads every key of a copy into got[] (NULL: absent); 0, or writes why
+ * not into why. */
+static int read_copy(const char *copy, char **got, char *why, size_t whylen) {
     bkv_options o = small_options();
     o.create_if_missing = 0;
     bkv_db *db;
     int rc = bkv_open(copy, &o, &db);
     if (rc != BKV_OK) {
-        keep_for_debugging(copy);
-        fail_msg("power loss copy %s does not open: %s", copy, bkv_strerror(rc));
+        snprintf(why, whylen, "power loss copy %s does not open: %s", copy, bkv_strerror(rc));
+        return -1;
     }
-    char *got[NKEYS];
     for (int k = 0; k < NKEYS; k++) {
         char key[32];
         key_of(key, k);
         void *v;
         size_t n;
+        got[k] = NULL;
         rc = bkv_get(db, NULL, key, strlen(key), &v, &n);
         if (rc == BKV_OK) {
             got[k] = malloc(n + 1);
             memcpy(got[k], v, n);
             got[k][n] = 0;
             bkv_free(v);
-        } else {
-            if (rc != BKV_NOTFOUND) fail_msg("%s: get failed: %s", copy, bkv_errmsg(db));
-            got[k] = NULL;
+        } else if (rc != BKV_NOTFOUND) {
+            snprintf(why, whylen, "%s: get failed: %s", copy, bkv_errmsg(db));
+            bkv_close(db);
+            return -1;
         }
     }
     bkv_close(db);
-    int state[NKEYS], match = -1;
-    for (int j = hi; j >= lo && match < 0; j--) {
-        model_at(w, j, state);
-        int ok = 1;
-        for (int k = 0; k < NKEYS && ok; k++) {
-            if (state[k] < 0) ok = got[k] == NULL;
-            else {
-                char want[64];
-                val_of(want, state[k]);
-                ok = got[k] && strcmp(got[k], want) == 0;
+    return 0;
+}
+
+/* Checks a copy: each writer's keys show a prefix of its operations, at
+ * least lo[t] and at most hi[t] of them, and no prefix leaves a gap: a
+ * copy that holds an operation holds every write acknowledged before it
+ * began, whichever writer made it. 0, or writes why not into why. */
+static int verify_copy(const workload *w, const char *copy, const int *lo, const int *hi, char *why, size_t whylen) {
+    char *got[NKEYS];
+    if (read_copy(copy, got, why, whylen)) return -1;
+    int least[MAX_WRITERS], most[MAX_WRITERS], bad = 0;
+    for (int t = 0; t < w->writers && !bad; t++) {
+        least[t] = most[t] = -1;
+        for (int j = lo[t]; j <= hi[t]; j++)
+            if (holds(w, got, t, j)) {
+                if (least[t] < 0) least[t] = j;
+                most[t] = j;
+            }
+        if (most[t] < 0) {
+            snprintf(why, whylen, "power loss copy %s: writer %d's keys hold no prefix of its operations %d..%d", copy,
+                     t, lo[t], hi[t]);
+            bad = 1;
+        }
+    }
+    /* The fewest operations of t the copy can hold, against the most of u:
+     * a gap shows whichever of the prefixes that match is the true one. */
+    for (int t = 0; t < w->writers && !bad; t++)
+        for (int u = 0; u < w->writers && least[t] > 0 && !bad; u++) {
+            int i = w->own[t][least[t] - 1];
+            if (u != t && most[u] < w->floor[i][u]) {
+                snprintf(why, whylen,
+                         "power loss copy %s holds writer %d's operation %d but not writer %d's first %d, "
+                         "acknowledged before it began",
+                         copy, t, i, u, w->floor[i][u]);
+                bad = 1;
             }
         }
-        if (ok) match = j;
-    }
-    if (match < 0 && getenv("BKV_DEBUG")) {
-        model_at(w, hi, state);
-        for (int k = 0; k < NKEYS; k++) {
-            char want[64] = "(absent)";
-            if (state[k] >= 0) val_of(want, state[k]);
-            if (!(got[k] ? strcmp(got[k], want) == 0 : state[k] < 0))
-                fprintf(stderr, "key %d: got %s want %s\n", k, got[k] ? got[k] : "(absent)", want);
-        }
+    if (bad && getenv("BKV_DEBUG")) {
+        for (int k = 0; k < NKEYS; k++) fprintf(stderr, "key %d: %s\n", k, got[k] ? got[k] : "(absent)");
         keep_for_debugging(copy);
     }
     for (int k = 0; k < NKEYS; k++) free(got[k]);
-    if (match < 0) fail_msg("power loss copy %s holds no prefix of operations %d..%d", copy, lo, hi);
+    return bad ? -1 : 0;
 }
 
+/* Runs under the fault env's mutex: no sync completes meanwhile, so a
+ * write acknowledged by the time durable[] is read had its sync done
+ * before the snapshot. */
 static void on_crash_point(void *arg, uint64_t n) {
     workload *w = arg;
-    char copy[400];
+    if (w->failure[0]) return;
+    char copy[400], why[sizeof w->failure] = "";
     snprintf(copy, sizeof copy, "%s-loss%06llu", w->path, (unsigned long long)n);
     mkdir(copy, 0755);
-    assert_int_equal(bkv_fault_env_snapshot(w->fe, w->path, copy, (int)(n % BKV_LOSS_MODES), n), BKV_OK);
-    int lo = __atomic_load_n(&w->synced_acked, __ATOMIC_ACQUIRE);
-    int hi = __atomic_load_n(&w->started, __ATOMIC_ACQUIRE);
+    int rc = bkv_fault_env_snapshot(w->fe, w->path, copy, (int)(n % BKV_LOSS_MODES), n);
+    int lo[MAX_WRITERS], hi[MAX_WRITERS], synced = 0;
+    pthread_mutex_lock(&w->mu);
+    for (int t = 0; t < w->writers; t++) {
+        lo[t] = w->durable[t];
+        hi[t] = w->started[t];
+        synced += lo[t];
+    }
+    pthread_mutex_unlock(&w->mu);
     /* Opening before the first manifest exists is a fresh database. */
     char current[450];
     snprintf(current, sizeof current, "%s/CURRENT", copy);
     struct stat st;
-    if (stat(current, &st) == 0) {
-        verify_copy(w, copy, lo, hi);
-        w->checked++;
-    } else if (lo > 0) {
-        fail_msg("power loss copy %s has no CURRENT after %d synced writes", copy, lo);
+    if (rc != BKV_OK) {
+        snprintf(why, sizeof why, "snapshot %s failed: %s", copy, bkv_strerror(rc));
+    } else if (stat(current, &st) == 0) {
+        if (verify_copy(w, copy, lo, hi, why, sizeof why) == 0) w->checked++;
+    } else if (synced > 0) {
+        snprintf(why, sizeof why, "power loss copy %s has no CURRENT after %d synced writes", copy, synced);
     }
-    test_remove_dir(copy);
+    if (why[0]) snprintf(w->failure, sizeof w->failure, "%s", why);
+    else test_remove_dir(copy);
     w->snapshots++;
 }
 
@@ -181,46 +257,97 @@ static int apply(bkv_db *db, const workload *w, int i) {
     return w->ops[i].del ? bkv_delete(db, &wo, key, strlen(key)) : bkv_put(db, &wo, key, strlen(key), val, strlen(val));
 }
 
-static int run_power_loss(const char *name, uint64_t seed, int sync_every) {
-    workload *w = calloc(1, sizeof *w);
-    make_ops(w, seed, MAX_OPS, sync_every);
+typedef struct writer {
+    workload *w;
+    bkv_db *db;
+    int t, end; /* applies its operations before end */
+    int rc;
+} writer;
+
+static void *write_share(void *arg) {
+    writer *x = arg;
+    workload *w = x->w;
+    int t = x->t;
+    for (int n = w->acked[t]; x->rc == BKV_OK && n < w->nown[t] && w->own[t][n] < x->end; n++) {
+        int i = w->own[t][n];
+        pthread_mutex_lock(&w->mu);
+        memcpy(w->floor[i], w->acked, sizeof w->floor[i]);
+        w->started[t] = n + 1;
+        pthread_mutex_unlock(&w->mu);
+        x->rc = apply(x->db, w, i);
+        pthread_mutex_lock(&w->mu);
+        if (x->rc == BKV_OK) w->acked[t] = n + 1;
+        if (x->rc == BKV_OK && w->ops[i].sync) {
+            if (w->durable[t] < n + 1) w->durable[t] = n + 1;
+            for (int u = 0; u < w->writers; u++)
+                if (w->durable[u] < w->floor[i][u]) w->durable[u] = w->floor[i][u];
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return NULL;
+}
+
+/* The workload runs in slices of 100 operations, each by its writers at
+ * once, with a clean close and reopen between slices (recovery writes and
+ * syncs too). Returns the copies checked. */
+static int run_power_loss(const char *name, uint64_t seed, int sync_every, int writers) {
+    workload *w = new_workload(seed, MAX_OPS, sync_every, writers);
     snprintf(w->path, sizeof w->path, "%s/%s", dir, name);
     w->fe = bkv_fault_env_new();
     bkv_fault_env_on_crash_point(w->fe, on_crash_point, w, 7);
     bkv_options o = small_options();
     bkv_db *db;
     assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);
-    for (int i = 0; i < w->nops; i++) {
-        __atomic_store_n(&w->started, i + 1, __ATOMIC_RELEASE);
-        assert_int_equal(apply(db, w, i), BKV_OK);
-        if (w->ops[i].sync) __atomic_store_n(&w->synced_acked, i + 1, __ATOMIC_RELEASE);
-        if (i % 100 == 99) {
-            /* A clean close and reopen in the middle (recovery writes and
-             * syncs too). */
-            assert_int_equal(bkv_close(db), BKV_OK);
-            assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);
+    for (int end = 100; end <= w->nops; end += 100) {
+        pthread_t th[MAX_WRITERS];
+        writer x[MAX_WRITERS];
+        for (int t = 0; t < writers; t++) {
+            x[t] = (writer){w, db, t, end, BKV_OK};
+            assert_int_equal(pthread_create(&th[t], NULL, write_share, &x[t]), 0);
         }
+        for (int t = 0; t < writers; t++) pthread_join(th[t], NULL);
+        for (int t = 0; t < writers; t++)
+            if (x[t].rc != BKV_OK) fail_msg("%s: writer %d: %s", name, t, bkv_errmsg(db));
+        if (w->failure[0]) fail_msg("%s", w->failure);
+        assert_int_equal(bkv_close(db), BKV_OK);
+        if (end < w->nops) assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);
     }
-    assert_int_equal(bkv_close(db), BKV_OK);
+    if (w->failure[0]) fail_msg("%s", w->failure);
     int checked = w->checked;
     assert_true(checked > 50);
     bkv_fault_env_free(w->fe);
-    free(w);
+    free_workload(w);
     return checked;
+}
+
+/* Workloads cycle through every write synced, one in 7, one in 50. */
+static int run_power_losses(const char *prefix, int workloads, int writers) {
+    static const int sync_every[] = {1, 7, 50};
+    int n = 0;
+    for (int i = 0; i < workloads; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        n += run_power_loss(name, 11 + (uint64_t)i, sync_every[i % 3], writers);
+    }
+    return n;
 }
 
 static void every_durability_point_survives_power_loss(void **state) {
     (void)state;
-    /* Workloads cycle through every write synced, one in 7, one in 50. */
-    static const int sync_every[] = {1, 7, 50};
-    int workloads = test_scale_pick(3, 8, 60), n = 0;
-    for (int i = 0; i < workloads; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "loss-%d", i);
-        n += run_power_loss(name, 11 + (uint64_t)i, sync_every[i % 3]);
-    }
+    int n = run_power_losses("loss", test_scale_pick(3, 8, 60), 1);
     printf("simulated power losses checked: %d\n", n);
     test_report("power_losses", (unsigned long long)n);
+}
+
+/* Four writers at once, so groups hold several writers' batches and the
+ * WAL's order is decided by the race: each copy still holds a prefix of
+ * every writer's operations, every synced write, and everything written
+ * before what it holds. */
+static void concurrent_writers_survive_power_loss(void **state) {
+    (void)state;
+    int n = run_power_losses("writers", test_scale_pick(3, 8, 60), MAX_WRITERS);
+    printf("simulated power losses with %d writers checked: %d\n", MAX_WRITERS, n);
+    test_report("power_losses_concurrent_writers", (unsigned long long)n);
 }
 
 /* A checkpoint is a database of its own: once bkv_checkpoint returns, a
@@ -260,8 +387,7 @@ static void checkpoint_survives_power_loss(void **state) {
  * is taken from a separate clean run: background flushes and compactions
  * make the number of operations vary from run to run. */
 static void sweep(int kind, const char *name, uint64_t min_points) {
-    workload *w = calloc(1, sizeof *w);
-    make_ops(w, 21, 150, 3);
+    workload *w = new_workload(21, 150, 3, 1);
     bkv_options o = small_options();
     bkv_fault_env *fe;
     bkv_db *db;
@@ -301,7 +427,7 @@ static void sweep(int kind, const char *name, uint64_t min_points) {
         rc = bkv_open(w->path, &o, &clean);
         if (rc != BKV_OK) fail_msg("%s fault %llu: reopen failed: %s", name, (unsigned long long)n, bkv_strerror(rc));
         int want[NKEYS];
-        model_at(w, acked, want);
+        model_at(w, 0, acked, want);
         state_ok = 1;
         for (int k = 0; k < NKEYS; k++) {
             char key[32], val[64];
@@ -326,7 +452,7 @@ static void sweep(int kind, const char *name, uint64_t min_points) {
         snprintf(p, sizeof p, "%s", w->path);
         test_remove_dir(p);
     }
-    free(w);
+    free_workload(w);
     uint64_t points = n - 2; /* the last run reached no fault */
     assert_true(points >= min_points);
     printf("%s sweep: %llu failure points, %llu faults injected\n", name, (unsigned long long)points,
@@ -465,6 +591,7 @@ static void unreadable_new_table_replaces_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_durability_point_survives_power_loss),
+        cmocka_unit_test(concurrent_writers_survive_power_loss),
         cmocka_unit_test(checkpoint_survives_power_loss),
         cmocka_unit_test(failed_writes_make_the_database_read_only),
         cmocka_unit_test(failed_syncs_make_the_database_read_only),

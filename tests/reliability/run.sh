@@ -71,7 +71,7 @@ sum() { cat "$LOG"/*.out | grep "^reliability: $1=" | cut -d= -f2 | awk '{s += $
 echo
 echo "reliability summary (SCALE=$SCALE, $(($(date +%s) - start)) s):"
 echo "  crash cycles (kill -9):        $(($(sum crash_cycles) + $(sum crash_cycles_concurrent_writers))) ($(sum crash_cycles_concurrent_writers) with four writers at once, $(sum crashes_during_open) before the open finished)"
-echo "  simulated power losses:        $(sum power_losses)"
+echo "  simulated power losses:        $(($(sum power_losses) + $(sum power_losses_concurrent_writers))) ($(sum power_losses_concurrent_writers) with four writers at once)"
 echo "  faults injected (fail-at-N):   $(sum faults_injected)"
 echo "  allocation failures injected:  $(sum allocation_failures_injected)"
 echo "  corruptions tried / detected:  $(sum corruptions_tried) / $(sum corruptions_detected)"

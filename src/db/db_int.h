@@ -34,7 +34,6 @@ struct bkv_writer {
     int sync;
     int done;                      /* rc and err hold its outcome (written before ev is set) */
     int rc;
-    bkv_err err;
     bkv_event ev;                  /* done, leading, told to insert, or (a leader) its group inserted */
     bkv_writer *wake[2];           /* once done: the writers of its group it wakes next (finish_group) */
     bkv_writer *next;
@@ -47,7 +46,6 @@ struct bkv_writer {
     uint64_t seq;
     bkv_writer *leader;
     int insert_rc;
-    bkv_err insert_err;
     /* A leader whose group is in the WAL and going into the memtable:
      * pending counts the inserts not finished (its own part included);
      * last_seq is what becomes visible once this group and every group
@@ -56,6 +54,11 @@ struct bkv_writer {
     uint64_t last_seq;
     int inserted, published, publish_failed;
     bkv_writer *next_inserting;
+    /* Last: each is written only with a failure (rc, insert_rc) and read
+     * only after one, so joining the queue clears the fields before them
+     * alone, not these 640 bytes a write. */
+    bkv_err err;
+    bkv_err insert_err;
 };
 typedef struct bkv_read_view bkv_read_view;
 

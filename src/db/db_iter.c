@@ -102,7 +102,8 @@ static int build_children(bkv_iter *it, const uint8_t *prefix, size_t plen) {
         return BKV_NOMEM;
     }
     size_t n = 0;
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     int rc = BKV_OK;
     if (!(children[n++] = bkv_memtable_ikey_iter_new(it->rs.mem))) rc = BKV_NOMEM;
     for (int i = 0; !rc && i < it->rs.nimm; i++)
@@ -200,7 +201,8 @@ int bkv_iter_create_at(bkv_db *db, const bkv_read_options *ro, bkv_read_state *r
 int bkv_iter_create(bkv_db *db, const bkv_read_options *ro, bkv_iter **out) {
     if (!db || !out) return bkv_db_arg_error(db, "bkv_iter_create");
     *out = NULL;
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     bkv_read_options local;
     if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     bkv_read_state rs;
@@ -308,7 +310,8 @@ int bkv_range_empty(bkv_db *db, const bkv_read_options *ro, const void *lo, size
                     int *empty) {
     if (!db || !empty || (!lo && lolen) || (!hi && hilen)) return bkv_db_arg_error(db, "bkv_range_empty");
     *empty = 0;
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     bkv_read_options local;
     if (bkv_db_read_options(db, &ro, &local, &e)) return bkv_db_error(db, BKV_INVALID, &e);
     bkv_read_options bounded = ro ? *ro : local;

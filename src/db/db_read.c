@@ -128,7 +128,8 @@ int bkv_get(bkv_db *db, const bkv_read_options *ro, const void *key, size_t klen
     if (!db || (!key && klen) || !val || !vlen) return bkv_db_arg_error(db, "bkv_get");
     *val = NULL;
     *vlen = 0;
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     bkv_read_options local;
     int rc = bkv_db_read_options(db, &ro, &local, &e);
     if (rc) return bkv_db_error(db, rc, &e);
@@ -158,7 +159,7 @@ static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro,
     for (size_t i = 0; i < v->nfiles[0]; i++)
         if (bkv_file_meta_holds(v->files[0][i], key, klen))
             bkv_filter_prefetch(atomic_load_explicit(&v->files[0][i]->key_filter, memory_order_acquire), h);
-    for (int l = 1; l < BKV_MAX_LEVELS; l++)
+    for (int l = 1; l < v->levels_used; l++)
         if ((level_file[l] = bkv_tree_version_level_file(v, l, key, klen)))
             bkv_filter_prefetch(atomic_load_explicit(&level_file[l]->key_filter, memory_order_acquire), h);
     for (size_t i = 0; i < v->nfiles[0]; i++) {
@@ -171,7 +172,7 @@ static int tables_get(bkv_db *db, read_tally *tally, const bkv_read_options *ro,
         ++*asked;
         if (table_get(db, tally, ro, f, key, klen, h, 0, rs->snapshot, rs->version, &rc, val, vlen, e)) return rc;
     }
-    for (int l = 1; l < BKV_MAX_LEVELS; l++) {
+    for (int l = 1; l < v->levels_used; l++) {
         const bkv_file_meta *f = level_file[l];
         if (f && stop_file && f->number == stop_file) {
             *reached = 1;
@@ -240,7 +241,8 @@ typedef struct multi_get {
  * (probes prefetched), then blocks for the survivors, in key order. */
 static void mg_ask_table(multi_get *g, const bkv_file_meta *f, size_t m) {
     bkv_db *db = g->db;
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     bkv_cache_entry *entry;
     int rc = bkv_db_get_table(db, f, &entry, &e);
     if (rc) {

@@ -29,6 +29,7 @@
  * reach the limit, and stop until a flush finishes when the active one is
  * full too, so memory stays bounded.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -204,7 +205,7 @@ static void await_signal(bkv_db *db, bkv_writer *w) {
  * queue for it). REQUIRES: db->mu held. */
 static int join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     BKV_ASSERT_LOCKED(db);
-    memset(w, 0, sizeof *w);
+    memset(w, 0, offsetof(bkv_writer, err));
     w->rep = rep;
     w->sync = sync;
     bkv_event_init(&w->ev);
@@ -262,7 +263,7 @@ static void finish_group(bkv_writer *w, bkv_writer *last, int rc, const bkv_err 
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
         x->rc = rc;
-        x->err = *e;
+        if (rc) x->err = *e;
         x->done = 1;
     }
     plan_wakes(w, last);
@@ -460,7 +461,8 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
     }
 
     /* Leader. */
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     int rc = make_room_for_write(db, &w, rep == NULL, &e);
     bkv_writer *last = &w;
     if (rc == BKV_OK && rep) {
@@ -554,7 +556,8 @@ static int table_inside(const bkv_file_meta *f, const bkv_range_tombstone *t) {
 int bkv_delete_range(bkv_db *db, const bkv_write_options *wo, const void *begin, size_t blen, const void *end,
                      size_t elen) {
     (void)wo; /* a manifest record is synced whatever wo says */
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     if (!db || (!begin && blen) || (!end && elen)) return bkv_db_arg_error(db, "bkv_delete_range");
     if (db->opts.read_only) return bkv_db_read_only_error(db, "bkv_delete_range");
     if (blen > BKV_MAX_KEY_SIZE || elen > BKV_MAX_KEY_SIZE)
@@ -606,7 +609,8 @@ int bkv_flush(bkv_db *db) {
     int rc = write_internal(db, NULL, NULL);
     if (rc) return rc;
     bkv_db_lock(db);
-    bkv_err e = {{0}};
+    bkv_err e;
+    bkv_err_clear(&e);
     rc = await_flushes(db, &e);
     bkv_db_unlock(db);
     return bkv_db_error(db, rc, &e);

@@ -481,6 +481,8 @@ int bkv_tree_version_apply(const bkv_tree_version *base, const bkv_version_edit 
             }
         }
     }
+    for (int l = 0; l < BKV_MAX_LEVELS; l++)
+        if (v->nfiles[l]) v->levels_used = l + 1;
     if (apply_tombstones(v, base, edit)) {
         bkv_tree_version_unref(v);
         return BKV_NOMEM;

@@ -116,6 +116,7 @@ typedef struct bkv_tree_version {
      * a pointer per step to a meta and then to its key. */
     uint64_t *fences[BKV_MAX_LEVELS];
     size_t fence_skip[BKV_MAX_LEVELS];
+    int levels_used; /* one past the deepest level holding a table (0: none): where a get stops looking */
     /* A table of this version that reads have paid for more than its
      * compaction would cost, or NULL; set by readers without the mutex. */
     _Atomic(bkv_file_meta *) seek_compact;

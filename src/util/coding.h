@@ -33,8 +33,9 @@ static inline uint64_t bkv_get_be64(const uint8_t *p) {
 /* The first eight bytes of the n at k, big-endian, zero-padded: their
  * order agrees with memcmp's on the keys (ties aside). */
 static inline uint64_t bkv_key_prefix64(const void *k, size_t n) {
+    if (n >= 8) return bkv_get_be64(k); /* every get asks it once a level: one load, not a copy of unknown length */
     uint8_t b[8] = {0};
-    if (n) memcpy(b, k, n < 8 ? n : 8);
+    if (n) memcpy(b, k, n);
     return bkv_get_be64(b);
 }
 

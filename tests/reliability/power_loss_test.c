@@ -260,34 +260,55 @@ static int apply(bkv_db *db, const workload *w, int i) {
     return w->ops[i].del ? bkv_delete(db, &wo, key, strlen(key)) : bkv_put(db, &wo, key, strlen(key), val, strlen(val));
 }
 
+/* One writer's share of the operations before end. It goes on after a
+ * failure: once any writer has seen a write fail, every write that begins
+ * must fail too, as the database is read-only from the first failure. */
 typedef struct writer {
     workload *w;
     bkv_db *db;
-    int t, end; /* applies its operations before end */
-    int rc;
+    int t, end;
+    int failed;       /* a write of this writer failed */
+    int late_success; /* a write acknowledged after a failure had been seen */
 } writer;
 
 static void *write_share(void *arg) {
     writer *x = arg;
     workload *w = x->w;
     int t = x->t;
-    for (int n = w->acked[t]; x->rc == BKV_OK && n < w->nown[t] && w->own[t][n] < x->end; n++) {
+    for (int n = w->started[t]; n < w->nown[t] && w->own[t][n] < x->end; n++) {
         int i = w->own[t][n];
         pthread_mutex_lock(&w->mu);
         memcpy(w->floor[i], w->acked, sizeof w->floor[i]);
         w->started[t] = n + 1;
+        int after_failure = w->failure_seen;
         pthread_mutex_unlock(&w->mu);
-        x->rc = apply(x->db, w, i);
+        int rc = apply(x->db, w, i);
         pthread_mutex_lock(&w->mu);
-        if (x->rc == BKV_OK) w->acked[t] = n + 1;
-        if (x->rc == BKV_OK && w->ops[i].sync) {
-            if (w->durable[t] < n + 1) w->durable[t] = n + 1;
-            for (int u = 0; u < w->writers; u++)
-                if (w->durable[u] < w->floor[i][u]) w->durable[u] = w->floor[i][u];
+        if (rc != BKV_OK) {
+            w->failure_seen = x->failed = 1;
+        } else if (after_failure || x->failed) {
+            x->late_success = 1;
+        } else {
+            w->acked[t] = n + 1;
+            if (w->ops[i].sync) {
+                if (w->durable[t] < n + 1) w->durable[t] = n + 1;
+                for (int u = 0; u < w->writers; u++)
+                    if (w->durable[u] < w->floor[i][u]) w->durable[u] = w->floor[i][u];
+            }
         }
         pthread_mutex_unlock(&w->mu);
     }
     return NULL;
+}
+
+/* Runs each writer's share of the operations before end at once. */
+static void write_all(workload *w, bkv_db *db, int end, writer *x) {
+    pthread_t th[MAX_WRITERS];
+    for (int t = 0; t < w->writers; t++) {
+        x[t] = (writer){w, db, t, end, 0, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, write_share, &x[t]), 0);
+    }
+    for (int t = 0; t < w->writers; t++) pthread_join(th[t], NULL);
 }
 
 /* The workload runs in slices of 100 operations, each by its writers at
@@ -302,15 +323,10 @@ static int run_power_loss(const char *name, uint64_t seed, int sync_every, int w
     bkv_db *db;
     assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);
     for (int end = 100; end <= w->nops; end += 100) {
-        pthread_t th[MAX_WRITERS];
         writer x[MAX_WRITERS];
-        for (int t = 0; t < writers; t++) {
-            x[t] = (writer){w, db, t, end, BKV_OK};
-            assert_int_equal(pthread_create(&th[t], NULL, write_share, &x[t]), 0);
-        }
-        for (int t = 0; t < writers; t++) pthread_join(th[t], NULL);
+        write_all(w, db, end, x);
         for (int t = 0; t < writers; t++)
-            if (x[t].rc != BKV_OK) fail_msg("%s: writer %d: %s", name, t, bkv_errmsg(db));
+            if (x[t].failed) fail_msg("%s: writer %d's write failed", name, t);
         if (w->failure[0]) fail_msg("%s", w->failure);
         assert_int_equal(bkv_close(db), BKV_OK);
         if (end < w->nops) assert_int_equal(bkv_open_env(w->path, &o, bkv_fault_env_get(w->fe), &db), BKV_OK);
@@ -385,37 +401,6 @@ static void checkpoint_survives_power_loss(void **state) {
     bkv_fault_env_free(fe);
 }
 
-/* A writer that goes on after a failure. Once any writer has seen a
- * write fail, every write that begins must fail too: the database is
- * read-only from the first failure. */
-typedef struct failing_writer {
-    workload *w;
-    bkv_db *db;
-    int t;
-    int late_success; /* a write acknowledged after a failure had been seen */
-} failing_writer;
-
-static void *write_through_failure(void *arg) {
-    failing_writer *x = arg;
-    workload *w = x->w;
-    int t = x->t;
-    for (int n = 0; n < w->nown[t]; n++) {
-        int i = w->own[t][n];
-        pthread_mutex_lock(&w->mu);
-        memcpy(w->floor[i], w->acked, sizeof w->floor[i]);
-        w->started[t] = n + 1;
-        int after_failure = w->failure_seen;
-        pthread_mutex_unlock(&w->mu);
-        int rc = apply(x->db, w, i);
-        pthread_mutex_lock(&w->mu);
-        if (rc != BKV_OK) w->failure_seen = 1;
-        else if (after_failure || w->acked[t] < n) x->late_success = 1;
-        else w->acked[t] = n + 1;
-        pthread_mutex_unlock(&w->mu);
-    }
-    return NULL;
-}
-
 /* Fails the n-th operation of kind for n = 1, 2, ... until a run finishes
  * its workload without reaching the n-th operation (SQLite's loop). No count
  * is taken from a separate clean run: background flushes and compactions
@@ -433,13 +418,8 @@ static void sweep(int kind, const char *name, uint64_t min_points, int writers) 
         bkv_db *db;
         int rc = bkv_open_env(w->path, &o, bkv_fault_env_get(fe), &db);
         if (rc == BKV_OK) {
-            pthread_t th[MAX_WRITERS];
-            failing_writer x[MAX_WRITERS];
-            for (int t = 0; t < writers; t++) {
-                x[t] = (failing_writer){w, db, t, 0};
-                assert_int_equal(pthread_create(&th[t], NULL, write_through_failure, &x[t]), 0);
-            }
-            for (int t = 0; t < writers; t++) pthread_join(th[t], NULL);
+            writer x[MAX_WRITERS];
+            write_all(w, db, w->nops, x);
             for (int t = 0; t < writers; t++)
                 if (x[t].late_success) fail_msg("%s fault %llu: writer %d wrote after a failure", name, (unsigned long long)n, t);
             /* Reads still work (the one failed open may have been of the

@@ -26,6 +26,20 @@ static inline uint64_t test_counter(bkv_db *db, const char *name) {
     return n;
 }
 
+/* A database at path opened with default options, created if missing
+ * (aborts, saying why, if it cannot be). */
+static inline bkv_db *test_open_default(const char *path) {
+    bkv_options o;
+    bkv_options_init(&o);
+    o.create_if_missing = 1;
+    bkv_db *db;
+    if (bkv_open(path, &o, &db) != BKV_OK) {
+        fprintf(stderr, "cannot open %s: %s\n", path, bkv_errmsg(NULL));
+        abort();
+    }
+    return db;
+}
+
 /* A bkv_find_value callback for keys named "key<number>": counts the
  * results and keeps the last key's number. */
 typedef struct test_found {

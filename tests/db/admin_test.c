@@ -33,16 +33,6 @@ static bkv_db *open_small(const char *path, int style, int value_index) {
     return db;
 }
 
-/* Default options, created if missing. */
-static bkv_db *open_default(const char *path) {
-    bkv_options o;
-    bkv_options_init(&o);
-    o.create_if_missing = 1;
-    bkv_db *db;
-    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    return db;
-}
-
 static void put_range(bkv_db *db, int from, int to, int ver) {
     char k[32], v[64];
     for (int i = from; i < to; i++) {
@@ -228,7 +218,7 @@ static void live_key_estimate(void **state) {
     (void)state;
     char path[300], k[32];
     snprintf(path, sizeof path, "%s/live", dir);
-    bkv_db *db = open_default(path);
+    bkv_db *db = test_open_default(path);
     put_range(db, 0, 1000, 1);
     assert_int_equal(prop(db, "bloomkv.memtable-entries"), 1000);
     assert_int_equal(prop(db, "bloomkv.estimate-live-keys"), 1000);
@@ -250,7 +240,7 @@ static void flush_opens_the_table_it_wrote(void **state) {
     (void)state;
     char path[300];
     snprintf(path, sizeof path, "%s/opened", dir);
-    bkv_db *db = open_default(path);
+    bkv_db *db = test_open_default(path);
     assert_int_equal(prop(db, "bloomkv.filter-memory"), 0);
     put_range(db, 0, 5000, 1);
     assert_int_equal(bkv_flush(db), BKV_OK);

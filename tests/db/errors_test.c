@@ -12,6 +12,7 @@
 
 #include "bloomkv.h"
 #include "db/db_int.h"
+#include "test_db.h"
 #include "test_dir.h"
 #include "util/env_fault.h"
 
@@ -27,12 +28,7 @@ static void expect(int rc, int want, bkv_db *db, const char *part) {
 static bkv_db *open_new(const char *name) {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    bkv_options o;
-    bkv_options_init(&o);
-    o.create_if_missing = 1;
-    bkv_db *db;
-    assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
-    return db;
+    return test_open_default(path);
 }
 
 static void writes_list_their_errors(void **state) {

@@ -67,7 +67,6 @@ typedef struct workload {
     /* floor[i][u]: writer u's acknowledged count when operation i began.
      * Those writes are in the WAL before i, so a copy holding i holds them. */
     int floor[MAX_OPS][MAX_WRITERS];
-    int snapshots;
     char path[300];
     bkv_fault_env *fe;
     int checked;
@@ -249,7 +248,6 @@ static void on_crash_point(void *arg, uint64_t n) {
     }
     if (why[0]) snprintf(w->failure, sizeof w->failure, "%s", why);
     else test_remove_dir(copy);
-    w->snapshots++;
 }
 
 static int apply(bkv_db *db, const workload *w, int i) {

@@ -553,9 +553,12 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
         off += 24 + fl;
         bkv_filter_info fi;
         bkv_filter_get_info(f, &fi);
+        /* BKV.FILTER.BUILD makes a filter of any type from its items, the
+         * ones that take adds too (blocked, bloom, counting): a static key
+         * holds whatever filter bkv_filter_open accepted. */
         int type_ok = s->kind == KIND_BF ? fi.type == BKV_FILTER_BLOCKED_BLOOM
                       : s->kind == KIND_CF ? fi.type == CF_TYPE
-                                            : bkv_filter_is_static(fi.type);
+                                            : 1;
         if (!type_ok || (s->kind != KIND_STATIC && (sf.capacity == 0 || sf.capacity > MAX_CAPACITY ||
                                                      sf.count > 4 * MAX_CAPACITY))) {
             snprintf(why, wl, "sub-filter %llu: its type or counts do not fit a %s filter", (unsigned long long)i,

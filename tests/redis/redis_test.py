@@ -31,6 +31,11 @@ SERVERS = []
 CHECKS = 0
 
 
+# Every type BKV.FILTER.BUILD takes (its error message lists them).
+STATIC_BUILD_TYPES = ["ribbon", "fuse8", "fuse16", "xor8", "blocked", "bloom", "cuckoo8", "cuckoo12", "cuckoo16",
+                      "counting"]
+
+
 def check(cond, what):
     global CHECKS
     CHECKS += 1
@@ -655,11 +660,21 @@ def single_node():
     fp = sum(r.execute_command("BKV.FILTER.MEXISTS", "rib", *probes[:20000]))
     check(fp / 20000 <= 0.02, "ribbon false positives %.4f" % (fp / 20000))
 
+    # BKV.FILTER.BUILD takes every type, those that also take adds among
+    # them; each must come back from an RDB as it was built.
+    for t in STATIC_BUILD_TYPES:
+        r.execute_command("BKV.FILTER.BUILD", "st-" + t, t, 0.01, *items[:300])
+    r.execute_command("DEBUG", "RELOAD")
+    for t in STATIC_BUILD_TYPES:
+        check(all(r.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *items[:300])), "%s filter after DEBUG RELOAD" % t)
+
     # DUMP/RESTORE: filters and a slot's rows travel through Redis's own form.
     s2 = Server("single2")
     r2 = s2.client()
-    for key in ["bf", "cfgrow", "rib"]:
+    for key in ["bf", "cfgrow", "rib"] + ["st-" + t for t in STATIC_BUILD_TYPES]:
         r2.restore(key, 0, r.dump(key))
+    for t in STATIC_BUILD_TYPES:
+        check(all(r2.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *items[:300])), "%s filter after RESTORE" % t)
     check(all(r2.execute_command("BF.MEXISTS", "bf", *items[:1000])), "BF after RESTORE")
     check(all(r2.execute_command("CF.MEXISTS", "cfgrow", *["c%d" % i for i in range(2000)])), "CF after RESTORE")
     check(all(r2.execute_command("BKV.FILTER.MEXISTS", "rib", *items[:1000])), "static after RESTORE")
@@ -746,6 +761,8 @@ def aof_node():
         r.execute_command("BKV.SET", "a%d" % i, "v%d" % i)
     r.execute_command("BF.MADD", "abf", *["i%d" % i for i in range(300)])
     r.execute_command("CF.ADD", "acf", "x")
+    for t in STATIC_BUILD_TYPES:
+        r.execute_command("BKV.FILTER.BUILD", "st-" + t, t, 0.01, *["s%d" % i for i in range(200)])
     # A CF made before the module took RedisBloom's layout: its blob keeps the library's form.
     r.restore("oldcf", 0, bytes.fromhex(open(os.path.join(HERE, "data", "cf-cuckoo12.dump.hex")).read().strip()))
     r.bgrewriteaof()
@@ -762,6 +779,9 @@ def aof_node():
     check(r.execute_command("BKV.GET", "after") == b"rewrite", "a write after the rewrite, from the AOF")
     check(all(r.execute_command("BF.MEXISTS", "abf", *["i%d" % i for i in range(300)])), "BF from the AOF")
     check(r.execute_command("CF.EXISTS", "acf", "x") == 1, "CF from the AOF")
+    for t in STATIC_BUILD_TYPES:
+        check(all(r.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *["s%d" % i for i in range(200)])),
+              "%s filter from the AOF" % t)
     # The blob an AOF holds, forged: LOADBLOB refuses counts that do not
     # add up, a number past any bound, a sub-filter of another type.
     aof_dir = os.path.join(s.dir, "appendonlydir")

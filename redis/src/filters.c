@@ -3,8 +3,8 @@
  * replies (docs/redis.md): BF.* on a stack of Bloom filters and CF.* on a
  * stack of cuckoo filters, both in RedisBloom's layouts (classic_bloom.h,
  * classic_cuckoo.h; each stack grows by a sub-filter when the newest is
- * full), and BKV.FILTER.* on one static filter (Ribbon, binary fuse, xor)
- * built over a given set. BF and CF stacks made before the module took
+ * full), and BKV.FILTER.* on one filter of any of the library's types
+ * (Ribbon, binary fuse and xor above all) built once over a given set. BF and CF stacks made before the module took
  * RedisBloom's layouts keep the filter library's blocked Bloom and cuckoo
  * filters they were made with (LAYOUT_LIBRARY), and work as they did.
  *

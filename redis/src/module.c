@@ -820,6 +820,15 @@ static const command commands[] = {
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_Init(ctx, "bloomkv", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    /* A value that ends short (a forged or cut RESTORE payload, a broken
+     * replication stream) makes the Load calls report an error, which every
+     * loader here checks (RedisModule_IsIOError) and answers by refusing
+     * the value; without the option Redis stops the server at the first
+     * short read. It also lets a replica whose data set is empty load a full
+     * sync straight from the socket (repl-diskless-load on-empty-db): the
+     * rows are taken as from a file, and a load that fails empties the data
+     * set, rows included, as Redis does for its own types. */
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
     bkv_redis *g = RedisModule_Calloc(1, sizeof *g);
     if (parse_args(ctx, argv, argc, g)) {
         RedisModule_Free(g);

@@ -197,6 +197,20 @@ static void *slot_rdb_load(RedisModuleIO *io, int encver) {
     /* A whole file loading: the contract decides (persist.c). A RESTORE or
      * MIGRATE brings a slot's rows to take. */
     int restoring = g->load_state == BKV_LOAD_IDLE;
+    /* A RESTORE replaces the rows of the slot its payload names: only under
+     * a key of that slot, or a forged or misnamed payload would replace
+     * another slot's rows and leave them owned by a key of a third. */
+    const RedisModuleString *name = restoring ? RedisModule_GetKeyNameFromIO(io) : NULL;
+    if (name) {
+        size_t nl;
+        const char *n = RedisModule_StringPtrLen(name, &nl);
+        unsigned own = bkv_redis_key_slot(n, nl);
+        if (own != slot) {
+            RedisModule_LogIOError(io, "warning", "bloomkv: a RESTORE of slot %u's rows under a key of slot %u is refused",
+                                   (unsigned)slot, own);
+            return NULL;
+        }
+    }
     int take = restoring ? 1 : bkv_redis_loading_rows(NULL);
     if (take < 0) return NULL;
     bkv_batch *b = bkv_batch_create();

@@ -125,6 +125,21 @@ def stop_all():
             pass
 
 
+def crc64(data):
+    """Redis's CRC-64 (Jones polynomial, reflected), which ends a DUMP payload."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+    return crc
+
+
+def dump_payload(body):
+    """A RESTORE payload of body (type, value, RDB version) with its checksum."""
+    return body + crc64(body).to_bytes(8, "little")
+
+
 def expect_error(fn, fragment, what):
     try:
         fn()
@@ -713,6 +728,25 @@ def single_node():
     for k, v in model.items():
         if keyslot(k) == slot0:
             check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after a refused RESTORE" % k)
+    # Payloads whose checksum holds but whose value does not: cut short at
+    # any point (the server stopped at the first short read), or a slot's
+    # rows under a key of another slot (they replaced that other slot's
+    # rows). Each is refused and changes no row.
+    good = r.dump(k0)
+    for cut in (2, 9, len(good) // 2, len(good) - 12):
+        expect_error(lambda: r2.restore(k0, 0, dump_payload(good[:cut] + good[-10:-8]), replace=True), "bad data format",
+                     "a slot payload cut at byte %d" % cut)
+    other = slotkey[1]
+    expect_error(lambda: r2.restore(other, 0, good, replace=True), "bad data format", "a slot's rows under another slot's key")
+    for key in ["bf", "cfgrow", "rib"]:
+        whole = r.dump(key)
+        expect_error(lambda: r2.restore(key + "-cut", 0, dump_payload(whole[:len(whole) // 2] + whole[-10:-8])),
+                     "bad data format", "%s payload cut short" % key)
+    check(r2.ping() and not r2.exists("bf-cut", "cfgrow-cut", "rib-cut"), "the server up, no cut filter stored")
+    other_slot = keyslot(bytes(other).split(b"{")[1].rstrip(b"}"))
+    for k, v in model.items():
+        if keyslot(k) in (slot0, other_slot):
+            check(r2.execute_command("BKV.GET", k) == v.encode(), "row %s after refused forged payloads" % k)
     # No command an operator types takes a slot key, and its rows, away:
     # each is refused, and every row is still there.
     victim = slotkey[0]
@@ -1241,14 +1275,36 @@ def resp_commands(data):
     return out
 
 
-def start_replica(name, master):
+def start_replica(name, master, extra=()):
     """A replica of master, and a client of it, once its link is up."""
-    rep = Server(name, extra=["--replicaof", "127.0.0.1", str(master.port)])
+    rep = Server(name, extra=["--replicaof", "127.0.0.1", str(master.port)] + list(extra))
     rr = rep.client()
     deadline = time.time() + 20
     while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
         time.sleep(0.1)
     return rep, rr
+
+
+def diskless_replica():
+    """A replica with an empty data set loads a full sync straight from the
+    socket (repl-diskless-load on-empty-db), which Redis allows only for
+    modules that handle short reads: every row and filter arrives."""
+    m = Server("diskless-master")
+    r = m.client()
+    rnd = random.Random(45)
+    model = {}
+    write_rows(r, model, rnd, 3000, "dl")
+    r.execute_command("BF.MADD", "dlbf", *["b%d" % i for i in range(500)])
+    rep, rr = start_replica("diskless-replica", m, extra=["--repl-diskless-load", "on-empty-db"])
+    check(log_has(rep, "Loading DB in memory") and not log_has(rep, "Skipping diskless-load"),
+          "the replica loaded the sync from the socket")
+    same_rows(rr, model, "a replica loaded without a file")
+    check(all(rr.execute_command("BF.MEXISTS", "dlbf", *["b%d" % i for i in range(500)])), "BF on the diskless replica")
+    write_rows(r, model, rnd, 200, "dl2")
+    check(r.execute_command("WAIT", 1, 10000) == 1, "the replica acknowledged later writes")
+    same_rows(rr, model, "the diskless replica after later writes")
+    rep.kill(signal.SIGTERM)
+    m.kill(signal.SIGTERM)
 
 
 def pipelined_writes_replicated():
@@ -1538,6 +1594,7 @@ def main():
             eviction()
             hostile_clients()
             pipelined_writes_replicated()
+            diskless_replica()
             failed_commit_with_a_replica()
             failed_save()
         if "cluster" in PARTS:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reliability stage: crash (kill -9) cycles, simulated power losses,
-# fail-at-N sweeps, the corruption matrix, and every fuzz target, at a
-# chosen scale, then one summary.
+# fail-at-N sweeps, the corruption matrix, every fuzz target and the Redis
+# module under hostile input, at a chosen scale, then one summary.
 #
 #   SCALE=ci   bash tests/reliability/run.sh     # CI: about 5 minutes here (jobs run nproc at a time)
 #   SCALE=long bash tests/reliability/run.sh     # over an hour, by hand (FUZZ_SECONDS=N per fuzz target, 600 by default)
@@ -51,6 +51,18 @@ bash scripts/deps fuzz
 CC=clang cmake -S . -B "$FUZZ_BUILD" -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=ON -DBKV_FUZZ=ON \
     -DBKV_BUILD_TESTS=OFF -DBKV_BUILD_TOOLS=OFF >/dev/null
 cmake --build "$FUZZ_BUILD" -j "$(nproc)" >/dev/null
+# The Redis module, sanitized, under hostile commands and forged RESTORE
+# payloads (tests/redis/fuzz_module.py), beside the fuzz targets; skipped
+# where the module is not built (no redismodule.h) or redis-server is missing.
+redis_fuzz=0
+if cmake --build "$BUILD" --target bloomkv_redis >/dev/null 2>&1 && [ -f "$BUILD/bloomkv_redis.so" ] &&
+    command -v redis-server >/dev/null && /usr/bin/python3 -c "import redis" 2>/dev/null; then
+    redis_fuzz=1
+    throttle
+    LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so) \
+        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 \
+        run_job redis_fuzz /usr/bin/python3 tests/redis/fuzz_module.py "$BUILD/bloomkv_redis.so" "$FUZZ_SECONDS" &
+fi
 for t in filter table log value_index api; do
     mkdir -p "$LOG/corpus-$t"
     throttle
@@ -59,6 +71,11 @@ for t in filter table log value_index api; do
         -artifact_prefix="$LOG/" "$LOG/corpus-$t" "fuzz/corpus/$t" &
 done
 wait
+if [ "$redis_fuzz" = 1 ]; then
+    echo "== the Redis module for ${FUZZ_SECONDS}s"
+    if failed redis_fuzz; then tail -n 60 "$LOG/redis_fuzz.out"; echo "run.sh: the Redis module fuzz failed" >&2; exit 1; fi
+    grep "^reliability:" "$LOG/redis_fuzz.out"
+fi
 for t in filter table log value_index api; do
     echo "== fuzz_$t for ${FUZZ_SECONDS}s"
     if failed "fuzz_$t"; then tail -n 40 "$LOG/fuzz_$t.out"; echo "run.sh: fuzz_$t found a failure" >&2; exit 1; fi
@@ -78,4 +95,7 @@ echo "  corruptions tried / detected:  $(sum corruptions_tried) / $(sum corrupti
 for t in filter table log value_index api; do
     printf "  fuzz executions %-13s  %s\n" "$t:" "$(sum "fuzz_runs_$t")"
 done
+if [ "$redis_fuzz" = 1 ]; then
+    echo "  Redis module:                  $(sum redis_fuzz_commands) commands, $(sum redis_fuzz_payloads) forged RESTORE payloads"
+fi
 echo "  lost acknowledged writes: 0, wrong values: 0, sanitizer reports: 0"

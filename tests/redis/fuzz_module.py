@@ -30,34 +30,13 @@ import time
 
 import redis
 
+from redis_forms import dump_payload, keyslot
+
 HOSTILE = ["0", "-1", "1", "7", "255", "256", "65535", "65536", "4294967296", "9223372036854775807",
            "-9223372036854775808", "18446744073709551616", "0.5", "1e-300", "1e308", "nan", "inf", "-0.0", "0x10",
            " 1", "01", "", "*", "[", "\\", "CAPACITY", "ERROR", "EXPANSION", "NONSCALING", "ITEMS", "NOCREATE",
            "BUCKETSIZE", "MAXITERATIONS", "COUNT", "MATCH", "LIMIT", "x" * 70000, b"\x00\xff\x80", b"\xc0" * 40]
 FILTER_TYPES = ["ribbon", "fuse8", "fuse16", "xor8", "blocked", "bloom", "cuckoo8", "cuckoo12", "cuckoo16", "counting"]
-
-
-def crc64(data):
-    """Redis's CRC-64 (Jones polynomial, reflected), which ends a DUMP payload."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
-    return crc
-
-
-def key_slot(key):
-    key = key.encode() if isinstance(key, str) else key
-    s = key.find(b"{")
-    if s >= 0 and key.find(b"}", s + 2) > s:
-        key = key[s + 1:key.find(b"}", s + 2)]
-    crc = 0
-    for b in key:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc % 16384
 
 
 class Fuzz:
@@ -169,7 +148,7 @@ class Fuzz:
             else:
                 other = sources[self.rnd.choice(list(sources))][:-8]
                 body = body[:at] + other[self.rnd.randrange(1, max(2, len(other) - 2)):]
-        return bytes(body) + crc64(bytes(body)).to_bytes(8, "little")
+        return dump_payload(bytes(body))
 
 
 def main():
@@ -221,8 +200,8 @@ def main():
             r.execute_command("BKV.SET", "row%d" % i, rows["row%d" % i])
         slot_keys = sorted(k.decode() for k in r.keys("bkv:slot:*"))[:20]
         sources = {k: r.dump(k) for k in ["bf", "cf"] + ["st-" + t for t in FILTER_TYPES] + slot_keys}
-        restored = {key_slot(k) for k in slot_keys}
-        kept = {k: v for k, v in rows.items() if key_slot(k) not in restored}
+        restored = {keyslot(k) for k in slot_keys}
+        kept = {k: v for k, v in rows.items() if keyslot(k) not in restored}
         end = time.time() + seconds / 2
         while time.time() < end:
             source = rnd.choice(list(sources))

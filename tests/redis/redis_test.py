@@ -22,6 +22,8 @@ import time
 
 import redis
 
+from redis_forms import dump_payload, keyslot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = os.path.abspath(sys.argv[1])
 TOOL = next((a for a in sys.argv[2:] if os.path.sep in a), None)  # the bloomkv tool, when built
@@ -123,21 +125,6 @@ def stop_all():
             s.kill(signal.SIGKILL)
         except Exception:
             pass
-
-
-def crc64(data):
-    """Redis's CRC-64 (Jones polynomial, reflected), which ends a DUMP payload."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
-    return crc
-
-
-def dump_payload(body):
-    """A RESTORE payload of body (type, value, RDB version) with its checksum."""
-    return body + crc64(body).to_bytes(8, "little")
 
 
 def expect_error(fn, fragment, what):
@@ -845,26 +832,6 @@ def aof_node():
     expect_error(lambda: r.execute_command("BKV.FILTER.LOADBLOB", "f5", bytes(forged)), "checksum", "a damaged bit")
     check(r.exists("f1", "f2", "f3", "f4", "f5") == 0, "no forged filter was stored")
     s.kill(signal.SIGTERM)
-
-
-def crc16(data):
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
-def keyslot(key):
-    k = key.encode() if isinstance(key, str) else key
-    a = k.find(b"{")
-    if a >= 0:
-        b = k.find(b"}", a + 1)
-        if b > a + 1:
-            k = k[a + 1:b]
-    return crc16(k) & 16383
 
 
 # -------------------------------------------------------------------- cluster

@@ -6,7 +6,8 @@
 Half the time goes to commands: every BF.*, CF.* and BKV.* command the
 module registers, mostly well formed (small capacities, so filters grow
 and fill) with one argument in three replaced by a hostile token, the rest
-random words and numbers; now and then a DEBUG RELOAD or an AOF rewrite and
+random words and numbers, and LOADCHUNK given chunks that SCANDUMP
+answered, some with a bit changed; now and then a DEBUG RELOAD or an AOF rewrite and
 DEBUG LOADAOF, after which DEBUG DIGEST must be what it was. The other half
 goes to RESTORE payloads of every module type, cut, spliced or with bytes
 changed, their checksum made good so the module's loaders see them: each is
@@ -46,6 +47,7 @@ class Fuzz:
         # any command may take (a wrong type, a long name, a hash tag).
         self.family = {p: ["%s%d" % (p, i) for i in range(3)] for p in ("bf", "cf", "bkv.filter")}
         self.keys = ["k0", "{a}x", "k" * 300]
+        self.chunks = []  # (command, iterator, data) that a SCANDUMP answered
 
     def key_for(self, cmd):
         own = self.family.get(cmd.lower().rsplit(".", 1)[0])
@@ -106,14 +108,23 @@ class Fuzz:
             self.r.delete(key)  # filter keys come and go
             return
         args = self.well_formed(cmd, key) if self.rnd.random() < 0.7 else None
+        if cmd.upper().endswith(".LOADCHUNK") and self.chunks and self.rnd.random() < 0.7:
+            # A chunk another filter dumped, whole or with a byte changed.
+            kind, it, data = self.rnd.choice(self.chunks)
+            if data and self.rnd.random() < 0.5:
+                i = self.rnd.randrange(len(data))
+                data = data[:i] + bytes([data[i] ^ (1 << self.rnd.randrange(8))]) + data[i + 1:]
+            args = [kind.replace("SCANDUMP", "LOADCHUNK"), key, it, data]
         if args is None:
             args = [cmd, key] + [self.rnd.choice(HOSTILE) for _ in range(self.rnd.choice([0, 1, 2, 3, 5, 8]))]
         elif self.rnd.random() < 0.3 and len(args) > 1:
             args[self.rnd.randrange(1, len(args))] = self.rnd.choice(HOSTILE)
         try:
-            self.r.execute_command(*args)
+            reply = self.r.execute_command(*args)
         except redis.exceptions.ResponseError:
-            pass
+            return
+        if args[0].upper().endswith("SCANDUMP") and isinstance(reply, list) and len(reply) == 2 and reply[0]:
+            self.chunks = (self.chunks + [(args[0].upper(), reply[0], reply[1])])[-40:]
 
     def reload_keeps_data(self):
         r = self.r

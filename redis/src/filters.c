@@ -4,9 +4,10 @@
  * stack of cuckoo filters, both in RedisBloom's layouts (classic_bloom.h,
  * classic_cuckoo.h; each stack grows by a sub-filter when the newest is
  * full), and BKV.FILTER.* on one filter of any of the library's types
- * (Ribbon, binary fuse and xor above all) built once over a given set. BF and CF stacks made before the module took
- * RedisBloom's layouts keep the filter library's blocked Bloom and cuckoo
- * filters they were made with (LAYOUT_LIBRARY), and work as they did.
+ * (Ribbon, binary fuse and xor above all) built once over a given set. BF
+ * and CF stacks made before the module took RedisBloom's layouts keep the
+ * filter library's blocked Bloom and cuckoo filters they were made with
+ * (LAYOUT_LIBRARY), and work as they did.
  *
  * Each item is hashed once per command and that hash probes every
  * sub-filter. A value is stored, replicated and moved as one blob: a

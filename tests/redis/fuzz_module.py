@@ -15,10 +15,11 @@ taken or refused, and the rows of every slot no payload was restored over
 must stay as written.
 
 Fails (exit 1) when the server stops answering or its log shows a crash or
-a sanitizer report. For a sanitized module, set LD_PRELOAD to the
-sanitizer's runtime (redis-server itself is not instrumented); a forged
-length makes Redis's own loader ask for huge allocations, so run with
-ASAN_OPTIONS=allocator_may_return_null=1. Prints
+a sanitizer report. For a sanitized module, BKV_REDIS_PRELOAD names the
+sanitizer's runtime, preloaded into the server (redis-server itself is not
+instrumented), as for redis_test; a forged length makes Redis's own loader
+ask for huge allocations, so run with ASAN_OPTIONS=allocator_may_return_null=1.
+Prints
 "reliability: redis_fuzz_commands=N" and "redis_fuzz_payloads=N"."""
 import os
 import random
@@ -170,11 +171,14 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = os.path.join(work, "server.log")
+    env = dict(os.environ)
+    if os.environ.get("BKV_REDIS_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["BKV_REDIS_PRELOAD"]
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", work,
                                "--save", "", "--appendonly", "yes", "--logfile", log,
                                "--enable-debug-command", "local", "--loadmodule", module, "dir",
                                os.path.join(work, "bkv")], stdout=subprocess.DEVNULL,
-                              stderr=open(os.path.join(work, "stderr"), "w"))  # sanitizer reports
+                              stderr=open(os.path.join(work, "stderr"), "w"), env=env)  # sanitizer reports
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=120)
     rnd = random.Random(seed)
     commands = payloads = 0

@@ -59,7 +59,8 @@ if cmake --build "$BUILD" --target bloomkv_redis >/dev/null 2>&1 && [ -f "$BUILD
     command -v redis-server >/dev/null && /usr/bin/python3 -c "import redis" 2>/dev/null; then
     redis_fuzz=1
     throttle
-    LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so) \
+    compiler=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+    BKV_REDIS_PRELOAD=$("$compiler" -print-file-name=libasan.so) \
         ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 \
         run_job redis_fuzz /usr/bin/python3 tests/redis/fuzz_module.py "$BUILD/bloomkv_redis.so" "$FUZZ_SECONDS" &
 fi

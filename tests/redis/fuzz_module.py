@@ -110,7 +110,7 @@ class Fuzz:
             return
         args = self.well_formed(cmd, key) if self.rnd.random() < 0.7 else None
         if cmd.upper().endswith(".LOADCHUNK") and self.chunks and self.rnd.random() < 0.7:
-            # A chunk another filter dumped, whole or with a byte changed.
+            # A chunk another filter dumped, whole or with a bit changed.
             kind, it, data = self.rnd.choice(self.chunks)
             if data and self.rnd.random() < 0.5:
                 i = self.rnd.randrange(len(data))
@@ -129,7 +129,8 @@ class Fuzz:
 
     def reload_keeps_data(self, aof):
         """DEBUG RELOAD (an RDB saved and loaded in the server), or DEBUG
-        LOADAOF (every command since the start replayed). Neither forks: GCC
+        LOADAOF (every command since the start replayed; the server never
+        rewrites its AOF on its own here). Neither forks: GCC
         12's ASan does not guard fork against another thread inside its
         allocator (LLVM added that in 16), so a child forked while a
         compaction allocates can hang there, outside the module's code."""
@@ -173,7 +174,8 @@ def main():
     if os.environ.get("BKV_REDIS_PRELOAD"):
         env["LD_PRELOAD"] = os.environ["BKV_REDIS_PRELOAD"]
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", work,
-                               "--save", "", "--appendonly", "yes", "--logfile", log,
+                               "--save", "", "--appendonly", "yes", "--auto-aof-rewrite-percentage", "0",
+                               "--logfile", log,
                                "--enable-debug-command", "local", "--loadmodule", module, "dir",
                                os.path.join(work, "bkv")], stdout=subprocess.DEVNULL,
                               stderr=open(os.path.join(work, "stderr"), "w"), env=env)  # sanitizer reports

@@ -552,18 +552,17 @@ static fstack *decode_blob(const char *b, size_t len, char *why, size_t wl) {
         filter_bytes += bkv_filter_memory(f);
         push_sub(s, sf); /* room: nsubs was checked against MAX_SUBS */
         off += 24 + fl;
+        /* A static key holds whatever filter bkv_filter_open accepted:
+         * BKV.FILTER.BUILD makes one of any type, the ones that take adds
+         * too (blocked, bloom, counting). A BF's or CF's sub-filter is its
+         * kind's type, with counts in bounds. */
         bkv_filter_info fi;
         bkv_filter_get_info(f, &fi);
-        /* BKV.FILTER.BUILD makes a filter of any type from its items, the
-         * ones that take adds too (blocked, bloom, counting): a static key
-         * holds whatever filter bkv_filter_open accepted. */
-        int type_ok = s->kind == KIND_BF ? fi.type == BKV_FILTER_BLOCKED_BLOOM
-                      : s->kind == KIND_CF ? fi.type == CF_TYPE
-                                            : 1;
-        if (!type_ok || (s->kind != KIND_STATIC && (sf.capacity == 0 || sf.capacity > MAX_CAPACITY ||
-                                                     sf.count > 4 * MAX_CAPACITY))) {
+        if (s->kind != KIND_STATIC &&
+            (fi.type != (s->kind == KIND_BF ? BKV_FILTER_BLOCKED_BLOOM : CF_TYPE) || sf.capacity == 0 ||
+             sf.capacity > MAX_CAPACITY || sf.count > 4 * MAX_CAPACITY)) {
             snprintf(why, wl, "sub-filter %llu: its type or counts do not fit a %s filter", (unsigned long long)i,
-                     s->kind == KIND_BF ? "BF" : s->kind == KIND_CF ? "CF" : "static");
+                     s->kind == KIND_BF ? "BF" : "CF");
             fstack_free(s);
             return NULL;
         }

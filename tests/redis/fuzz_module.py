@@ -32,13 +32,12 @@ import time
 
 import redis
 
-from redis_forms import dump_payload, keyslot
+from redis_forms import BUILD_TYPES, dump_payload, keyslot
 
 HOSTILE = ["0", "-1", "1", "7", "255", "256", "65535", "65536", "4294967296", "9223372036854775807",
            "-9223372036854775808", "18446744073709551616", "0.5", "1e-300", "1e308", "nan", "inf", "-0.0", "0x10",
            " 1", "01", "", "*", "[", "\\", "CAPACITY", "ERROR", "EXPANSION", "NONSCALING", "ITEMS", "NOCREATE",
            "BUCKETSIZE", "MAXITERATIONS", "COUNT", "MATCH", "LIMIT", "x" * 70000, b"\x00\xff\x80", b"\xc0" * 40]
-FILTER_TYPES = ["ribbon", "fuse8", "fuse16", "xor8", "blocked", "bloom", "cuckoo8", "cuckoo12", "cuckoo16", "counting"]
 
 
 class Fuzz:
@@ -88,7 +87,7 @@ class Fuzz:
         if c in ("BF.MADD", "BF.MEXISTS", "CF.MEXISTS", "BKV.FILTER.MEXISTS"):
             return [c, key] + self.items()
         if c == "BKV.FILTER.BUILD":
-            return [c, key, self.rnd.choice(FILTER_TYPES), self.rate()] + self.items()
+            return [c, key, self.rnd.choice(BUILD_TYPES), self.rate()] + self.items()
         if c in ("BF.SCANDUMP", "CF.SCANDUMP"):
             return [c, key, self.rnd.choice(["0", "1", self.small()])]
         if c == "BKV.SET":
@@ -207,14 +206,14 @@ def main():
         r.execute_command("BF.MADD", "bf", *["i%d" % i for i in range(500)])
         r.execute_command("CF.RESERVE", "cf", 100, "EXPANSION", 1)
         r.execute_command("CF.INSERT", "cf", "ITEMS", *["i%d" % i for i in range(300)])
-        for t in FILTER_TYPES:
+        for t in BUILD_TYPES:
             r.execute_command("BKV.FILTER.BUILD", "st-" + t, t, 0.01, *["i%d" % i for i in range(200)])
         rows = {}
         for i in range(3000):
             rows["row%d" % i] = "val%d" % rnd.randrange(100)
             r.execute_command("BKV.SET", "row%d" % i, rows["row%d" % i])
         slot_keys = sorted(k.decode() for k in r.keys("bkv:slot:*"))[:20]
-        sources = {k: r.dump(k) for k in ["bf", "cf"] + ["st-" + t for t in FILTER_TYPES] + slot_keys}
+        sources = {k: r.dump(k) for k in ["bf", "cf"] + ["st-" + t for t in BUILD_TYPES] + slot_keys}
         restored = {keyslot(k) for k in slot_keys}
         kept = {k: v for k, v in rows.items() if keyslot(k) not in restored}
         end = time.time() + seconds / 2
@@ -252,7 +251,7 @@ def main():
     for sign in ("=== REDIS BUG REPORT", "ERROR: AddressSanitizer", "runtime error:"):
         if sign in text:
             failure = failure or "the server log shows %r" % sign
-            print(text[text.index(sign) - 2000 if text.index(sign) > 2000 else 0:][:6000])
+            print(text[max(0, text.index(sign) - 2000):][:6000])
     print("reliability: redis_fuzz_commands=%d" % commands)
     print("reliability: redis_fuzz_payloads=%d" % payloads)
     if failure:

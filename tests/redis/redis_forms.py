@@ -1,5 +1,10 @@
-"""Redis's own forms that the Redis tests need: a key's cluster hash slot
-and the checksum that ends a DUMP payload."""
+"""What the Redis tests share: Redis's own forms (a key's cluster hash slot,
+the checksum that ends a DUMP payload) and the filter types the module's
+BKV.FILTER.BUILD takes."""
+
+# Every type BKV.FILTER.BUILD takes (its error message lists them).
+BUILD_TYPES = ["ribbon", "fuse8", "fuse16", "xor8", "blocked", "bloom", "cuckoo8", "cuckoo12", "cuckoo16",
+               "counting"]
 
 
 def crc16(data):
@@ -37,3 +42,9 @@ def crc64(data):
 def dump_payload(body):
     """A RESTORE payload of body (type, value, RDB version) with its checksum."""
     return body + crc64(body).to_bytes(8, "little")
+
+
+def cut_payload(payload, n):
+    """A DUMP payload's first n bytes, then its RDB version and a checksum
+    that holds: a value that ends short, which only the loader can see."""
+    return dump_payload(payload[:n] + payload[-10:-8])

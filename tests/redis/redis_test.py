@@ -22,7 +22,7 @@ import time
 
 import redis
 
-from redis_forms import dump_payload, keyslot
+from redis_forms import BUILD_TYPES, cut_payload, keyslot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = os.path.abspath(sys.argv[1])
@@ -31,11 +31,6 @@ PARTS = [a for a in sys.argv[2:] if a in ("single", "cluster")] or ["single", "c
 ROOT = tempfile.mkdtemp(prefix="bkv-redis-")
 SERVERS = []
 CHECKS = 0
-
-
-# Every type BKV.FILTER.BUILD takes (its error message lists them).
-STATIC_BUILD_TYPES = ["ribbon", "fuse8", "fuse16", "xor8", "blocked", "bloom", "cuckoo8", "cuckoo12", "cuckoo16",
-                      "counting"]
 
 
 def check(cond, what):
@@ -664,18 +659,18 @@ def single_node():
 
     # BKV.FILTER.BUILD takes every type, those that also take adds among
     # them; each must come back from an RDB as it was built.
-    for t in STATIC_BUILD_TYPES:
+    for t in BUILD_TYPES:
         r.execute_command("BKV.FILTER.BUILD", "st-" + t, t, 0.01, *items[:300])
     r.execute_command("DEBUG", "RELOAD")
-    for t in STATIC_BUILD_TYPES:
+    for t in BUILD_TYPES:
         check(all(r.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *items[:300])), "%s filter after DEBUG RELOAD" % t)
 
     # DUMP/RESTORE: filters and a slot's rows travel through Redis's own form.
     s2 = Server("single2")
     r2 = s2.client()
-    for key in ["bf", "cfgrow", "rib"] + ["st-" + t for t in STATIC_BUILD_TYPES]:
+    for key in ["bf", "cfgrow", "rib"] + ["st-" + t for t in BUILD_TYPES]:
         r2.restore(key, 0, r.dump(key))
-    for t in STATIC_BUILD_TYPES:
+    for t in BUILD_TYPES:
         check(all(r2.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *items[:300])), "%s filter after RESTORE" % t)
     check(all(r2.execute_command("BF.MEXISTS", "bf", *items[:1000])), "BF after RESTORE")
     check(all(r2.execute_command("CF.MEXISTS", "cfgrow", *["c%d" % i for i in range(2000)])), "CF after RESTORE")
@@ -721,13 +716,13 @@ def single_node():
     # rows). Each is refused and changes no row.
     good = r.dump(k0)
     for cut in (2, 9, len(good) // 2, len(good) - 12):
-        expect_error(lambda: r2.restore(k0, 0, dump_payload(good[:cut] + good[-10:-8]), replace=True), "bad data format",
+        expect_error(lambda: r2.restore(k0, 0, cut_payload(good, cut), replace=True), "bad data format",
                      "a slot payload cut at byte %d" % cut)
     other = slotkey[1]
     expect_error(lambda: r2.restore(other, 0, good, replace=True), "bad data format", "a slot's rows under another slot's key")
     for key in ["bf", "cfgrow", "rib"]:
         whole = r.dump(key)
-        expect_error(lambda: r2.restore(key + "-cut", 0, dump_payload(whole[:len(whole) // 2] + whole[-10:-8])),
+        expect_error(lambda: r2.restore(key + "-cut", 0, cut_payload(whole, len(whole) // 2)),
                      "bad data format", "%s payload cut short" % key)
     check(r2.ping() and not r2.exists("bf-cut", "cfgrow-cut", "rib-cut"), "the server up, no cut filter stored")
     other_slot = keyslot(bytes(other).split(b"{")[1].rstrip(b"}"))
@@ -782,7 +777,7 @@ def aof_node():
         r.execute_command("BKV.SET", "a%d" % i, "v%d" % i)
     r.execute_command("BF.MADD", "abf", *["i%d" % i for i in range(300)])
     r.execute_command("CF.ADD", "acf", "x")
-    for t in STATIC_BUILD_TYPES:
+    for t in BUILD_TYPES:
         r.execute_command("BKV.FILTER.BUILD", "st-" + t, t, 0.01, *["s%d" % i for i in range(200)])
     # A CF made before the module took RedisBloom's layout: its blob keeps the library's form.
     r.restore("oldcf", 0, bytes.fromhex(open(os.path.join(HERE, "data", "cf-cuckoo12.dump.hex")).read().strip()))
@@ -800,7 +795,7 @@ def aof_node():
     check(r.execute_command("BKV.GET", "after") == b"rewrite", "a write after the rewrite, from the AOF")
     check(all(r.execute_command("BF.MEXISTS", "abf", *["i%d" % i for i in range(300)])), "BF from the AOF")
     check(r.execute_command("CF.EXISTS", "acf", "x") == 1, "CF from the AOF")
-    for t in STATIC_BUILD_TYPES:
+    for t in BUILD_TYPES:
         check(all(r.execute_command("BKV.FILTER.MEXISTS", "st-" + t, *["s%d" % i for i in range(200)])),
               "%s filter from the AOF" % t)
     # The blob an AOF holds, forged: LOADBLOB refuses counts that do not

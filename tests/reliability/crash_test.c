@@ -220,9 +220,9 @@ static void crash_loop(int style, const char *name, int writers, int rounds, uin
          * or the child finishes them and is never killed. Each of several
          * writers owns only its share of the ops past its index, so every
          * writer needs 20,000 indices left, not merely the slowest. */
-        int used = -1;
-        for (int t = 0; t < writers; t++) used = acked[t] > used ? acked[t] : used;
-        if (used >= MAX_OPS - 20000) {
+        int furthest = -1;
+        for (int t = 0; t < writers; t++) furthest = acked[t] > furthest ? acked[t] : furthest;
+        if (furthest >= MAX_OPS - 20000) {
             test_remove_dir(path);
             make_ops(++seed);
             for (int t = 0; t < writers; t++) acked[t] = -1;

@@ -25,6 +25,7 @@ typedef struct posix_wfile {
     int mapped_log;      /* appends go to chunk (below), not to buf */
     uint8_t *chunk;      /* the mapped chunk being filled, or NULL (none yet, or unmapped by a sync) */
     size_t chunk_used;
+    size_t chunk_ready;  /* bytes of the chunk already faulted in for writing (populate_ahead) */
     uint64_t end;        /* bytes appended to a mapped log */
     uint64_t synced;     /* end at the last sync */
     uint64_t written;    /* bytes written through write() */
@@ -76,6 +77,7 @@ static int new_file(const bkv_env *env, const char *path, unsigned mode, int map
     f->mapped_log = mapped_log;
     f->chunk = NULL;
     f->chunk_used = 0;
+    f->chunk_ready = 0;
     f->end = 0;
     f->synced = 0;
     f->written = f->writeback = 0;
@@ -121,7 +123,29 @@ static int map_chunk(posix_wfile *f, bkv_err *e) {
     if (m == MAP_FAILED) return io_fail(e, "cannot map log", f->path);
     f->chunk = m;
     f->chunk_used = (size_t)(f->end - start);
+    f->chunk_ready = f->chunk_used;
     return BKV_OK;
+}
+
+/* Appends fault the chunk in ahead of them this much at a time. */
+#define LOG_POPULATE_AHEAD ((size_t)64 << 10)
+
+/* Faults the next stretch of the chunk in with one call where the appends
+ * would otherwise trap once per page: on the VMs this project runs on,
+ * those traps were half of the cost of appending to a log (perf: a tenth
+ * of a fill's CPU in page faults under the log's memcpy). The stretch is
+ * short because its pages are dirty from then on: a sync writes them back
+ * whether or not an append has reached them yet. */
+static void populate_ahead(posix_wfile *f, size_t upto) {
+    if (upto <= f->chunk_ready) return;
+    size_t end = (upto + LOG_POPULATE_AHEAD - 1) & ~(LOG_POPULATE_AHEAD - 1);
+    if (end > LOG_CHUNK) end = LOG_CHUNK;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), start = f->chunk_ready & ~(page - 1);
+#ifdef MADV_POPULATE_WRITE
+    /* Advice only: where the kernel refuses it, the appends fault as before. */
+    (void)madvise(f->chunk + start, end - start, MADV_POPULATE_WRITE);
+#endif
+    f->chunk_ready = end;
 }
 
 static int posix_append(bkv_wfile *wf, const void *data, size_t n, bkv_err *e);
@@ -134,6 +158,7 @@ static int append_mapped(posix_wfile *f, const uint8_t *d, size_t n, bkv_err *e)
             if (!f->mapped_log) return posix_append(&f->base, d, n, e);
         }
         size_t k = LOG_CHUNK - f->chunk_used < n ? LOG_CHUNK - f->chunk_used : n;
+        populate_ahead(f, f->chunk_used + k);
         memcpy(f->chunk + f->chunk_used, d, k);
         f->chunk_used += k;
         f->end += k;

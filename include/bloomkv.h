@@ -258,14 +258,15 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
      * tree that is only read then loses its upper runs. 0: only sizes
      * make compactions due. Default 1. */
     int    compact_for_reads;
-    /* 1: after each flush and compaction the background thread hands the
-     * C library's free heap memory back to the system (glibc's
-     * malloc_trim; nothing elsewhere). Tables are built and read through
-     * buffers of 100 KB to 2 MB, which glibc keeps in its heaps once it
-     * has seen one freed: at 2 M keys this halved the process's anonymous
-     * memory. The call takes about a millisecond, during which other
-     * threads' allocations may wait on the heap it is trimming. 0: the
-     * allocator is left alone. Default 1. */
+    /* 1: a background thread that flushed or compacted hands the C
+     * library's free heap memory back to the system (glibc's malloc_trim;
+     * nothing elsewhere) when it runs out of work, and at most once a
+     * second while it has more. Tables are built and read through buffers
+     * of 100 KB to 2 MB, which glibc keeps in its heaps once it has seen
+     * one freed: at 2 M keys this halved the process's anonymous memory.
+     * The call takes about a millisecond, during which other threads'
+     * allocations may wait on the heap it is trimming. 0: the allocator
+     * is left alone. Default 1. */
     int    release_free_memory;
     /* How much lower the compaction thread's CPU priority is than the
      * opening thread's, in nice steps (Linux), when max_background_jobs

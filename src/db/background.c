@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -111,19 +112,50 @@ static void flush_one(bkv_db *db) {
     pthread_cond_broadcast(&db->bg_cv);
 }
 
+/* A background thread that flushed or compacted trims once it has had no
+ * work for this long, and at most once a second while it has more. */
+#define TRIM_WHEN_IDLE_NANOS 100000000ull
+#define TRIM_INTERVAL_NANOS 1000000000ull
+
 /* Table builds and reads go through buffers of 100 KB to 2 MB; once glibc
  * has seen one of that size freed it serves them from its heaps and keeps
- * what they leave (bkv_options.release_free_memory). REQUIRES: db->mu
- * held; released during the trim. */
-static void release_free_memory(bkv_db *db) {
+ * what they leave (bkv_options.release_free_memory). A trim hands each
+ * free stretch back with its own madvise, and each of those interrupts
+ * every other core running the process to flush its TLB: trimmed after
+ * every flush and compaction, a 1 M-key fill made 1,800 such calls. The
+ * flush thread runs out of work after nearly every flush, so idle means
+ * idle for a while. *owed: it flushed or compacted since its last trim;
+ * *last: when that trim was. REQUIRES: db->mu held; released during the
+ * trim. */
+static void release_free_memory(bkv_db *db, int idle, int *owed, uint64_t *last) {
 #ifdef __GLIBC__
-    if (!db->opts.release_free_memory) return;
+    if (!db->opts.release_free_memory) *owed = 0;
+    if (!*owed) return;
+    uint64_t now = bkv_monotonic_nanos();
+    if (!idle && now - *last < TRIM_INTERVAL_NANOS) return;
+    *owed = 0;
+    *last = now;
     bkv_db_unlock(db);
     malloc_trim(0);
     bkv_db_lock(db);
 #else
-    (void)db;
+    (void)db, (void)idle, (void)last;
+    *owed = 0;
 #endif
+}
+
+/* Waits for work for at most nanos: 1 if the time ran out (work_cv is on
+ * the monotonic clock: scheduler.c). REQUIRES: db->mu held. */
+static int wait_for_work(bkv_db *db, uint64_t nanos) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + nanos;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    BKV_NOTE_OWNER(db, 0);
+    int rc = pthread_cond_timedwait(&db->sched.work_cv, &db->mu, &ts);
+    BKV_NOTE_OWNER(db, bkv_thread_token());
+    return rc == ETIMEDOUT;
 }
 
 /* Lowers the calling thread's CPU priority by delta (Linux gives each
@@ -157,6 +189,8 @@ static void *background_thread(void *arg) {
     int alone = db->opts.max_background_jobs == 1;
     int urgent = index == 0, compacts = alone || index > 0;
     if (!alone && index > 0) lower_thread_priority(db->opts.compaction_nice);
+    int trim_owed = 0;
+    uint64_t last_trim = bkv_monotonic_nanos();
     while (!bkv_sched_stopping(db)) {
         if (urgent && bkv_wal_set_pending(&db->wals)) {
             sync_retired_logs(db);
@@ -175,7 +209,8 @@ static void *background_thread(void *arg) {
         }
         if (urgent && bkv_mems_immutable(db) > 0 && !db->sched.flushing && !db->bg_error) {
             flush_one(db);
-            release_free_memory(db);
+            trim_owed = 1;
+            release_free_memory(db, 0, &trim_owed, &last_trim);
             pthread_cond_broadcast(&db->sched.work_cv); /* a compaction may now be due */
             continue;
         }
@@ -184,10 +219,17 @@ static void *background_thread(void *arg) {
             if (c) {
                 db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
-                release_free_memory(db);
+                trim_owed = 1;
+                release_free_memory(db, 0, &trim_owed, &last_trim);
                 bkv_sched_release_compaction(db);
                 continue;
             }
+        }
+        if (trim_owed && db->opts.release_free_memory) {
+            /* The loop looks for work again after the wait, and after the
+             * trim, which drops the mutex. */
+            if (wait_for_work(db, TRIM_WHEN_IDLE_NANOS)) release_free_memory(db, 1, &trim_owed, &last_trim);
+            continue;
         }
         bkv_db_wait(db, &db->sched.work_cv);
     }

@@ -4,12 +4,20 @@
  * threads themselves and the jobs they run are background.c's.
  */
 #include <string.h>
+#include <time.h>
 
 #include "db/scheduler.h"
 
 void bkv_sched_init(bkv_scheduler *s) {
     memset(s, 0, sizeof *s);
-    pthread_cond_init(&s->work_cv, NULL);
+    /* On the monotonic clock: a background thread's timed wait for work
+     * (background.c) must not stretch or end early when the wall clock is
+     * set. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->work_cv, &attr);
+    pthread_condattr_destroy(&attr);
 }
 
 void bkv_sched_free(bkv_scheduler *s) { pthread_cond_destroy(&s->work_cv); }

@@ -7,10 +7,25 @@
 
 #define HUGE_PAGE (2u << 20)
 
-void *bkv_alloc_pages(size_t len) {
+/* Pages from the system, faulted in by one call where the first touches
+ * would trap once per page. huge: offered as transparent huge pages first,
+ * so that they are faulted in as such. */
+static void *map_pages(size_t len, int huge) {
     void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (huge) (void)madvise(p, len, MADV_HUGEPAGE);
+#else
+    (void)huge;
+#endif
+#ifdef MADV_POPULATE_WRITE
+    /* Advice only: older kernels refuse it, and the pages fault in as used. */
+    (void)madvise(p, len ? len : 1, MADV_POPULATE_WRITE);
+#endif
+    return p;
 }
+
+void *bkv_alloc_pages(size_t len) { return map_pages(len, 0); }
 
 void bkv_free_pages(void *p, size_t len) {
     if (p) munmap(p, len ? len : 1);
@@ -55,17 +70,7 @@ void *bkv_alloc_probe_region(size_t len) {
 
 void *bkv_alloc_scratch(size_t len) {
     if (len < SCRATCH_MAP_MIN) return aligned_alloc(64, random_access_size(len));
-    void *p = bkv_alloc_pages(len);
-    if (!p) return NULL;
-#ifdef MADV_HUGEPAGE
-    if (len >= 2 * HUGE_PAGE && len <= SCRATCH_HUGE_MAX) (void)madvise(p, len, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_WRITE
-    /* One call faults the whole range in, instead of a trap per page as
-     * the build first touches it. Advice only: older kernels refuse it. */
-    (void)madvise(p, len, MADV_POPULATE_WRITE);
-#endif
-    return p;
+    return map_pages(len, len >= 2 * HUGE_PAGE && len <= SCRATCH_HUGE_MAX);
 }
 
 void bkv_free_scratch(void *p, size_t len) {

@@ -17,7 +17,8 @@ void *bkv_alloc_random_access(size_t len);
 /* Zeroed pages straight from the system (a private anonymous map), given
  * back as soon as they are freed with bkv_free_pages(p, len): for the
  * memtable's arena blocks, which malloc kept in its heaps after their
- * memtable was flushed (6-8 MB more resident memory at 2 M keys). NULL
+ * memtable was flushed (6-8 MB more resident memory at 2 M keys). They
+ * are faulted in up front, as the arena fills every block it takes. NULL
  * when out of memory. */
 void *bkv_alloc_pages(size_t len);
 void bkv_free_pages(void *p, size_t len);

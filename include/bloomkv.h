@@ -260,8 +260,8 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
     int    compact_for_reads;
     /* 1: a background thread that flushed or compacted hands the C
      * library's free heap memory back to the system (glibc's malloc_trim;
-     * nothing elsewhere) when it runs out of work, and at most once a
-     * second while it has more. Tables are built and read through buffers
+     * nothing elsewhere) once it has had no work for 100 ms, and at most
+     * once a second while it has more. Tables are built and read through buffers
      * of 100 KB to 2 MB, which glibc keeps in its heaps once it has seen
      * one freed: at 2 M keys this halved the process's anonymous memory.
      * The call takes about a millisecond, during which other threads'

@@ -136,12 +136,11 @@ static void flush_one(bkv_db *db) {
  * every other core running the process to flush its TLB: trimmed after
  * every flush and compaction, a 1 M-key fill made 1,800 such calls. The
  * flush thread runs out of work after nearly every flush, so idle means
- * idle for a while. *owed: it flushed or compacted since its last trim;
- * *last: when that trim was. REQUIRES: db->mu held; released during the
- * trim. */
+ * idle for a while. *owed: it flushed or compacted, with the option set,
+ * since its last trim; *last: when that trim was. REQUIRES: db->mu held;
+ * released during the trim. */
 static void release_free_memory(bkv_db *db, int idle, int *owed, uint64_t *last) {
 #if defined(__GLIBC__) && !defined(BKV_MALLOC_REPLACED)
-    if (!db->opts.release_free_memory) *owed = 0;
     if (!*owed) return;
     uint64_t now = bkv_monotonic_nanos();
     if (!idle && now - *last < TRIM_INTERVAL_NANOS) return;
@@ -221,7 +220,7 @@ static void *background_thread(void *arg) {
         }
         if (urgent && bkv_mems_immutable(db) > 0 && !db->sched.flushing && !db->bg_error) {
             flush_one(db);
-            trim_owed = 1;
+            trim_owed = db->opts.release_free_memory;
             release_free_memory(db, 0, &trim_owed, &last_trim);
             pthread_cond_broadcast(&db->sched.work_cv); /* a compaction may now be due */
             continue;
@@ -231,13 +230,13 @@ static void *background_thread(void *arg) {
             if (c) {
                 db->sched.compacting = 1;
                 bkv_run_compaction(db, c);
-                trim_owed = 1;
+                trim_owed = db->opts.release_free_memory;
                 release_free_memory(db, 0, &trim_owed, &last_trim);
                 bkv_sched_release_compaction(db);
                 continue;
             }
         }
-        if (trim_owed && db->opts.release_free_memory) {
+        if (trim_owed) {
             /* The loop looks for work again after the wait, and after the
              * trim, which drops the mutex. */
             if (wait_for_work(db, TRIM_WHEN_IDLE_NANOS)) release_free_memory(db, 1, &trim_owed, &last_trim);

@@ -79,7 +79,9 @@ static void flush_one(bkv_db *db) {
     bkv_db_unlock(db);
     bkv_err e = {{0}};
     bkv_file_meta *meta = NULL;
+    bkv_sched_note_working(db, 1);
     int rc = bkv_db_write_memtable(db, mem, number, budget_bits, &meta, &e);
+    bkv_sched_note_working(db, -1);
     bkv_version_edit edit;
     bkv_edit_init(&edit);
     if (!rc && meta && (rc = bkv_edit_add_file(&edit, 0, meta))) bkv_fail(&e, rc, "out of memory");

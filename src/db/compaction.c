@@ -244,7 +244,9 @@ static int merge_range(subcompaction *sub) {
 
 static void *run_subcompaction(void *arg) {
     subcompaction *sub = arg;
+    bkv_sched_note_working(sub->db, 1);
     sub->rc = merge_range(sub);
+    bkv_sched_note_working(sub->db, -1);
     return NULL;
 }
 

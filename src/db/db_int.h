@@ -99,7 +99,7 @@ typedef struct bkv_view_stripe {
 typedef struct bkv_write_queue {
     bkv_writer *head, *tail;       /* writers waiting, the leader first */
     atomic_int queued;             /* in that queue (changed under mu, read without it) */
-    int cpus;                      /* processors online at open: whether a waiting writer may yield */
+    int cpus;                      /* processors the database may use, seen at open (db_write.c) */
     atomic_uint_fast64_t contended_until; /* groups pass the lead early up to this sequence */
     bkv_buf group;                 /* the leader's group batch */
     /* Groups past the WAL whose inserts run while the next group writes
@@ -174,6 +174,7 @@ typedef struct bkv_scheduler {
     atomic_int shutting_down;      /* set under mu; compactions poll it without */
     int flushing;                  /* under mu: a flush is in progress */
     int compacting;                /* under mu: a compaction (or an ingest placing tables) is in progress */
+    atomic_int working;            /* background threads at a flush or compaction, helpers included */
 } bkv_scheduler;
 
 struct bkv_db {

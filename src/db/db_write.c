@@ -12,7 +12,9 @@
  * in the WAL, the leader passes the lead on, so the next group's WAL
  * write overlaps this group's inserts, and the group's followers insert
  * their own batches beside the leader (the memtable takes concurrent
- * adds; hand_out_inserts says which). Groups are published in sequence
+ * adds; hand_out_inserts says which). When the background leaves the
+ * writers one processor, the leader inserts its group alone before
+ * passing the lead (writer_cpus). Groups are published in sequence
  * order: readers see a group once it and every group before it are in
  * the memtable (visible_sequence), so a batch is never seen in part. A
  * memtable switch, and a caller holding writes, first wait for the
@@ -29,6 +31,7 @@
  * reach the limit, and stop until a flush finishes when the active one is
  * full too, so memory stays bounded.
  */
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,10 +182,19 @@ static int insert_batch(bkv_memtable *mem, const bkv_buf *rep, uint64_t seq, int
     return bkv_batch_iterate(rep->data, rep->len, insert_entry, &bi, "write batch", 0, e);
 }
 
-/* Whether a waiting writer may yield (util/event.h): while the writers
- * queued are no more than the processors. */
-static int may_yield(const bkv_db *db) {
-    return atomic_load_explicit(&db->wq.queued, memory_order_relaxed) <= db->wq.cpus;
+/* How many processors flushes and compactions leave the writers. With
+ * one (a compaction running on 2), writers can only take turns. */
+static int writer_cpus(const bkv_db *db) { return db->wq.cpus - bkv_sched_working(db); }
+
+/* Whether the writers queued can run side by side: they are no more than
+ * the processors, and more than one processor is left them. While they
+ * can, a waiting writer may yield (util/event.h) and the writers of a
+ * group insert side by side. Past that, a writer spinning or yielding
+ * takes the processor from another writer or from the background work
+ * the writes wait for, so writers sleep and a leader inserts for them. */
+static int writers_fit(const bkv_db *db) {
+    int queued = atomic_load_explicit(&db->wq.queued, memory_order_relaxed);
+    return queued <= 1 || (queued <= db->wq.cpus && writer_cpus(db) > 1);
 }
 
 /* Waits until w is signalled (signal_writer), without the mutex.
@@ -192,7 +204,7 @@ static void await_signal(bkv_db *db, bkv_writer *w) {
         bkv_event_wait(&w->ev, 0); /* consumes it, at once */
         return;
     }
-    int yield = may_yield(db);
+    int yield = writers_fit(db);
     bkv_db_unlock(db);
     bkv_event_wait(&w->ev, yield);
     bkv_db_lock(db);
@@ -214,7 +226,7 @@ static int join_queue(bkv_db *db, bkv_writer *w, const bkv_buf *rep, int sync) {
     else db->wq.head = w;
     db->wq.tail = w;
     if (db->wq.head == w) return 1;
-    int yield = may_yield(db);
+    int yield = writers_fit(db);
     bkv_db_unlock(db);
     bkv_event_wait(&w->ev, yield);
     if (w->insert || w->done) return 0;
@@ -326,22 +338,28 @@ static void publish_inserted(bkv_db *db, const bkv_writer *self) {
     }
 }
 
-/* Enters the group w..last in the publishing order, tells followers to
- * insert their own batches, and passes the lead on. While the writers are
- * no more than the processors, every follower inserts its own batch, even
- * one asleep (they wake one another: plan_wakes): an insert into a large
- * memtable costs a few cache misses per level, more than a wake-up on an
- * idle processor, and a leader that inserted its sleeping followers'
- * batches made a group's inserts serial (16 writers on 16 processors
- * wrote no faster than one). With more writers than processors a woken
- * writer only takes a processor from another: the leader inserts the
- * batches of those asleep. REQUIRES: db->mu held, by the leader w. */
-static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem) {
+/* Enters the group led by w in the publishing order. REQUIRES: db->mu
+ * held, by w. */
+static void enter_publishing(bkv_db *db, bkv_writer *w) {
     if (db->wq.inserting_tail) db->wq.inserting_tail->next_inserting = w;
     else db->wq.inserting_head = w;
     db->wq.inserting_tail = w;
     atomic_fetch_add_explicit(&db->wq.groups_inserting, 1, memory_order_relaxed);
-    int every = may_yield(db), handed = 0;
+}
+
+/* Enters the group w..last in the publishing order, tells followers to
+ * insert their own batches, and passes the lead on. While the writers can
+ * run side by side, every follower inserts its own batch, even one asleep
+ * (they wake one another: plan_wakes): an insert into a large memtable
+ * costs a few cache misses per level, more than a wake-up on an idle
+ * processor, and a leader that inserted its sleeping followers' batches
+ * made a group's inserts serial (16 writers on 16 processors wrote no
+ * faster than one). Past that a woken writer only takes a processor from
+ * another: the leader inserts the batches of those asleep.
+ * REQUIRES: db->mu held, by the leader w. */
+static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem) {
+    enter_publishing(db, w);
+    int every = writers_fit(db), handed = 0;
     for (bkv_writer *x = w; x != last;) {
         x = x->next;
         if (!every && bkv_event_sleeping(&x->ev)) continue;
@@ -367,11 +385,11 @@ static void hand_out_inserts(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_me
 
 /* Inserts the group w..last, already in the WAL as sequences first..
  * last_seq, into mem and publishes it. The lead passes to the next group
- * first, so its WAL write overlaps these inserts; followers still
- * spinning insert their own batches beside the leader's (the memtable
- * takes concurrent adds), and the leader inserts those of followers
- * asleep, as waking one costs more than its insert. REQUIRES: db->mu not
- * held; held on return. */
+ * first (unless the writers have one processor: writer_cpus), so its WAL
+ * write overlaps these inserts; followers still spinning insert their own
+ * batches beside the leader's (the memtable takes concurrent adds), and
+ * the leader inserts those of followers asleep, as waking one costs more
+ * than its insert. REQUIRES: db->mu not held; held on return. */
 static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtable *mem, uint64_t first,
                         uint64_t last_seq, bkv_err *e) {
     w->last_seq = last_seq;
@@ -393,11 +411,17 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
      * other insert can start before it passes the lead (an earlier group
      * still inserting entered the publishing order before it passed the
      * lead here, so groups_inserting shows it). A writer arriving
-     * meanwhile waits for this insert. */
+     * meanwhile waits for this insert.
+     * When the background leaves the writers one processor, the lead is
+     * kept through the inserts too, unless a group is still inserting:
+     * the leader inserts every batch of its group on the plain path, and
+     * the writers, which could only take turns on that processor, do not
+     * also contend for the memtable's cache lines and the mutex. */
     int queued = w != last || atomic_load_explicit(&db->wq.queued, memory_order_relaxed) > 1;
     if (queued) atomic_store_explicit(&db->wq.contended_until, last_seq + CONTENDED_SEQS, memory_order_relaxed);
-    int early = queued || atomic_load_explicit(&db->wq.groups_inserting, memory_order_acquire) > 0 ||
-                first <= atomic_load_explicit(&db->wq.contended_until, memory_order_relaxed);
+    int early = atomic_load_explicit(&db->wq.groups_inserting, memory_order_acquire) > 0 ||
+                ((queued || first <= atomic_load_explicit(&db->wq.contended_until, memory_order_relaxed)) &&
+                 writer_cpus(db) > 1);
     if (early) {
         bkv_db_lock(db);
         hand_out_inserts(db, w, last, mem);
@@ -411,7 +435,10 @@ static int insert_group(bkv_db *db, bkv_writer *w, bkv_writer *last, bkv_memtabl
     }
 
     bkv_db_lock(db);
-    if (!early) hand_out_inserts(db, w, last, mem);
+    if (!early) {
+        enter_publishing(db, w); /* the leader inserted every batch itself */
+        pass_lead(db, last);
+    }
     if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) != 1) await_signal(db, w);
     if (early) bkv_memtable_count_added(mem, last_seq - first + 1); /* concurrent adds leave it to us */
     for (bkv_writer *x = w; !rc && x != last;) {
@@ -454,7 +481,7 @@ static int write_internal(bkv_db *db, const bkv_write_options *wo, const bkv_buf
             /* Exactly one signal comes: done. Every signal must be waited
              * for, never inferred from the state it publishes, or it would
              * land on this stack frame's next use. */
-            bkv_event_wait(&w.ev, may_yield(db));
+            bkv_event_wait(&w.ev, writers_fit(db));
         }
         wake_children(&w);
         return bkv_db_error(db, w.rc, &w.err);
@@ -616,13 +643,16 @@ int bkv_flush(bkv_db *db) {
     return bkv_db_error(db, rc, &e);
 }
 
-
-
-
-
-
 void bkv_write_queue_init(bkv_write_queue *wq) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The processors the opening thread may run on (threads started later
+     * inherit its set), not those online: a server pinned to 2 of 16
+     * processors has 2. */
+    long cpus = 0;
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+#endif
+    if (cpus <= 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     wq->cpus = cpus > 0 ? (int)cpus : 1;
     bkv_buf_init(&wq->group);
 }

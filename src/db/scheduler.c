@@ -60,3 +60,9 @@ void bkv_sched_release_compaction(bkv_db *db) {
     pthread_cond_broadcast(&db->bg_cv);
     pthread_cond_broadcast(&db->sched.work_cv); /* what it placed or wrote may make a compaction due */
 }
+
+void bkv_sched_note_working(bkv_db *db, int delta) {
+    atomic_fetch_add_explicit(&db->sched.working, delta, memory_order_relaxed);
+}
+
+int bkv_sched_working(const bkv_db *db) { return atomic_load_explicit(&db->sched.working, memory_order_relaxed); }

@@ -40,4 +40,10 @@ int bkv_sched_flushing(const bkv_db *db);
 int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e);
 void bkv_sched_release_compaction(bkv_db *db);
 
+/* Counts a thread starting (delta 1) or ending (-1) a flush or a part of
+ * a compaction, and says how many are at one now: writers leave those
+ * threads their processors (db_write.c). Needs no mutex. */
+void bkv_sched_note_working(bkv_db *db, int delta);
+int bkv_sched_working(const bkv_db *db);
+
 #endif

@@ -142,14 +142,14 @@ static int merge_range(subcompaction *sub) {
         /* Not counted as blocks read: that counter is what reads cost
          * (compaction-bytes-read counts this). */
         if (is_sorted_run(c, w)) {
-            children[nchildren] = bkv_level_iter_new(db, c->inputs[w], c->ninputs[w], 0, 0, NULL);
+            children[nchildren] = bkv_level_iter_new(db, c->inputs[w], c->ninputs[w], BKV_READ_BULK, 0, NULL);
             if (!children[nchildren++]) rc = bkv_fail(e, BKV_NOMEM, "out of memory");
             continue;
         }
         for (size_t i = 0; i < c->ninputs[w] && !rc; i++) {
             rc = bkv_db_get_table(db, c->inputs[w][i], &tables[opened], e);
             if (rc) break;
-            rc = bkv_table_iter_new(bkv_cache_value(tables[opened++]), 0, NULL, &children[nchildren++]);
+            rc = bkv_table_iter_new(bkv_cache_value(tables[opened++]), BKV_READ_BULK, NULL, &children[nchildren++]);
         }
     }
     bkv_ikey_iter *it = NULL;

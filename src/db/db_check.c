@@ -184,7 +184,7 @@ static void check_table(checker *c, const char *path, uint64_t number) {
         bkv_filter_destroy(f);
     }
     bkv_ikey_iter *it;
-    if (bkv_table_iter_new(t, 0, NULL, &it)) {
+    if (bkv_table_iter_new(t, BKV_READ_BULK, NULL, &it)) {
         bkv_table_close(t);
         report(c, "%s: out of memory", path);
         return;
@@ -717,7 +717,7 @@ static int dump_table(const char *file, int flags, FILE *out) {
     else print_text(out, file, &ts);
     if (flags & BKV_DUMP_ENTRIES) {
         bkv_ikey_iter *it;
-        if (bkv_table_iter_new(t, 0, NULL, &it) == BKV_OK) {
+        if (bkv_table_iter_new(t, BKV_READ_BULK, NULL, &it) == BKV_OK) {
             for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) {
                 size_t kl, vl;
                 const uint8_t *k = bkv_ikey_iter_key(it, &kl), *v = bkv_ikey_iter_value(it, &vl);

@@ -252,7 +252,7 @@ static int inspect(const bkv_db *db, ingest_file *f, bkv_err *e) {
     if (st.filter_corrupt) rc = bkv_fail(e, BKV_CORRUPTION, "%s: its key filter block is damaged", f->src);
     if (!rc) rc = inspect_value_filters(db, t, f->src, e);
     bkv_ikey_iter *it = NULL;
-    if (!rc && bkv_table_iter_new(t, 0, NULL, &it)) rc = bkv_fail(e, BKV_NOMEM, "out of memory ingesting %s", f->src);
+    if (!rc && bkv_table_iter_new(t, BKV_READ_BULK, NULL, &it)) rc = bkv_fail(e, BKV_NOMEM, "out of memory ingesting %s", f->src);
     if (!rc) {
         for (bkv_ikey_iter_first(it); !rc && bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) {
             size_t kl;

@@ -83,6 +83,47 @@ int bkv_block_verify(const uint8_t *stored, bkv_handle h, const char *name, bkv_
 
 static void *plain_alloc(size_t n) { return malloc(n ? n : 1); }
 
+/* Verifies the stored block at stored and, when it is compressed,
+ * decompresses it into *raw from alloc (freed with free()); *raw stays
+ * NULL for a block stored plain, whose contents are stored itself. */
+static int unpack_block(const uint8_t *stored, bkv_handle h, const char *name, uint8_t **raw, size_t *len,
+                        bkv_err *e, void *(*alloc)(size_t)) {
+    *raw = NULL;
+    uint8_t type = stored[h.size];
+    int rc = bkv_block_verify(stored, h, name, e);
+    if (rc) return rc;
+    if (type == BKV_COMPRESS_NONE) {
+        *len = (size_t)h.size;
+        return BKV_OK;
+    }
+    uint64_t raw_len;
+    const uint8_t *p = bkv_get_varint64(stored, stored + h.size, &raw_len);
+    uint8_t *out = NULL;
+    int ok = 0;
+    if (p && raw_len <= BKV_MAX_BLOCK_SIZE && (out = alloc((size_t)raw_len))) {
+        size_t clen = (size_t)(stored + h.size - p);
+        if (type == BKV_COMPRESS_LZ4) {
+            int r = LZ4_decompress_safe((const char *)p, (char *)out, (int)clen, (int)raw_len);
+            ok = r >= 0 && (uint64_t)r == raw_len;
+        } else if (type == BKV_COMPRESS_ZSTD) {
+            size_t r = ZSTD_decompress(out, raw_len, p, clen);
+            ok = !ZSTD_isError(r) && r == raw_len;
+        }
+    }
+    if (!ok) {
+        free(out);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: cannot decompress block at offset %llu (type %u)", name,
+                        (unsigned long long)h.offset, type);
+    }
+    *raw = out;
+    *len = (size_t)raw_len;
+    return BKV_OK;
+}
+
+int bkv_block_unpack(const uint8_t *stored, bkv_handle h, const char *name, uint8_t **raw, size_t *len, bkv_err *e) {
+    return unpack_block(stored, h, name, raw, len, e, plain_alloc);
+}
+
 /* alloc: where the block's bytes go (freed with free()). */
 static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e,
                       void *(*alloc)(size_t)) {
@@ -93,48 +134,14 @@ static int read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t *
     if (!buf) return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading a block", name);
     size_t got;
     int rc = bkv_file_read_at(file, h.offset, total, buf, &got, e);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    if (got != total) {
-        free(buf);
-        return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu truncated (%zu of %zu bytes)", name,
-                        (unsigned long long)h.offset, got, total);
-    }
-    uint8_t type = buf[h.size];
-    if ((rc = bkv_block_verify(buf, h, name, e))) {
-        free(buf);
-        return rc;
-    }
-    if (type == BKV_COMPRESS_NONE) {
-        *data = buf;
-        *len = (size_t)h.size;
-        return BKV_OK;
-    }
-    uint64_t raw_len;
-    const uint8_t *p = bkv_get_varint64(buf, buf + h.size, &raw_len);
+    if (!rc && got != total)
+        rc = bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu truncated (%zu of %zu bytes)", name,
+                      (unsigned long long)h.offset, got, total);
     uint8_t *raw = NULL;
-    int ok = 0;
-    if (p && raw_len <= BKV_MAX_BLOCK_SIZE && (raw = alloc((size_t)raw_len))) {
-        size_t clen = (size_t)(buf + h.size - p);
-        if (type == BKV_COMPRESS_LZ4) {
-            int r = LZ4_decompress_safe((const char *)p, (char *)raw, (int)clen, (int)raw_len);
-            ok = r >= 0 && (uint64_t)r == raw_len;
-        } else if (type == BKV_COMPRESS_ZSTD) {
-            size_t r = ZSTD_decompress(raw, raw_len, p, clen);
-            ok = !ZSTD_isError(r) && r == raw_len;
-        }
-    }
-    free(buf);
-    if (!ok) {
-        free(raw);
-        return bkv_fail(e, BKV_CORRUPTION, "%s: cannot decompress block at offset %llu (type %u)", name,
-                        (unsigned long long)h.offset, type);
-    }
-    *data = raw;
-    *len = (size_t)raw_len;
-    return BKV_OK;
+    if (!rc) rc = unpack_block(buf, h, name, &raw, len, e, alloc);
+    if (rc || raw) free(buf);
+    if (!rc) *data = raw ? raw : buf;
+    return rc;
 }
 
 int bkv_read_block(bkv_rfile *file, const char *name, bkv_handle h, uint8_t **data, size_t *len, bkv_err *e) {

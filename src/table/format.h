@@ -52,6 +52,12 @@ uint64_t bkv_block_checksum(const uint8_t *data, size_t len, uint8_t type);
  * h.size + BKV_BLOCK_TRAILER bytes at stored). */
 int bkv_block_verify(const uint8_t *stored, bkv_handle h, const char *name, bkv_err *e);
 
+/* Verifies a stored block already in memory (h.size + BKV_BLOCK_TRAILER
+ * bytes at stored) and decompresses it when it is compressed: then *raw is
+ * malloc'd (freed with free()) and holds its *len bytes; for a block
+ * stored plain *raw is NULL and its contents are stored[0..*len). */
+int bkv_block_unpack(const uint8_t *stored, bkv_handle h, const char *name, uint8_t **raw, size_t *len, bkv_err *e);
+
 /* Compresses raw into out (prefixed with the raw length) when that saves at
  * least an eighth; otherwise leaves out empty and returns NONE. */
 int bkv_block_compress(int type, const uint8_t *raw, size_t len, bkv_buf *out);

@@ -185,9 +185,13 @@ void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n
 /* How a read treats blocks (the read_flags of the calls below; 0 = neither). */
 enum {
     BKV_READ_FILL_CACHE = 1, /* blocks read from the file go into the block cache */
-    BKV_READ_VERIFY_ALL = 2  /* every block's checksum is verified on every read, read again from
+    BKV_READ_VERIFY_ALL = 2, /* every block's checksum is verified on every read, read again from
                                 the file on a cache hit; without it each block is verified once,
                                 when first read from the file */
+    BKV_READ_BULK = 4        /* an iterator that reads the table once, front to back (a compaction,
+                                a check, an ingest): it copies its blocks from the file in large
+                                chunks into a buffer of its own, never through the map or the block
+                                cache, and verifies every block it reads */
 };
 
 /* Where a reader that skips damage (bkv_table_iter_skip_damage) passed

@@ -987,6 +987,17 @@ int bkv_table_scan_blocks(bkv_table *t, uint32_t first, uint32_t last, int read_
     return BKV_OK;
 }
 
+/* A bulk reader's copy of the file's bytes [off, off + len). */
+typedef struct bulk_chunk {
+    uint8_t *buf;
+    size_t cap, len;
+    uint64_t off;
+} bulk_chunk;
+
+/* A system call per 64 blocks of 4 KiB, in a buffer that stays in the
+ * second-level cache while its blocks are merged. */
+#define BULK_CHUNK (256u << 10)
+
 /* Two-level iterator: the pinned index block, and one data block at a
  * time (held through the block cache or privately). */
 typedef struct table_iter {
@@ -1002,6 +1013,7 @@ typedef struct table_iter {
     bkv_err err;
     bkv_buf key;              /* an ingested table's current key, at its global sequence */
     readahead ra;
+    bulk_chunk chunk;         /* BKV_READ_BULK: the bytes read ahead */
     bkv_skip_log *skips;      /* skipping damage: where it went (NULL: damage is an error) */
 } table_iter;
 
@@ -1101,6 +1113,69 @@ static void set_error(table_iter *ti, int rc, const bkv_err *e) {
     drop_block(ti);
 }
 
+/* Loads block h for a bulk reader (BKV_READ_BULK) from its chunk, first
+ * reading the chunk from h on (up to the end of the data blocks) when h is
+ * not wholly in it. A block stored plain is read in place in the chunk,
+ * which stays as it is until the next load; a compressed one is
+ * decompressed into a copy of its own. Every block is verified, as a
+ * compaction or check reads each once. */
+static int load_bulk(table_iter *ti, bkv_handle h, bkv_err *e) {
+    bkv_table *t = ti->t;
+    bulk_chunk *c = &ti->chunk;
+    block_ref *b = &ti->cur;
+    if (!block_in_file(t, h))
+        return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu runs past the end of the file", t->name,
+                        (unsigned long long)h.offset);
+    uint64_t need = h.size + BKV_BLOCK_TRAILER;
+    if (h.offset < c->off || h.offset + need > c->off + c->len) {
+        /* The chunk's tail from h on (the start of a block that did not
+         * fit) is kept, so that each byte is read once. */
+        size_t kept = h.offset >= c->off && h.offset < c->off + c->len ? (size_t)(c->off + c->len - h.offset) : 0;
+        uint64_t data_end = ti->ra.limit > h.offset ? ti->ra.limit : h.offset;
+        uint64_t want = data_end - h.offset < BULK_CHUNK ? data_end - h.offset : BULK_CHUNK;
+        if (want < need) want = need;
+        if (kept) memmove(c->buf, c->buf + (h.offset - c->off), kept);
+        c->off = h.offset;
+        c->len = kept;
+        if (want > c->cap) {
+            uint8_t *buf = realloc(c->buf, (size_t)want);
+            if (!buf) return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading blocks", t->name);
+            c->buf = buf;
+            c->cap = (size_t)want;
+        }
+        size_t got;
+        int rc = bkv_file_read_at(t->file, h.offset + kept, (size_t)want - kept, c->buf + kept, &got, e);
+        if (rc) return rc;
+        c->len += got;
+        if (c->len < need)
+            return bkv_fail(e, BKV_CORRUPTION, "%s: block at offset %llu truncated (%zu of %llu bytes)", t->name,
+                            (unsigned long long)h.offset, c->len, (unsigned long long)need);
+    }
+    if (ti->stats) atomic_fetch_add_explicit(&ti->stats->blocks_read, 1, memory_order_relaxed);
+    const uint8_t *stored = c->buf + (h.offset - c->off);
+    uint8_t *raw;
+    size_t len;
+    int rc = bkv_block_unpack(stored, h, t->name, &raw, &len, e);
+    if (rc) return rc;
+    cached_block *cb = &b->view;
+    if (raw) {
+        if (!(cb = calloc(1, sizeof *cb))) {
+            free(raw);
+            return bkv_fail(e, BKV_NOMEM, "%s: out of memory reading blocks", t->name);
+        }
+        cb->data = raw;
+        cb->len = len;
+        b->own = cb;
+    }
+    if (bkv_block_parse(&cb->blk, raw ? raw : stored, len) < 0) {
+        release_block(t, b);
+        return bkv_fail(e, BKV_CORRUPTION, "%s: malformed data block at offset %llu", t->name,
+                        (unsigned long long)h.offset);
+    }
+    b->blk = &cb->blk;
+    return BKV_OK;
+}
+
 /* Loads the block the index iterator points at: 1 on success, 0 at the
  * end or on an error, -1 when skipping damage and the block was skipped. */
 static int load_current(table_iter *ti) {
@@ -1117,8 +1192,13 @@ static int load_current(table_iter *ti) {
     bkv_handle h;
     bkv_err e;
     int rc = decode_handle(ti->t, ti->index_it.val, ti->index_it.vlen, &h, &e);
-    if (!rc) readahead_before(ti->t, &ti->ra, h);
-    if (!rc) rc = load_block(ti->t, h, bkv_block_iter_restart_ordinal(&ti->index_it), ti->read_flags, &ti->cur, ti->stats, &e);
+    if (!rc && (ti->read_flags & BKV_READ_BULK)) {
+        rc = load_bulk(ti, h, &e);
+    } else if (!rc) {
+        readahead_before(ti->t, &ti->ra, h);
+        rc = load_block(ti->t, h, bkv_block_iter_restart_ordinal(&ti->index_it), ti->read_flags, &ti->cur, ti->stats,
+                        &e);
+    }
     if (rc && ti->skips && (rc == BKV_CORRUPTION || rc == BKV_IOERROR)) {
         skip_block(ti, &e);
         return -1;
@@ -1256,6 +1336,7 @@ static void ti_destroy(bkv_ikey_iter *b) {
     drop_block(ti);
     bkv_block_iter_free(&ti->index_it);
     bkv_buf_free(&ti->key);
+    free(ti->chunk.buf);
     free(ti);
 }
 

@@ -493,6 +493,160 @@ static void verify_all_rereads_every_block(void **state) {
 }
 
 
+/* Bulk readers (BKV_READ_BULK: compactions, checks, ingests) against the
+ * block readers they replace: with every compression, mapped or not, and
+ * with values larger than a bulk chunk, both give the same entries in
+ * order, after seeks too; the scan takes one large read per chunk, not one
+ * per block; a bulk reader verifies blocks a block reader already trusts;
+ * a failed read ends it with the error. */
+static size_t bulk_reads, bulk_read_bytes;
+static int (*posix_read_at)(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e);
+
+static int counting_read_at(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e) {
+    bulk_reads++;
+    bulk_read_bytes += n;
+    return posix_read_at(f, off, n, dst, got, e);
+}
+
+/* Entry i's value: 100 bytes, or 300 KiB for every 997th (more than a
+ * chunk, and a block of its own); random-looking, so that compressed
+ * tables are as large. */
+static size_t bulk_value(int i, uint8_t *v) {
+    size_t n = i % 997 == 5 ? 300u << 10 : 100;
+    uint32_t x = (uint32_t)i * 2654435761u + 1; /* xorshift: compresses little */
+    for (size_t j = 0; j < n; j++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[j] = (uint8_t)x;
+    }
+    return n;
+}
+
+static void build_bulk_table(const char *path, int n, int compression) {
+    bkv_wfile *f;
+    assert_int_equal(bkv_env_posix()->new_writable(bkv_env_posix(), path, 0644, &f, NULL), BKV_OK);
+    bkv_table_options o = {.block_size = 4096, .restart_interval = 16, .filter_type = BKV_FILTER_BLOCKED_BLOOM,
+                           .bits_per_key = 10, .compression = compression};
+    bkv_table_builder *b = bkv_table_builder_new(&o, f, path);
+    uint8_t *v = malloc(300u << 10);
+    assert_non_null(v);
+    for (int i = 0; i < n; i++) {
+        uint8_t ik[48];
+        make_key((char *)ik, i);
+        bkv_put_u64(ik + 11, bkv_pack_trailer(1, BKV_TYPE_VALUE));
+        assert_int_equal(bkv_table_builder_add(b, ik, 19, v, bulk_value(i, v), NULL), BKV_OK);
+    }
+    free(v);
+    assert_int_equal(bkv_table_builder_finish(b, NULL), BKV_OK);
+    bkv_table_builder_free(b);
+    assert_int_equal(bkv_file_close(f, NULL), BKV_OK);
+}
+
+/* Steps it from where it is to the end: every entry from first on, with
+ * its value. */
+static void expect_entries_from(bkv_ikey_iter *it, int first, int n) {
+    uint8_t *v = malloc(300u << 10);
+    assert_non_null(v);
+    int i = first;
+    for (; bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it), i++) {
+        char k[40];
+        make_key(k, i);
+        size_t kl, vl;
+        const uint8_t *key = bkv_ikey_iter_key(it, &kl), *val = bkv_ikey_iter_value(it, &vl);
+        assert_int_equal(kl, 19);
+        assert_memory_equal(key, k, 11);
+        assert_int_equal(vl, bulk_value(i, v));
+        assert_memory_equal(val, v, vl);
+    }
+    assert_int_equal(bkv_ikey_iter_status(it, NULL), BKV_OK);
+    assert_int_equal(i, n);
+    free(v);
+}
+
+static void bulk_readers_match_block_readers(void **state) {
+    (void)state;
+    const int comps[] = {BKV_COMPRESS_NONE, BKV_COMPRESS_LZ4, BKV_COMPRESS_ZSTD};
+    const int n = 30000;
+    bkv_fault_env *fe = bkv_fault_env_new();
+    for (int c = 0; c < 3; c++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/%06d.sst", dir, 40 + c);
+        build_bulk_table(path, n, comps[c]);
+        bkv_env counting = *bkv_env_posix();
+        posix_read_at = counting.read_at;
+        counting.read_at = counting_read_at;
+        for (int mapped = 0; mapped <= 1; mapped++) {
+            /* Unmapped: the fault env, which never maps. */
+            const bkv_env *env = mapped ? &counting : bkv_fault_env_get(fe);
+            bkv_table *t;
+            assert_int_equal(bkv_table_open(env, path, 40 + (uint64_t)c, NULL, NULL, &t, NULL), BKV_OK);
+            uint64_t data_bytes = bkv_table_properties(t)->data_bytes;
+            assert_true(data_bytes > (6u << 20)); /* many chunks */
+            for (int flags = 0; flags <= BKV_READ_BULK; flags += BKV_READ_BULK) {
+                bkv_ikey_iter *it;
+                assert_int_equal(bkv_table_iter_new(t, flags, NULL, &it), BKV_OK);
+                bulk_reads = bulk_read_bytes = 0;
+                bkv_ikey_iter_first(it);
+                expect_entries_from(it, 0, n);
+                if (mapped && flags) {
+                    /* Every byte of the data blocks once, a chunk at a time
+                     * (values over a chunk are one read each). */
+                    assert_int_equal(bulk_read_bytes, data_bytes);
+                    assert_true(bulk_reads <= data_bytes / (256u << 10) + (size_t)n / 997 * 2 + 2);
+                } else if (mapped && comps[c] == BKV_COMPRESS_NONE) {
+                    assert_true(bulk_reads == 0); /* read in place in the map */
+                }
+                /* Seeks, then on to the end. */
+                for (int at = 0; at < n; at += 7919) {
+                    uint8_t ik[48];
+                    make_key((char *)ik, at);
+                    bkv_put_u64(ik + 11, bkv_pack_trailer(BKV_MAX_SEQ, 0xff));
+                    bkv_ikey_iter_seek(it, ik, 19);
+                    expect_entries_from(it, at, n);
+                }
+                bkv_ikey_iter_destroy(it);
+            }
+            bkv_table_close(t);
+        }
+        /* Damage in a block a block reader verified before: it trusts the
+         * block, a bulk reader does not. */
+        bkv_table *t;
+        assert_int_equal(bkv_table_open(bkv_env_posix(), path, 40 + (uint64_t)c, NULL, NULL, &t, NULL), BKV_OK);
+        bkv_ikey_iter *it;
+        assert_int_equal(bkv_table_iter_new(t, 0, NULL, &it), BKV_OK);
+        bkv_ikey_iter_first(it);
+        expect_entries_from(it, 0, n);
+        assert_int_equal(test_xor_byte(path, 100, 0x08), 0); /* in the first data block */
+        if (comps[c] == BKV_COMPRESS_NONE) {
+            bkv_ikey_iter_first(it);
+            assert_int_equal(bkv_ikey_iter_status(it, NULL), BKV_OK);
+        }
+        bkv_ikey_iter_destroy(it);
+        assert_int_equal(bkv_table_iter_new(t, BKV_READ_BULK, NULL, &it), BKV_OK);
+        bkv_ikey_iter_first(it);
+        assert_false(bkv_ikey_iter_valid(it));
+        bkv_err e;
+        assert_int_equal(bkv_ikey_iter_status(it, &e), BKV_CORRUPTION);
+        assert_non_null(strstr(e.msg, "offset 0"));
+        bkv_ikey_iter_destroy(it);
+        bkv_table_close(t);
+        assert_int_equal(test_xor_byte(path, 100, 0x08), 0);
+        /* A read that fails part way ends the scan with the error. */
+        assert_int_equal(bkv_table_open(bkv_fault_env_get(fe), path, 40 + (uint64_t)c, NULL, NULL, &t, NULL), BKV_OK);
+        assert_int_equal(bkv_table_iter_new(t, BKV_READ_BULK, NULL, &it), BKV_OK);
+        bkv_fault_env_fail_at(fe, BKV_FAULT_READ, 5, BKV_FAULT_EIO, 0); /* the fifth read from now */
+        size_t seen = 0;
+        for (bkv_ikey_iter_first(it); bkv_ikey_iter_valid(it); bkv_ikey_iter_next(it)) seen++;
+        assert_int_equal(bkv_ikey_iter_status(it, NULL), BKV_IOERROR);
+        assert_true(seen > 0 && seen < (size_t)n);
+        bkv_fault_env_clear_faults(fe);
+        bkv_ikey_iter_destroy(it);
+        bkv_table_close(t);
+    }
+    bkv_fault_env_free(fe);
+}
+
 /* The footer's format version (docs/format.md, "SSTable"). */
 static uint32_t table_version(const char *path) {
     uint8_t *data;
@@ -824,6 +978,7 @@ int main(void) {
         cmocka_unit_test(point_reads_all_compressions),
         cmocka_unit_test(damage_never_yields_wrong_values),
         cmocka_unit_test(verify_all_rereads_every_block),
+        cmocka_unit_test(bulk_readers_match_block_readers),
         cmocka_unit_test(partitioned_filters_know_every_key),
         cmocka_unit_test(damaged_partitions_read_maybe),
         cmocka_unit_test(index_seeks_match_whole_keys),

@@ -182,16 +182,17 @@ int bkv_table_may_contain(const bkv_table *t, bkv_hash h);
 /* The same for n hashes with prefetching (bkv_filter_may_contain_batch). */
 void bkv_table_may_contain_batch(const bkv_table *t, const bkv_hash *h, size_t n, uint8_t *out);
 
-/* How a read treats blocks (the read_flags of the calls below; 0 = neither). */
+/* How a read treats blocks (the read_flags of the calls below; 0 = none). */
 enum {
     BKV_READ_FILL_CACHE = 1, /* blocks read from the file go into the block cache */
     BKV_READ_VERIFY_ALL = 2, /* every block's checksum is verified on every read, read again from
                                 the file on a cache hit; without it each block is verified once,
                                 when first read from the file */
-    BKV_READ_BULK = 4        /* an iterator that reads the table once, front to back (a compaction,
-                                a check, an ingest): it copies its blocks from the file in large
-                                chunks into a buffer of its own, never through the map or the block
-                                cache, and verifies every block it reads */
+    BKV_READ_BULK = 4        /* for an iterator that reads the table once, front to back (a
+                                compaction, a check, an ingest): it copies its blocks from the file
+                                in large chunks into a buffer of its own, never through the map or
+                                the block cache, and verifies every block it reads; other reads
+                                ignore it */
 };
 
 /* Where a reader that skips damage (bkv_table_iter_skip_damage) passed
@@ -331,8 +332,9 @@ void *bkv_table_slot_peek(const bkv_table *t);
 void bkv_table_slot_prefetch(const bkv_table *t);
 
 /* An internal iterator over the table's entries (util/iterator.h). It
- * reads blocks through the block cache as read_flags say. The table must
- * stay open while the iterator lives. */
+ * reads blocks through the map or the block cache as read_flags say, or
+ * with BKV_READ_BULK in chunks of its own. The table must stay open while
+ * the iterator lives. */
 struct bkv_ikey_iter;
 int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, struct bkv_ikey_iter **out);
 /* Makes a table iterator (from bkv_table_iter_new) pass over what it

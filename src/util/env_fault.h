@@ -9,9 +9,9 @@
  * bkv_fault_env_snapshot() copies the database directory as it would look
  * after a power loss at this instant.
  *
- * Failure injection: the n-th operation of a kind (counted from 1 since the
- * env was made or reset) fails with EIO, ENOSPC or a short write, once or
- * from then on.
+ * Failure injection: the n-th operation of a kind after the request (n = 1:
+ * the next one) fails with EIO, ENOSPC or a short write, once or from then
+ * on.
  *
  * Single-threaded use only (the tests drive one database at a time; the
  * database's own threads are serialized by a mutex inside).
@@ -32,7 +32,8 @@ bkv_fault_env *bkv_fault_env_new(void);
 void bkv_fault_env_free(bkv_fault_env *f);
 const bkv_env *bkv_fault_env_get(bkv_fault_env *f);
 
-/* Fail the n-th operation of kind (n >= 1), persistently or once. */
+/* Fail the n-th operation of kind from now (n >= 1; 1: the next one),
+ * persistently or once. */
 void bkv_fault_env_fail_at(bkv_fault_env *f, int kind, uint64_t n, int error, int persistent);
 void bkv_fault_env_clear_faults(bkv_fault_env *f);
 uint64_t bkv_fault_env_count(bkv_fault_env *f, int kind);

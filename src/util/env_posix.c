@@ -320,14 +320,13 @@ static int posix_resident(bkv_rfile *rf, uint64_t off, uint64_t n) {
     return 1;
 }
 
-/* Reads this large copy from the page cache with pread even when the file
- * is mapped: they are a bulk reader's chunks (BKV_READ_BULK) and blocks
- * read once, and through the map each of their pages would first be
- * mapped into the process (page-table entries written, a TLB flush on
- * every processor when the table is unmapped, and on a virtual machine
- * often a trap to the hypervisor per page) to be copied once. A smaller
- * read copies from the map, cheaper than a system call once its pages are
- * mapped. */
+/* Reads this large copy from the page cache with pread even when the file is
+ * mapped: they are a bulk reader's chunks (BKV_READ_BULK) and blocks read
+ * once, and through the map each of their pages would first be mapped into
+ * the process (page-table entries written, a TLB flush on every processor
+ * running the process when the table is unmapped, and on a virtual machine
+ * often a trap to the hypervisor per page) to be copied once. A smaller read
+ * copies from the map, cheaper than a system call once its pages are mapped. */
 #define MAPPED_COPY_MAX 16384
 
 static int posix_read_at(bkv_rfile *rf, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e) {

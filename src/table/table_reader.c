@@ -1131,8 +1131,8 @@ static int load_bulk(table_iter *ti, bkv_handle h, bkv_err *e) {
         /* The chunk's tail from h on (the start of a block that did not
          * fit) is kept, so that each byte is read once. */
         size_t kept = h.offset >= c->off && h.offset < c->off + c->len ? (size_t)(c->off + c->len - h.offset) : 0;
-        uint64_t data_end = ti->ra.limit > h.offset ? ti->ra.limit : h.offset;
-        uint64_t want = data_end - h.offset < BULK_CHUNK ? data_end - h.offset : BULK_CHUNK;
+        uint64_t end = bkv_table_data_end(t), left = end > h.offset ? end - h.offset : 0;
+        uint64_t want = left < BULK_CHUNK ? left : BULK_CHUNK;
         if (want < need) want = need;
         if (kept) memmove(c->buf, c->buf + (h.offset - c->off), kept);
         c->off = h.offset;
@@ -1362,7 +1362,7 @@ int bkv_table_iter_new(bkv_table *t, int read_flags, bkv_table_stats *stats, bkv
     ti->t = t;
     ti->read_flags = read_flags;
     ti->stats = stats;
-    ti->ra = (readahead){UINT64_MAX, 0, 0, t->props.data_bytes ? t->props.data_bytes : t->index_handle.offset, 0};
+    ti->ra = (readahead){UINT64_MAX, 0, 0, bkv_table_data_end(t), 0};
     /* An index that cannot be read makes an iterator that reports why. */
     static const bkv_block no_index;
     ti->rc = load_index(t, &ti->err);

@@ -500,12 +500,13 @@ static void verify_all_rereads_every_block(void **state) {
  * per block; a bulk reader verifies blocks a block reader already trusts;
  * a failed read ends it with the error. */
 static size_t bulk_reads, bulk_read_bytes;
-static int (*posix_read_at)(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e);
+/* The POSIX env's read_at, which counting_read_at passes reads on to. */
+static int (*inner_read_at)(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e);
 
 static int counting_read_at(bkv_rfile *f, uint64_t off, size_t n, void *dst, size_t *got, bkv_err *e) {
     bulk_reads++;
     bulk_read_bytes += n;
-    return posix_read_at(f, off, n, dst, got, e);
+    return inner_read_at(f, off, n, dst, got, e);
 }
 
 /* Entry i's value: 100 bytes, or 300 KiB for every 997th (more than a
@@ -574,7 +575,7 @@ static void bulk_readers_match_block_readers(void **state) {
         snprintf(path, sizeof path, "%s/%06d.sst", dir, 40 + c);
         build_bulk_table(path, n, comps[c]);
         bkv_env counting = *bkv_env_posix();
-        posix_read_at = counting.read_at;
+        inner_read_at = counting.read_at;
         counting.read_at = counting_read_at;
         for (int mapped = 0; mapped <= 1; mapped++) {
             /* Unmapped: the fault env, which never maps. */

@@ -6,11 +6,15 @@
 # run changes each round), every run's figure goes to a raw file, and the
 # summary gives medians, ranges and gains over one thread.
 #
-#   bench/many_cores.sh OUT_DIR LABEL=BINARY:ENGINE...
+#   bench/many_cores.sh OUT_DIR LABEL=BINARY:ENGINE[:ARG,ARG...]...
 #
 #   bench/many_cores.sh out new=./bloomkv-bench:bloomkv rocksdb=./bloomkv-bench:rocksdb \
-#       base=./bloomkv-bench-1738a70:bloomkv
+#       base=./bloomkv-bench-1738a70:bloomkv sub8=./bloomkv-bench:bloomkv:--max_subcompactions=8 \
+#       nobg=./bloomkv-bench:bloomkv:--write_buffer_size=268435456
 #
+# ARGs are more `bloomkv-bench db` options for that label's runs: the same
+# binary with other settings (a write buffer that holds the whole fill
+# measures the write path with no flush or compaction behind it).
 # BINARY is a `bloomkv-bench` program (bench/static_tool.sh makes one that runs
 # where no library is installed). Settings by environment, with defaults:
 # FILL_KEYS=1000000 READ_KEYS=2000000 ROUNDS=3 FILL_THREADS="1 2 4 8 16"
@@ -40,12 +44,11 @@ trap 'rm -rf "$WORK"' EXIT
 raw=$out/raw.tsv
 printf '# label\tbenchmark\tthreads\tround\tops_per_sec\n' >"$raw"
 labels=()
-declare -A bin eng
+declare -A bin eng extra
 for spec in "$@"; do
     label=${spec%%=*}
-    rest=${spec#*=}
-    bin[$label]=${rest%:*}
-    eng[$label]=${rest##*:}
+    IFS=: read -r bin[$label] eng[$label] extra[$label] <<<"${spec#*=}"
+    extra[$label]=${extra[$label]//,/ }
     labels+=("$label")
 done
 listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -54,7 +57,8 @@ run() { # LABEL BENCHMARK THREADS ROUND ARGS...
     local label=$1 what=$2 threads=$3 round=$4
     shift 4
     local r
-    r=$("${bin[$label]}" db --engine "${eng[$label]}" --threads "$threads" --benchmarks "$what" --json "$@" \
+    # shellcheck disable=SC2086
+    r=$("${bin[$label]}" db --engine "${eng[$label]}" --threads "$threads" --benchmarks "$what" --json "$@" ${extra[$label]} \
         2>>"$out/stderr.txt" | rate)
     printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$what" "$threads" "$round" "${r:-0}" | tee -a "$raw"
 }

@@ -172,7 +172,12 @@ typedef struct bkv_options {            /* bkv_options_init() fills the defaults
                                            (100 + ratio)% of the runs newer than it; default 20 */
     int    tiered_max_size_amplification; /* percent: merge everything when the newer runs exceed
                                            this share of the oldest; default 200 */
-    int    max_background_jobs;         /* background threads (flushes and compactions); default 2 */
+    /* Background threads; default 2. The first flushes (and, alone,
+     * compacts too); each of the others runs one compaction at a time,
+     * beside the others' on tables they do not hold: at 3 or more, a
+     * level-0 compaction need not wait behind a long one deeper down.
+     * 1..16. */
+    int    max_background_jobs;
     /* Per-level filter policy: NULL, or level_options_count entries,
      * entry i for level i; levels past the count keep the defaults, and a
      * count above BKV_MAX_LEVELS is refused. Read by the call the options

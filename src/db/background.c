@@ -191,9 +191,10 @@ static void lower_thread_priority(int delta) {
  * does the short, urgent work (retired WALs, the spare WAL, read views,
  * flushes) and the others compact, at a CPU priority that can be lowered
  * (bkv_options.compaction_nice) so that a compaction sharing a core with
- * the write leader does not preempt it for whole time slices. Only one
- * compaction runs at a time, so threads beyond the second find nothing
- * to do.
+ * the write leader does not preempt it for whole time slices. Each
+ * compacting thread runs one compaction at a time, beside the others' on
+ * tables they do not hold: a level-0 compaction need not wait for a long
+ * one deeper down while level 0 fills.
  */
 static void *background_thread(void *arg) {
     bkv_db *db = arg;
@@ -227,14 +228,14 @@ static void *background_thread(void *arg) {
             pthread_cond_broadcast(&db->sched.work_cv); /* a compaction may now be due */
             continue;
         }
-        if (compacts && !db->sched.compacting && !db->bg_error) {
+        if (compacts && !db->sched.held && !db->bg_error) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (c) {
-                db->sched.compacting = 1;
+                bkv_sched_begin_compaction(db);
                 bkv_run_compaction(db, c);
                 trim_owed = db->opts.release_free_memory;
                 release_free_memory(db, 0, &trim_owed, &last_trim);
-                bkv_sched_release_compaction(db);
+                bkv_sched_end_compaction(db);
                 continue;
             }
         }
@@ -270,11 +271,11 @@ int bkv_compact(bkv_db *db) {
     pthread_cond_broadcast(&db->sched.work_cv);
     for (;;) {
         if (db->bg_error) break;
-        if (!db->sched.compacting && !db->sched.flushing && bkv_mems_immutable(db) == 0) {
+        if (!db->sched.compactions && !db->sched.held && !db->sched.flushing && bkv_mems_immutable(db) == 0) {
             bkv_compaction *c = bkv_pick_compaction(db);
             if (!c) break;
             /* Run it here rather than wait: the caller asked for it. */
-            db->sched.compacting = 1;
+            db->sched.held = 1;
             bkv_run_compaction(db, c);
             bkv_sched_release_compaction(db);
             continue;
@@ -295,13 +296,13 @@ static int run_manual(bkv_db *db, int level, int output_level, const void *begin
     BKV_ASSERT_LOCKED(db);
     for (;;) {
         if (db->bg_error || bkv_sched_stopping(db)) return 0;
-        if (!db->sched.compacting && !db->sched.flushing) {
+        if (!db->sched.compactions && !db->sched.held && !db->sched.flushing) {
             int busy;
             bkv_compaction *c = bkv_compaction_manual(&db->opts, bkv_vset_current(&db->vset), level, output_level, begin,
                                                       blen, end, elen, &busy);
             if (c) {
                 c->smallest_snapshot = bkv_db_oldest_snapshot(db);
-                db->sched.compacting = 1;
+                db->sched.held = 1;
                 bkv_run_compaction(db, c);
                 bkv_sched_release_compaction(db);
                 return 1;

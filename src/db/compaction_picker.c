@@ -231,68 +231,89 @@ static bkv_file_meta *range_deleted_table(const bkv_tree_version *v, uint64_t ol
     return NULL;
 }
 
+/* A compaction of level into the next level (or, in_place, into itself),
+ * or NULL when none can be had. With sought, of that table; else of the
+ * level's next table in round robin (the first past where the level last
+ * stopped) whose tables below are not in another compaction. Level 0
+ * takes every table it overlaps. */
+static bkv_compaction *pick_at(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer, int level,
+                               bkv_file_meta *sought, int covered, int in_place) {
+    if ((level == BKV_MAX_LEVELS - 1 && !in_place) || (level == 0 && any_busy(v->files[0], v->nfiles[0])))
+        return NULL;
+    size_t n = v->nfiles[level], first = 0;
+    const bkv_buf *ptr = &compact_pointer[level];
+    if (level > 0 && !sought && ptr->len)
+        while (first < n && bkv_ikey_compare(v->files[level][first]->largest, v->files[level][first]->largest_len,
+                                             ptr->data, ptr->len) <= 0)
+            first++;
+    size_t tries = level == 0 || sought ? 1 : n;
+    for (size_t t = 0; t < tries; t++) {
+        bkv_file_meta *pick = level == 0 ? NULL : sought ? sought : v->files[level][(first + t) % n];
+        if (pick && pick->being_compacted) continue;
+        bkv_compaction *c = new_compaction(v, level, in_place ? level : level + 1);
+        if (!c) return NULL;
+        c->for_seeks = sought != NULL && !covered;
+        c->for_range_deletion = covered;
+        int failed = level == 0 ? level0_inputs(v, c) : !(c->inputs[0] = malloc(sizeof *c->inputs[0]));
+        if (!failed && pick) {
+            c->inputs[0][0] = pick;
+            c->ninputs[0] = 1;
+        }
+        if (failed || add_outputs_inputs(v, c)) {
+            bkv_compaction_free(c); /* out of memory, or a table below is busy: the next table may do */
+            continue;
+        }
+        uint64_t gp_bytes = 0;
+        for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
+        c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && !c->for_range_deletion &&
+                          gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size &&
+                          same_filter_policy(o, c->level, c->output_level);
+        if (level > 0 && !sought) {
+            /* Out of memory, the pointer is left empty: the next pick starts
+             * the level over, which is only a worse choice, not a wrong one. */
+            if (bkv_buf_set(&compact_pointer[level], pick->largest, pick->largest_len))
+                bkv_buf_clear(&compact_pointer[level]);
+        }
+        claim(c);
+        return c;
+    }
+    return NULL;
+}
+
+/* The level most over its size that can be compacted now, trying the
+ * others in order of how far over they are when a running compaction
+ * holds the tables one would take (compactions run side by side:
+ * background.c). With no level over its size, a table reads have paid
+ * for; then one holding entries a range deletion every reader sees
+ * covers (rewritten in place at the last level). */
 static bkv_compaction *pick_leveled(const bkv_options *o, bkv_tree_version *v, bkv_buf *compact_pointer,
                                     uint64_t oldest_snapshot) {
-    int best = -1;
-    double best_score = 1.0;
+    double score[BKV_MAX_LEVELS - 1];
+    int over = 0;
     for (int l = 0; l < BKV_MAX_LEVELS - 1; l++) {
-        double score = l == 0 ? (double)v->nfiles[0] / o->level0_compaction_trigger
-                              : (double)level_bytes(v, l) / level_target(o, v, l);
-        if (score >= best_score && !(l == 0 && any_busy(v->files[0], v->nfiles[0]))) {
-            best = l;
-            best_score = score;
-        }
+        score[l] = l == 0 ? (double)v->nfiles[0] / o->level0_compaction_trigger
+                          : (double)level_bytes(v, l) / level_target(o, v, l);
+        if (l == 0 && any_busy(v->files[0], v->nfiles[0])) score[0] = 0; /* being compacted already */
+        if (score[l] >= 1.0) over = 1;
     }
-    /* With no level over its size, a table reads have paid for. */
-    bkv_file_meta *sought = NULL;
-    if (best < 0 && (sought = atomic_load_explicit(&v->seek_compact, memory_order_acquire)) && !sought->being_compacted)
-        best = level_of(v, sought);
-    else sought = NULL;
-    /* Then entries a range deletion hides: at the last level rewritten in place. */
-    bkv_file_meta *covered = best < 0 ? range_deleted_table(v, oldest_snapshot, &best) : NULL;
-    int in_place = covered && best == BKV_MAX_LEVELS - 1;
-    if (covered) sought = covered;
-    if (best < 0 || (best == BKV_MAX_LEVELS - 1 && !in_place) || (best == 0 && any_busy(v->files[0], v->nfiles[0])))
-        return NULL;
-    bkv_compaction *c = new_compaction(v, best, in_place ? best : best + 1);
-    if (!c) return NULL;
-    c->for_seeks = sought != NULL && !covered;
-    c->for_range_deletion = covered != NULL;
-    if (best == 0) {
-        if (level0_inputs(v, c)) goto none;
-    } else {
-        /* Round robin: the first file past where this level last stopped. */
-        const bkv_buf *ptr = &compact_pointer[best];
-        bkv_file_meta *pick = sought;
-        for (size_t i = 0; i < v->nfiles[best] && !pick; i++) {
-            bkv_file_meta *f = v->files[best][i];
-            if (!f->being_compacted &&
-                (!ptr->len || bkv_ikey_compare(f->largest, f->largest_len, ptr->data, ptr->len) > 0))
-                pick = f;
-        }
-        for (size_t i = 0; i < v->nfiles[best] && !pick; i++)
-            if (!v->files[best][i]->being_compacted) pick = v->files[best][i];
-        if (!pick || !(c->inputs[0] = malloc(sizeof *c->inputs[0]))) goto none;
-        c->inputs[0][0] = pick;
-        c->ninputs[0] = 1;
+    for (;;) {
+        int best = -1;
+        for (int l = 0; l < BKV_MAX_LEVELS - 1; l++)
+            if (score[l] >= 1.0 && (best < 0 || score[l] >= score[best])) best = l; /* ties: the deeper */
+        if (best < 0) break;
+        bkv_compaction *c = pick_at(o, v, compact_pointer, best, NULL, 0, 0);
+        if (c) return c;
+        score[best] = 0; /* tried */
     }
-    if (add_outputs_inputs(v, c)) goto none;
-    uint64_t gp_bytes = 0;
-    for (size_t i = 0; i < c->ngrand; i++) gp_bytes += c->grandparents[i]->size;
-    c->trivial_move = c->ninputs[0] == 1 && c->ninputs[1] == 0 && !c->for_range_deletion &&
-                      gp_bytes <= BKV_MAX_GRANDPARENT_OVERLAP * o->target_file_size &&
-                      same_filter_policy(o, c->level, c->output_level);
-    if (best > 0 && !sought) {
-        /* Out of memory, the pointer is left empty: the next pick starts
-         * the level over, which is only a worse choice, not a wrong one. */
-        bkv_file_meta *f = c->inputs[0][0];
-        if (bkv_buf_set(&compact_pointer[best], f->largest, f->largest_len)) bkv_buf_clear(&compact_pointer[best]);
+    if (over) return NULL; /* what is over its size waits for the compactions running */
+    bkv_file_meta *sought = atomic_load_explicit(&v->seek_compact, memory_order_acquire);
+    if (sought && !sought->being_compacted) {
+        int level = level_of(v, sought);
+        if (level >= 0) return pick_at(o, v, compact_pointer, level, sought, 0, 0);
     }
-    claim(c);
-    return c;
-none:
-    bkv_compaction_free(c);
-    return NULL;
+    int level;
+    bkv_file_meta *covered = range_deleted_table(v, oldest_snapshot, &level);
+    return covered ? pick_at(o, v, compact_pointer, level, covered, 1, level == BKV_MAX_LEVELS - 1) : NULL;
 }
 
 static bkv_compaction *pick_tiered(const bkv_options *o, bkv_tree_version *v) {

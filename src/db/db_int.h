@@ -173,7 +173,9 @@ typedef struct bkv_scheduler {
     int next_index;                /* under mu: each thread's index, taken as it starts */
     atomic_int shutting_down;      /* set under mu; compactions poll it without */
     int flushing;                  /* under mu: a flush is in progress */
-    int compacting;                /* under mu: a compaction (or an ingest placing tables) is in progress */
+    int compactions;               /* under mu: compactions the background threads are running */
+    int held;                      /* under mu: compactions kept off (an ingest placing tables, or a
+                                    * compaction a caller runs itself) */
     atomic_int working;            /* background threads at a flush or compaction, helpers included */
 } bkv_scheduler;
 

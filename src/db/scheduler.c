@@ -48,17 +48,35 @@ int bkv_sched_flushing(const bkv_db *db) {
 
 int bkv_sched_hold_compaction(bkv_db *db, bkv_err *e) {
     BKV_ASSERT_LOCKED(db);
-    while (db->sched.compacting && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
+    while ((db->sched.compactions || db->sched.held) && !db->bg_error) bkv_db_wait(db, &db->bg_cv);
     if (db->bg_error) return bkv_db_bg_status(db, e);
-    db->sched.compacting = 1;
+    db->sched.held = 1;
     return BKV_OK;
+}
+
+/* What a compaction's end, or a hold's, may have changed: writers stalled
+ * on level 0, callers waiting to hold, and what is due next. */
+static void compaction_ended(bkv_db *db) {
+    pthread_cond_broadcast(&db->bg_cv);
+    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed or wrote may make a compaction due */
 }
 
 void bkv_sched_release_compaction(bkv_db *db) {
     BKV_ASSERT_LOCKED(db);
-    db->sched.compacting = 0;
-    pthread_cond_broadcast(&db->bg_cv);
-    pthread_cond_broadcast(&db->sched.work_cv); /* what it placed or wrote may make a compaction due */
+    db->sched.held = 0;
+    compaction_ended(db);
+}
+
+void bkv_sched_begin_compaction(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    BKV_ASSERT(!db->sched.held);
+    db->sched.compactions++;
+}
+
+void bkv_sched_end_compaction(bkv_db *db) {
+    BKV_ASSERT_LOCKED(db);
+    db->sched.compactions--;
+    compaction_ended(db);
 }
 
 void bkv_sched_note_working(bkv_db *db, int delta) {

@@ -186,6 +186,41 @@ static void deeper_levels_round_robin(void **state) {
     finish(&fx);
 }
 
+/* Compactions run side by side, so a pick meets tables another holds:
+ * the round robin passes over a table whose tables below are busy, and a
+ * level that cannot be compacted now gives way to the next most over. */
+static void busy_tables_give_way_to_the_next_choice(void **state) {
+    (void)state;
+    for (int with_level0 = 0; with_level0 < 2; with_level0++) {
+        fixture fx;
+        start(&fx);
+        for (int i = 0; i < 3; i++)
+            add(&fx, 1, table(30 + (uint64_t)i, 4000, (char)('a' + 2 * i), (char)('b' + 2 * i), 1));
+        add(&fx, 2, table(40, 4000, 'a', 'b', 0));
+        add(&fx, 2, table(41, 4000, 'c', 'd', 0));
+        /* Level 0 twice its trigger, over table 30 alone. */
+        for (int i = 0; with_level0 && i < 8; i++)
+            add(&fx, 0, table(10 + (uint64_t)i, 100, 'a', 'a', 100 * (uint64_t)(i + 1)));
+        bkv_file_meta *t30 = fx.v->files[1][0], *t40 = fx.v->files[2][0];
+        bkv_compaction *c = pick(&fx);
+        assert_int_equal(c->level, with_level0 ? 0 : 1);
+        assert_int_equal(has_input(c, 0, 30) || has_input(c, 1, 30), 1);
+        done(c);
+        bkv_buf_clear(&fx.pointers[1]);
+        /* Level 0 cannot go while table 30 is busy; level 1 passes over
+         * 30 for its busy table below (40), or for itself. */
+        (with_level0 ? t30 : t40)->being_compacted = 1;
+        c = pick(&fx);
+        assert_non_null(c);
+        assert_int_equal(c->level, 1);
+        assert_int_equal(c->inputs[0][0]->number, 31);
+        assert_true(has_input(c, 1, 41));
+        done(c);
+        t30->being_compacted = t40->being_compacted = 0;
+        finish(&fx);
+    }
+}
+
 static void within_target_nothing_is_due(void **state) {
     (void)state;
     fixture fx;
@@ -312,6 +347,7 @@ int main(void) {
         cmocka_unit_test(level0_waits_for_its_trigger),
         cmocka_unit_test(level0_takes_the_oldest_and_what_overlaps_it),
         cmocka_unit_test(deeper_levels_round_robin),
+        cmocka_unit_test(busy_tables_give_way_to_the_next_choice),
         cmocka_unit_test(within_target_nothing_is_due),
         cmocka_unit_test(overlapping_tables_below_level_0_are_refused),
         cmocka_unit_test(seeks_make_a_table_due),

@@ -324,6 +324,19 @@ static void model_with_leveled_compaction(void **state) {
     run_model("leveled", o, 0);
 }
 
+/* Three compacting threads: compactions of different levels (level 0
+ * while a deeper one runs) and of disjoint tables of one level run side
+ * by side, and commit their edits in turn, with flushes beside them. */
+static void model_with_concurrent_compactions(void **state) {
+    (void)state;
+    bkv_options o = small_options();
+    o.max_bytes_for_level_base = 32 * 1024;
+    o.target_file_size = 4 * 1024;
+    o.level_size_multiplier = 4;
+    o.max_background_jobs = 4;
+    run_model("concurrent", o, 0);
+}
+
 /* Compactions cut into four key ranges merged at once: every range's
  * tables join one edit, keys at the cuts are neither lost nor doubled. */
 static void model_with_subcompactions(void **state) {
@@ -565,6 +578,7 @@ int main(void) {
         cmocka_unit_test(model_based_random_operations),
         cmocka_unit_test(model_with_leveled_compaction),
         cmocka_unit_test(model_with_subcompactions),
+        cmocka_unit_test(model_with_concurrent_compactions),
         cmocka_unit_test(model_with_tiered_compaction),
         cmocka_unit_test(multi_get_with_long_keys),
         cmocka_unit_test(one_hash_per_get_with_200_tables),

@@ -309,12 +309,19 @@ static void model_based_random_operations(void **state) {
     run_model("model", o, 100);
 }
 
+/* Leveled, with levels small enough that the model's writes reach
+ * several of them. */
+static bkv_options leveled_options(uint64_t level_base, uint64_t target_file_size) {
+    bkv_options o = small_options();
+    o.max_bytes_for_level_base = level_base;
+    o.target_file_size = target_file_size;
+    o.level_size_multiplier = 4;
+    return o;
+}
+
 static void model_with_leveled_compaction(void **state) {
     (void)state;
-    bkv_options o = small_options();
-    o.max_bytes_for_level_base = 64 * 1024;
-    o.target_file_size = 16 * 1024;
-    o.level_size_multiplier = 4;
+    bkv_options o = leveled_options(64 * 1024, 16 * 1024);
     /* Blocked Bloom where tables come and go, Ribbon (built once, ~30%
      * smaller) below. */
     bkv_level_options levels[BKV_MAX_LEVELS] = {{.filter_type = -1}};
@@ -329,10 +336,7 @@ static void model_with_leveled_compaction(void **state) {
  * by side, and commit their edits in turn, with flushes beside them. */
 static void model_with_concurrent_compactions(void **state) {
     (void)state;
-    bkv_options o = small_options();
-    o.max_bytes_for_level_base = 32 * 1024;
-    o.target_file_size = 4 * 1024;
-    o.level_size_multiplier = 4;
+    bkv_options o = leveled_options(32 * 1024, 4 * 1024);
     o.max_background_jobs = 4;
     run_model("concurrent", o, 0);
 }
@@ -341,10 +345,7 @@ static void model_with_concurrent_compactions(void **state) {
  * tables join one edit, keys at the cuts are neither lost nor doubled. */
 static void model_with_subcompactions(void **state) {
     (void)state;
-    bkv_options o = small_options();
-    o.max_bytes_for_level_base = 64 * 1024;
-    o.target_file_size = 8 * 1024;
-    o.level_size_multiplier = 4;
+    bkv_options o = leveled_options(64 * 1024, 8 * 1024);
     o.max_subcompactions = 4;
     run_model("subcompactions", o, 0);
     bkv_db *db;

@@ -46,9 +46,12 @@ static void make_ops(uint64_t seed) {
 static void key_of(char *b, int k) { snprintf(b, 32, "key%05d", k); }
 static void val_of(char *b, int i) { snprintf(b, 48, "value-of-op-%d-padding-padding", i); }
 
-static bkv_options crash_options(int style) {
+/* With several writers, three compacting threads too: kills land while
+ * compactions run side by side. */
+static bkv_options crash_options(int style, int writers) {
     bkv_options o;
     bkv_options_init(&o);
+    if (writers > 1) o.max_background_jobs = 4;
     o.write_buffer_size = 8 * 1024;
     o.block_size = 512;
     o.compaction_style = style;
@@ -88,7 +91,7 @@ static void *write_ops(void *arg) {
 }
 
 static void child(const char *path, int style, int writers, const int *start, int fd) {
-    bkv_options o = crash_options(style);
+    bkv_options o = crash_options(style, writers);
     bkv_db *db;
     if (bkv_open(path, &o, &db) != BKV_OK) _exit(2);
     pthread_t th[MAX_WRITERS];
@@ -120,7 +123,7 @@ static void verify(const char *path, int style, int writers, const int *acked) {
         int maybe = in_flight(writers, t, acked[t]);
         if (maybe >= 0) maybe_of[ops[maybe].key] = maybe;
     }
-    bkv_options o = crash_options(style);
+    bkv_options o = crash_options(style, writers);
     bkv_db *db;
     assert_int_equal(bkv_open(path, &o, &db), BKV_OK);
     for (int k = 0; k < NKEYS; k++) {
@@ -273,9 +276,10 @@ static void kill_during_tiered_compaction(void **state) {
     crash_loop(BKV_COMPACTION_TIERED, "tiered", 1, test_scale_pick(12, 100, 1000), 1000);
 }
 
-/* Four writers at once: what each acknowledged survives, and of what was
- * in flight at most each writer's next op, so a recovered database is a
- * prefix of the WAL's groups with no gap in any writer's history. */
+/* Four writers at once, and compactions side by side: what each writer
+ * acknowledged survives, and of what was in flight at most each writer's
+ * next op, so a recovered database is a prefix of the WAL's groups with
+ * no gap in any writer's history. */
 static void kill_with_concurrent_writers(void **state) {
     (void)state;
     crash_loop(BKV_COMPACTION_LEVELED, "writers", MAX_WRITERS, test_scale_pick(12, 100, 1000), 2000);

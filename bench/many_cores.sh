@@ -10,7 +10,7 @@
 #
 #   bench/many_cores.sh out new=./bloomkv-bench:bloomkv rocksdb=./bloomkv-bench:rocksdb \
 #       base=./bloomkv-bench-1738a70:bloomkv sub8=./bloomkv-bench:bloomkv:--max_subcompactions=8 \
-#       nobg=./bloomkv-bench:bloomkv:--write_buffer_size=268435456
+#       jobs4=./bloomkv-bench:bloomkv:--max_background_jobs=4 nobg=./bloomkv-bench:bloomkv:--write_buffer_size=268435456
 #
 # ARGs are more `bloomkv-bench db` options for that label's runs: the same
 # binary with other settings (a write buffer that holds the whole fill
